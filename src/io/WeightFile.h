@@ -1,0 +1,77 @@
+//===- WeightFile.h - MIL blob storage v2 (weight.bin) ----------*- C++ -*-===//
+//
+// Reading: a weight file is memory-mapped once; blobs are handed out as spans
+// into the mapping after their 64-byte metadata record has been checked
+// (sentinel, dtype, bounds). Nothing is copied. Writing: blobs are appended
+// one by one to a file, 64-byte aligned, so a model's weights never need to
+// be held in memory at once (formats.md §4).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Constant.h"
+
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace anefit {
+
+/// One metadata record of a weight file.
+struct BlobRecord {
+  uint64_t metadataOffset = 0;
+  DType dtype = DType::F32;
+  uint32_t rawDType = 0;
+  uint64_t dataOffset = 0;
+  uint64_t sizeInBytes = 0;
+  uint64_t paddingBits = 0;
+};
+
+/// A memory-mapped weight.bin.
+class WeightFile : public BlobStore {
+public:
+  /// Maps `path` and checks the storage header. Throws InputError.
+  static std::shared_ptr<WeightFile> open(const std::string &path);
+  ~WeightFile() override;
+
+  const std::string &path() const override { return path_; }
+  std::span<const uint8_t> blobData(uint64_t metadataOffset, DType expected) const override;
+  /// Checks and returns the record at `metadataOffset`. Throws InputError.
+  BlobRecord record(uint64_t metadataOffset) const;
+  /// All records, walking from offset 64 (StorageReader order). Throws InputError.
+  std::vector<BlobRecord> records() const;
+  uint32_t blobCount() const { return count_; }
+  uint64_t size() const { return size_; }
+
+private:
+  WeightFile() = default;
+  std::string path_;
+  const uint8_t *base_ = nullptr;
+  uint64_t size_ = 0;
+  uint32_t count_ = 0;
+};
+
+/// Appends blobs to a new weight file. Call finish() to flush the header.
+class WeightWriter {
+public:
+  /// Creates (truncates) `path`. Throws InputError if it cannot be created.
+  explicit WeightWriter(const std::string &path);
+  ~WeightWriter();
+  /// Appends one blob and returns the offset of its metadata record.
+  /// `paddingBits` is for sub-byte types (unused bits in the last byte).
+  uint64_t append(DType dtype, std::span<const uint8_t> data, uint64_t paddingBits = 0);
+  /// Writes the final header and closes the file.
+  void finish();
+  uint32_t count() const { return count_; }
+
+private:
+  std::string path_;
+  std::FILE *file_ = nullptr;
+  uint64_t end_ = 64;
+  uint32_t count_ = 0;
+};
+
+} // namespace anefit

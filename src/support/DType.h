@@ -1,0 +1,58 @@
+//===- DType.h - MIL element types ------------------------------*- C++ -*-===//
+//
+// The element types of MIL tensors, generated from DTypes.def so that the
+// text names, protobuf codes and weight-blob codes can never drift apart.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace anefit {
+
+enum class DType : uint8_t {
+#define DTYPE(Enum, Name, Proto, Blob, Bits, Kind) Enum,
+#include "support/DTypes.def"
+};
+
+enum class DTypeKind : uint8_t { Bool, String, Float, Signed, Unsigned };
+
+/// Number of rows in DTypes.def.
+inline constexpr int kNumDTypes = 0
+#define DTYPE(Enum, Name, Proto, Blob, Bits, Kind) +1
+#include "support/DTypes.def"
+    ;
+
+/// Text name as coremltools prints it ("fp16", "int32", ...).
+std::string_view dtypeName(DType t);
+/// Inverse of dtypeName; nullopt for an unknown name.
+std::optional<DType> dtypeFromName(std::string_view name);
+/// MILSpec.DataType enum value.
+int dtypeProtoCode(DType t);
+std::optional<DType> dtypeFromProtoCode(int code);
+/// BlobDataType code used in weight.bin records; 0 if the type cannot be stored there.
+uint32_t dtypeBlobCode(DType t);
+std::optional<DType> dtypeFromBlobCode(uint32_t code);
+/// Storage width in bits of one element (0 for string).
+int dtypeBits(DType t);
+DTypeKind dtypeKind(DType t);
+inline bool isFloat(DType t) { return dtypeKind(t) == DTypeKind::Float; }
+inline bool isInteger(DType t) {
+  return dtypeKind(t) == DTypeKind::Signed || dtypeKind(t) == DTypeKind::Unsigned;
+}
+/// True for the packed sub-byte types (int4, uint1..uint6).
+inline bool isSubByte(DType t) { return dtypeBits(t) > 0 && dtypeBits(t) < 8; }
+
+/// Number of bytes needed to store `count` elements (sub-byte types packed LSB-first).
+uint64_t storageBytes(DType t, uint64_t count);
+
+/// IEEE binary16 <-> binary32 conversions, round-to-nearest-even.
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+/// bfloat16 <-> binary32 (round-to-nearest-even).
+float bf16ToFloat(uint16_t h);
+uint16_t floatToBf16(float f);
+
+} // namespace anefit

@@ -1,0 +1,20 @@
+# lit configuration: every *.mil / *.test file under tests/lit is a test.
+import os
+import lit.formats
+
+config.name = "anefit"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".mil", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.anefit_obj_root, "tests", "lit")
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py.in"]
+
+for d in config.anefit_tools_dirs:
+    config.environment["PATH"] = d + os.pathsep + config.environment.get("PATH", "")
+config.environment["PATH"] = (
+    os.path.dirname(config.filecheck) + os.pathsep + config.environment["PATH"])
+config.environment["NO_COLOR"] = "1"
+config.substitutions.append(("%FileCheck", config.filecheck))
+config.substitutions.append(("%python", config.python))
+config.substitutions.append(("%fixtures", os.path.join(config.anefit_src_root, "tests", "fixtures")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))

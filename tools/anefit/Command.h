@@ -1,0 +1,32 @@
+//===- Command.h - Shared plumbing for anefit verbs -------------*- C++ -*-===//
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <string>
+
+namespace anefit::cli {
+
+/// Exit codes shared by every verb.
+enum ExitCode : int {
+  kExitOk = 0,       ///< success, no finding at or above the failure threshold
+  kExitFindings = 1, ///< the command worked and found problems
+  kExitInputError = 2, ///< usage error or malformed input
+};
+
+struct VerbResult {
+  int exitCode = kExitOk;
+};
+
+/// Runs `body`, turning InputError and other exceptions into a one-line
+/// message on stderr ("anefit: error: ...") and exit code 2.
+int runGuarded(const std::function<int()> &body);
+
+/// True if stdout is a terminal and NO_COLOR is not set.
+bool useColor();
+
+#define VERB(Name, Summary, Register) void Register(CLI::App &parent, VerbResult &result);
+#include "Verbs.def"
+
+} // namespace anefit::cli
