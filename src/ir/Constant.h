@@ -12,6 +12,7 @@
 #include "ir/Type.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -94,5 +95,10 @@ public:
 };
 
 using ConstantRef = std::shared_ptr<const Constant>;
+
+/// Resolves the weight-file name a model uses ("@model_path/weights/weight.bin")
+/// to an opened store; may return null when weights are deliberately not
+/// opened (blob constants then keep their BlobRef without a store).
+using WeightOpener = std::function<std::shared_ptr<const BlobStore>(const std::string &fileName)>;
 
 } // namespace anefit
