@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Installs everything anefit needs on a Debian bookworm machine (as root or
+# with sudo), creates a Python virtual environment in .venv for the test
+# tools (coremltools, numpy, lit, pytest), and builds the project in build/.
+#
+#   scripts/setup.sh            install, configure, build
+#   ANEFIT_BUILD_TYPE=Debug scripts/setup.sh
+#   ANEFIT_SANITIZE=ON scripts/setup.sh   (AddressSanitizer + UBSan build)
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+build_dir=${ANEFIT_BUILD_DIR:-build}
+build_type=${ANEFIT_BUILD_TYPE:-RelWithDebInfo}
+sanitize=${ANEFIT_SANITIZE:-OFF}
+
+sudo_cmd=""
+if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
+
+debian_packages=(
+  build-essential cmake ninja-build pkg-config git
+  libprotobuf-dev protobuf-compiler
+  nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libopenblas-dev zlib1g-dev
+  llvm-14-tools
+  python3 python3-venv python3-pip
+)
+missing=()
+for p in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+# Python tools live in a virtual environment so the system Python stays untouched.
+if [ ! -x .venv/bin/python ]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+if ! .venv/bin/python -c "import coremltools, numpy, lit, pytest" 2>/dev/null; then
+  echo "setup: installing Python packages into .venv"
+  .venv/bin/python -m pip install -q --upgrade pip
+  .venv/bin/python -m pip install -q -r scripts/requirements.txt
+fi
+
+cmake -S . -B "$build_dir" -G Ninja \
+  -DCMAKE_BUILD_TYPE="$build_type" \
+  -DANEFIT_SANITIZE="$sanitize" \
+  -DPython3_EXECUTABLE="$root/.venv/bin/python" \
+  -DLIT_EXECUTABLE="$root/.venv/bin/lit" >/dev/null
+cmake --build "$build_dir" -j "$(nproc)"
+echo "setup: built $build_dir/tools/anefit/anefit"
