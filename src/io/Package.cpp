@@ -1,0 +1,381 @@
+//===- Package.cpp - The .mlpackage directory container -------------------===//
+//
+// Manifest validation is strict about anything that could move a read or a
+// write outside the package (absolute paths, "..", symbolic links), and
+// lenient about what anefit does not use (extra items, unknown files).
+//
+//===----------------------------------------------------------------------===//
+#include "io/Package.h"
+
+#include "support/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace anefit {
+namespace {
+
+/// Manifests written by Core ML tools are a few hundred bytes; anything
+/// beyond this is not a manifest and is not read into memory.
+constexpr uint64_t kMaxManifestBytes = 1 << 20;
+
+constexpr const char *kAuthor = "com.apple.CoreML";
+constexpr const char *kModelName = "model.mlmodel";
+constexpr const char *kWeightsName = "weights";
+constexpr const char *kWeightFileName = "weight.bin";
+constexpr const char *kModelPathPrefix = "@model_path/";
+
+/// Shortens a value found in a file for a one-line message.
+std::string quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s.substr(0, 80)) {
+    unsigned char u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  if (s.size() > 80)
+    out += "...";
+  return out + "'";
+}
+
+const char *jsonTypeName(const json &j) { return j.type_name(); }
+
+/// Parses "major.minor.patch" with non-negative decimal parts.
+bool parseVersion(const std::string &s, int v[3]) {
+  size_t pos = 0;
+  for (int i = 0; i < 3; ++i) {
+    if (pos >= s.size() || !std::isdigit(static_cast<unsigned char>(s[pos])))
+      return false;
+    long long n = 0;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) {
+      n = n * 10 + (s[pos++] - '0');
+      if (n > 1000000)
+        return false;
+    }
+    v[i] = static_cast<int>(n);
+    if (i < 2) {
+      if (pos >= s.size() || s[pos] != '.')
+        return false;
+      ++pos;
+    }
+  }
+  return pos == s.size();
+}
+
+/// Checks a relative path from a manifest or a program and returns it
+/// normalised. Rejects absolute paths, "..", empty parts and NUL bytes: such
+/// a path could leave the directory it is resolved against.
+std::optional<std::string> safeRelativePath(std::string_view p) {
+  if (p.empty() || p.front() == '/' || p.find('\0') != std::string_view::npos ||
+      p.find('\\') != std::string_view::npos)
+    return std::nullopt;
+  fs::path path{std::string(p)};
+  for (const fs::path &part : path)
+    if (part == "..")
+      return std::nullopt;
+  std::string norm = path.lexically_normal().generic_string();
+  if (norm.empty() || norm == "." || norm.starts_with("/"))
+    return std::nullopt;
+  while (norm.ends_with("/"))
+    norm.pop_back();
+  return norm;
+}
+
+std::string stringField(const json &entry, const char *key, const std::string &fileName,
+                        const std::string &place) {
+  auto it = entry.find(key);
+  if (it == entry.end())
+    failExpected(fileName, place, std::string("key '") + key + "'", "none");
+  if (!it->is_string())
+    failExpected(fileName, place + "." + key, "a string", jsonTypeName(*it));
+  return it->get<std::string>();
+}
+
+/// Canonical form of an existing path (symbolic links resolved), or the
+/// lexical absolute form if it does not exist.
+fs::path canonicalOrAbsolute(const fs::path &p) {
+  std::error_code ec;
+  fs::path c = fs::weakly_canonical(p, ec);
+  if (ec)
+    return fs::absolute(p).lexically_normal();
+  return c;
+}
+
+bool isWithin(const fs::path &dir, const fs::path &p) {
+  auto rel = p.lexically_relative(dir);
+  if (rel.empty())
+    return false;
+  auto first = *rel.begin();
+  return first != ".." && !rel.is_absolute();
+}
+
+std::string randomSuffix() {
+  std::random_device rd;
+  char buf[20];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+void writeFileOrThrow(const fs::path &path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  if (!out)
+    throw InputError::at(path.string(), "", "cannot write file");
+}
+
+std::string manifestText(const std::string &modelId, const std::string &weightsId) {
+  json doc;
+  doc["fileFormatVersion"] = "1.0.0";
+  doc["rootModelIdentifier"] = modelId;
+  doc["itemInfoEntries"][modelId] = {{"author", kAuthor},
+                                     {"description", "CoreML Model Specification"},
+                                     {"name", kModelName},
+                                     {"path", std::string(kAuthor) + "/" + kModelName}};
+  doc["itemInfoEntries"][weightsId] = {{"author", kAuthor},
+                                       {"description", "CoreML Model Weights"},
+                                       {"name", kWeightsName},
+                                       {"path", std::string(kAuthor) + "/" + kWeightsName}};
+  return doc.dump(4) + "\n";
+}
+
+} // namespace
+
+const Manifest::Item &Manifest::rootItem() const {
+  for (const Item &item : items)
+    if (item.identifier == rootModelIdentifier)
+      return item;
+  // parseManifest guarantees the root entry exists.
+  throw InputError("manifest has no root model entry");
+}
+
+Manifest parseManifest(std::string_view text, const std::string &fileName) {
+  json doc = json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) {
+    // Re-parse with exceptions only to get nlohmann's position information.
+    try {
+      json ignored = json::parse(text);
+      (void)ignored;
+    } catch (const json::exception &e) {
+      std::string msg = e.what();
+      auto colon = msg.find("] ");
+      throw InputError::at(fileName, "",
+                           "invalid JSON: " +
+                               (colon == std::string::npos ? msg : msg.substr(colon + 2)));
+    }
+    throw InputError::at(fileName, "", "invalid JSON");
+  }
+  if (!doc.is_object())
+    failExpected(fileName, "", "a JSON object", jsonTypeName(doc));
+
+  Manifest m;
+  m.fileFormatVersion = stringField(doc, "fileFormatVersion", fileName, "manifest");
+  int v[3];
+  if (!parseVersion(m.fileFormatVersion, v))
+    failExpected(fileName, "fileFormatVersion", "a version 'major.minor.patch'",
+                 quote(m.fileFormatVersion));
+  if (v[0] > 1 || (v[0] == 1 && (v[1] > 0 || v[2] > 0)))
+    failExpected(fileName, "fileFormatVersion", "a version no newer than 1.0.0",
+                 quote(m.fileFormatVersion));
+
+  m.rootModelIdentifier = stringField(doc, "rootModelIdentifier", fileName, "manifest");
+
+  auto entries = doc.find("itemInfoEntries");
+  if (entries == doc.end())
+    failExpected(fileName, "manifest", "key 'itemInfoEntries'", "none");
+  if (!entries->is_object())
+    failExpected(fileName, "itemInfoEntries", "an object", jsonTypeName(*entries));
+
+  for (auto it = entries->begin(); it != entries->end(); ++it) {
+    std::string place = "itemInfoEntries." + it.key();
+    if (!it->is_object())
+      failExpected(fileName, place, "an object", jsonTypeName(*it));
+    Manifest::Item item;
+    item.identifier = it.key();
+    item.author = stringField(*it, "author", fileName, place);
+    item.description = stringField(*it, "description", fileName, place);
+    item.name = stringField(*it, "name", fileName, place);
+    std::string path = stringField(*it, "path", fileName, place);
+    std::optional<std::string> safe = safeRelativePath(path);
+    if (!safe)
+      throw InputError::at(fileName, place + ".path",
+                           "a Manifest path that escapes the package: expected a relative "
+                           "path inside Data/, found " +
+                               quote(path));
+    item.path = *safe;
+    m.items.push_back(std::move(item));
+  }
+
+  bool found = false;
+  for (const Manifest::Item &item : m.items)
+    found |= item.identifier == m.rootModelIdentifier;
+  if (!found)
+    failExpected(fileName, "rootModelIdentifier", "the identifier of an itemInfoEntries entry",
+                 quote(m.rootModelIdentifier));
+  return m;
+}
+
+bool isPackageDirectory(const std::string &path) {
+  std::error_code ec;
+  return fs::is_directory(path, ec) && fs::is_regular_file(fs::path(path) / "Manifest.json", ec);
+}
+
+PackageLayout openPackage(const std::string &dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec))
+    throw InputError::at(dir, "", "no such file or directory");
+  if (!fs::is_directory(dir, ec))
+    failExpected(dir, "", "a .mlpackage directory", "a file");
+  fs::path root(dir);
+  fs::path manifestPath = root / "Manifest.json";
+  std::string manifestName = manifestPath.string();
+  if (!fs::is_regular_file(manifestPath, ec))
+    failExpected(dir, "", "a package directory with a Manifest.json", "no Manifest.json");
+
+  uint64_t size = fs::file_size(manifestPath, ec);
+  if (ec)
+    throw InputError::at(manifestName, "", "cannot read file: " + ec.message());
+  if (size > kMaxManifestBytes)
+    failExpected(manifestName, "", "at most " + std::to_string(kMaxManifestBytes) + " bytes",
+                 std::to_string(size) + " bytes");
+  std::ifstream in(manifestPath, std::ios::binary);
+  std::string text(size, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(size));
+  if (!in)
+    throw InputError::at(manifestName, "", "cannot read file");
+
+  PackageLayout layout;
+  layout.root = dir;
+  layout.manifest = parseManifest(text, manifestName);
+
+  const Manifest::Item &rootItem = layout.manifest.rootItem();
+  fs::path modelFile = root / "Data" / rootItem.path;
+  layout.modelFile = modelFile.string();
+  // A symbolic link inside the package may still point out of it.
+  fs::path dataDir = canonicalOrAbsolute(root / "Data");
+  if (!isWithin(dataDir, canonicalOrAbsolute(modelFile)))
+    throw InputError::at(manifestName, "itemInfoEntries." + rootItem.identifier + ".path",
+                         "a Manifest path that escapes the package: " + quote(rootItem.path) +
+                             " leads outside Data/");
+  if (!fs::exists(modelFile, ec))
+    throw InputError::at(layout.modelFile, "", "no such file or directory");
+  if (!fs::is_regular_file(modelFile, ec))
+    failExpected(layout.modelFile, "", "a model file", "a directory");
+  layout.modelDir = modelFile.parent_path().string();
+  layout.weightsDir = (modelFile.parent_path() / kWeightsName).string();
+  return layout;
+}
+
+std::string resolveWeightPath(const std::string &modelDir, const std::string &fileName,
+                              const std::string &referrer) {
+  std::string place = "weight file " + quote(fileName);
+  if (!fileName.starts_with(kModelPathPrefix))
+    failExpected(referrer, place, "a name starting with '@model_path/weights/'", quote(fileName));
+  std::optional<std::string> rel =
+      safeRelativePath(std::string_view(fileName).substr(std::strlen(kModelPathPrefix)));
+  if (!rel || !rel->starts_with(std::string(kWeightsName) + "/"))
+    throw InputError::at(referrer, place,
+                         "a weight file name that escapes the weights directory: expected "
+                         "'@model_path/weights/<name>'");
+  fs::path base(modelDir.empty() ? "." : modelDir);
+  fs::path resolved = base / *rel;
+  if (!isWithin(canonicalOrAbsolute(base / kWeightsName), canonicalOrAbsolute(resolved)))
+    throw InputError::at(referrer, place,
+                         "a weight file name that escapes the weights directory: it leads "
+                         "outside " +
+                             (base / kWeightsName).string());
+  return resolved.string();
+}
+
+std::string makeUuid() {
+  std::random_device rd;
+  uint8_t b[16];
+  for (int i = 0; i < 16; i += 4) {
+    uint32_t r = rd();
+    for (int k = 0; k < 4; ++k)
+      b[i + k] = static_cast<uint8_t>(r >> (8 * k));
+  }
+  b[6] = (b[6] & 0x0f) | 0x40; // version 4
+  b[8] = (b[8] & 0x3f) | 0x80; // RFC 4122 variant
+  char out[37];
+  std::snprintf(out, sizeof out,
+                "%02X%02X%02X%02X-%02X%02X-%02X%02X-%02X%02X-%02X%02X%02X%02X%02X%02X", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return out;
+}
+
+bool pathContains(const std::string &a, const std::string &b) {
+  std::error_code ec;
+  if (!fs::exists(a, ec) || !fs::exists(b, ec))
+    return false;
+  if (fs::equivalent(a, b, ec))
+    return true;
+  fs::path ca = canonicalOrAbsolute(a), cb = canonicalOrAbsolute(b);
+  return fs::is_directory(ca, ec) && isWithin(ca, cb);
+}
+
+void writePackage(const std::string &dest, const PackageContentWriter &writeContent) {
+  fs::path target = fs::path(dest).lexically_normal();
+  if (target.has_filename() == false)
+    target = target.parent_path();
+  std::string name = target.filename().string();
+  if (name.empty() || name == "." || name == "..")
+    failExpected(dest, "", "a package path ending in a name", quote(dest));
+  fs::path parent = target.parent_path();
+  if (parent.empty())
+    parent = ".";
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec))
+    throw InputError::at(dest, "",
+                         "cannot write: directory " + parent.string() + " does not exist");
+
+  fs::path tmp = parent / ("." + name + ".tmp-" + randomSuffix());
+  try {
+    fs::path modelDir = tmp / "Data" / kAuthor;
+    fs::create_directories(modelDir / kWeightsName);
+    fs::path weightPath = modelDir / kWeightsName / kWeightFileName;
+    std::string modelBytes;
+    {
+      WeightWriter weights(weightPath.string());
+      modelBytes = writeContent(weights);
+      weights.finish();
+      if (weights.count() == 0)
+        fs::remove(weightPath);
+    }
+    writeFileOrThrow(modelDir / kModelName, modelBytes);
+    writeFileOrThrow(tmp / "Manifest.json", manifestText(makeUuid(), makeUuid()));
+
+    if (fs::exists(fs::symlink_status(target))) {
+      // Move the old output aside first so that at every moment either the
+      // old or the new package is complete under `dest`.
+      fs::path old = parent / ("." + name + ".old-" + randomSuffix());
+      fs::rename(target, old);
+      try {
+        fs::rename(tmp, target);
+      } catch (...) {
+        fs::rename(old, target, ec);
+        throw;
+      }
+      fs::remove_all(old, ec);
+    } else {
+      fs::rename(tmp, target);
+    }
+  } catch (const fs::filesystem_error &e) {
+    fs::remove_all(tmp, ec);
+    throw InputError::at(dest, "", std::string("cannot write package: ") + e.code().message());
+  } catch (...) {
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+} // namespace anefit
