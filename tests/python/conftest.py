@@ -1,0 +1,256 @@
+"""Shared pytest fixtures and helpers for anefit's Python tests.
+
+Binaries come from the environment that ctest sets (tests/CMakeLists.txt):
+  ANEFIT_BIN        path of the `anefit` executable
+  ANEFIT_OPT_BIN    path of the `anefit-opt` executable
+  ANEFIT_BUILD_DIR  the CMake build directory
+A test that needs a binary or coremltools that is not there is skipped, not failed.
+
+Helpers other test files use:
+  FIXTURES_DIR, fixture_names(), fixture_info(name), fixture_package(name),
+  load_npz(path), load_with_coremltools(path) -> LoadedModel,
+  program_op_types(prog), run_anefit(...) via the `anefit` fixture.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FIXTURES_DIR = os.path.join(REPO_ROOT, "tests", "fixtures")
+GENERATED_DIR = os.path.join(FIXTURES_DIR, "generated")
+EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
+
+
+# ---------------------------------------------------------------------------------
+# Fixture files
+# ---------------------------------------------------------------------------------
+
+def fixture_names():
+    """Names of the fixtures described by a tests/fixtures/<name>/fixture.json."""
+    out = []
+    for entry in sorted(os.listdir(FIXTURES_DIR)):
+        if os.path.isfile(os.path.join(FIXTURES_DIR, entry, "fixture.json")):
+            out.append(entry)
+    return out
+
+
+def fixture_info(name):
+    with open(os.path.join(FIXTURES_DIR, name, "fixture.json")) as f:
+        return json.load(f)
+
+
+def fixture_package(name):
+    """Path of a fixture's model.mlpackage; None when it is a generated one that
+    has not been generated yet (scripts/gen_fixtures.sh makes it)."""
+    info = fixture_info(name)
+    if info.get("package") == "generated":
+        path = os.path.join(GENERATED_DIR, name, "model.mlpackage")
+    else:
+        path = os.path.join(FIXTURES_DIR, name, "model.mlpackage")
+    return path if os.path.isdir(path) else None
+
+
+def load_npz(path):
+    """Load a .npz into a plain dict {key: ndarray}."""
+    with np.load(path, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files}
+
+
+def fixture_steps(arrays):
+    """Split step-keyed arrays ("step3/x", "step3/state/s") into a list per step of
+    {rest_of_key: array}. Arrays without a step prefix come back as step 0."""
+    steps = {}
+    for key, val in arrays.items():
+        if key.startswith("step") and "/" in key:
+            idx, rest = key.split("/", 1)
+            steps.setdefault(int(idx[4:]), {})[rest] = val
+        else:
+            steps.setdefault(0, {})[key] = val
+    return [steps[i] for i in sorted(steps)]
+
+
+# ---------------------------------------------------------------------------------
+# coremltools as an external validator (Linux: load and parse only, no prediction)
+# ---------------------------------------------------------------------------------
+
+def _import_coremltools():
+    try:
+        import coremltools  # noqa: F401
+        return coremltools
+    except Exception:  # ImportError, or a broken install
+        return None
+
+
+def have_coremltools():
+    return _import_coremltools() is not None
+
+
+class LoadedModel:
+    """What coremltools sees in a package: the protobuf spec and the pymil Program."""
+
+    def __init__(self, path, spec, program):
+        self.path = path
+        self.spec = spec
+        self.program = program
+
+    @property
+    def description(self):
+        return self.spec.description
+
+    def io(self):
+        """{'inputs'|'outputs'|'states': {name: (shape tuple, dtype str)}} from the spec."""
+        from coremltools.proto import Model_pb2
+
+        names = {
+            Model_pb2.ArrayFeatureType.FLOAT32: "fp32",
+            Model_pb2.ArrayFeatureType.FLOAT16: "fp16",
+            Model_pb2.ArrayFeatureType.INT32: "int32",
+            Model_pb2.ArrayFeatureType.DOUBLE: "fp64",
+        }
+
+        def arr(t):
+            return (tuple(int(s) for s in t.shape), names.get(t.dataType, str(t.dataType)))
+
+        d = self.spec.description
+        return {
+            "inputs": {f.name: arr(f.type.multiArrayType) for f in d.input},
+            "outputs": {f.name: arr(f.type.multiArrayType) for f in d.output},
+            "states": {f.name: arr(f.type.stateType.arrayType) for f in d.state},
+        }
+
+
+def load_with_coremltools(path):
+    """Load a .mlpackage (or a bare .mlmodel) the way an external validator can on
+    Linux: ct.utils.load_spec for the protobuf, then coremltools' milproto loader
+    for the ML Program, which parses every op and reads every weight blob.
+    Raises on anything coremltools rejects. Skips the test when coremltools is absent."""
+    ct = _import_coremltools()
+    if ct is None:
+        pytest.skip("coremltools is not installed")
+    from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
+
+    spec = ct.utils.load_spec(str(path))
+    program = None
+    if spec.WhichOneof("Type") == "mlProgram":
+        weights_dir = os.path.join(str(path), "Data", "com.apple.CoreML", "weights")
+        if not os.path.isdir(weights_dir):
+            weights_dir = ""
+        program = milproto_load(spec, specification_version=spec.specificationVersion,
+                                file_weights_dir=weights_dir)
+    return LoadedModel(str(path), spec, program)
+
+
+def program_op_types(program, with_const=True):
+    """Histogram {op_type: count} over every function and nested block of a pymil Program."""
+    hist = {}
+
+    def walk(block):
+        for op in block.operations:
+            if with_const or op.op_type != "const":
+                hist[op.op_type] = hist.get(op.op_type, 0) + 1
+            for b in op.blocks:
+                walk(b)
+
+    for fn in program.functions.values():
+        walk(fn)
+    return dict(sorted(hist.items()))
+
+
+def program_function_io(program):
+    """{function: ([(input name, shape, dtype)], [output names])} for a pymil Program."""
+    from coremltools.converters.mil.mil import types
+
+    out = {}
+    for fname, fn in program.functions.items():
+        ins = []
+        for n, v in fn.inputs.items():
+            t = v.sym_type
+            if types.is_state(t):
+                t = t.wrapped_type()
+                kind = "state"
+            else:
+                kind = "tensor"
+            ins.append((n, kind, tuple(int(s) for s in v.shape), types.builtin_to_string(v.dtype)))
+        out[fname] = (ins, [o.name for o in fn.outputs])
+    return out
+
+
+# ---------------------------------------------------------------------------------
+# Binaries
+# ---------------------------------------------------------------------------------
+
+def _binary(env_var, default_rel):
+    path = os.environ.get(env_var)
+    if not path:
+        build = os.environ.get("ANEFIT_BUILD_DIR", os.path.join(REPO_ROOT, "build"))
+        path = os.path.join(build, default_rel)
+    return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+
+
+class Tool:
+    """A command-line binary: call it with arguments, get a CompletedProcess."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __call__(self, *args, check=False, timeout=300, **kw):
+        proc = subprocess.run([self.path, *map(str, args)], capture_output=True, text=True,
+                              timeout=timeout, **kw)
+        if check and proc.returncode != 0:
+            raise AssertionError(
+                f"{self.path} {' '.join(map(str, args))} exited {proc.returncode}\n"
+                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def has_verb(self, verb):
+        """True when `anefit VERB --help` is accepted."""
+        proc = self(verb, "--help")
+        if proc.returncode != 0:
+            return False
+        text = (proc.stdout + proc.stderr).lower()
+        return "unknown" not in text.split("\n", 1)[0]
+
+
+@pytest.fixture(scope="session")
+def anefit():
+    path = _binary("ANEFIT_BIN", os.path.join("tools", "anefit", "anefit"))
+    if path is None:
+        pytest.skip("anefit binary not found (set ANEFIT_BIN or ANEFIT_BUILD_DIR)")
+    return Tool(path)
+
+
+@pytest.fixture(scope="session")
+def anefit_opt():
+    path = _binary("ANEFIT_OPT_BIN", os.path.join("tools", "anefit-opt", "anefit-opt"))
+    if path is None:
+        pytest.skip("anefit-opt binary not found (set ANEFIT_OPT_BIN or ANEFIT_BUILD_DIR)")
+    return Tool(path)
+
+
+@pytest.fixture(scope="session")
+def coremltools():
+    ct = _import_coremltools()
+    if ct is None:
+        pytest.skip("coremltools is not installed")
+    return ct
+
+
+@pytest.fixture(scope="session")
+def build_dir():
+    path = os.environ.get("ANEFIT_BUILD_DIR")
+    if not path or not os.path.isdir(path):
+        pytest.skip("ANEFIT_BUILD_DIR is not set")
+    return path
+
+
+def pytest_configure(config):
+    # coremltools prints warnings about its missing macOS-only native modules; keep
+    # test output readable by making its progress bars quiet.
+    os.environ.setdefault("TQDM_DISABLE", "1")
+    if REPO_ROOT not in sys.path:
+        sys.path.insert(0, REPO_ROOT)
