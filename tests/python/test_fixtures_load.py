@@ -25,6 +25,11 @@ REQUIRED_FIXTURES = [
     "lfm2_shortconv",
     "lfm2_shortconv_2layer",
     "lfm2_shortconv_io",
+    "kv_cache_slice_update",
+    "llama_attention",
+    "cnn_small",
+    "vit_small",
+    "lfm2_multilayer",
 ]
 
 NAMES = fixture_names()
