@@ -14,6 +14,7 @@ Helpers other test files use:
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -208,12 +209,15 @@ class Tool:
         return proc
 
     def has_verb(self, verb):
-        """True when `anefit VERB --help` is accepted."""
+        """True when `anefit VERB --help` prints the verb's own usage line (a CLI that
+        does not know the verb fails, or prints the top-level usage instead)."""
         proc = self(verb, "--help")
         if proc.returncode != 0:
             return False
-        text = (proc.stdout + proc.stderr).lower()
-        return "unknown" not in text.split("\n", 1)[0]
+        for line in (proc.stdout + proc.stderr).splitlines():
+            if "usage" in line.lower():
+                return re.search(r"\b%s\b" % re.escape(verb), line) is not None
+        return False
 
 
 @pytest.fixture(scope="session")

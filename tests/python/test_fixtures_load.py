@@ -215,3 +215,47 @@ def test_anefit_convert_round_trip(name, convert_tool, tmp_path):
     assert program_function_io(written.program) == program_function_io(original.program)
     # the input package is never modified
     assert fixture_package(name) == pkg
+
+
+def _readme_rows():
+    """{fixture name: (inputs cell, states cell, outputs cell)} from the table in
+    tests/fixtures/README.md."""
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "README.md")
+    rows = {}
+    for line in open(path):
+        m = re.match(r"^\| `(\w+)` \|", line)
+        if not m:
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split(" | ")]
+        assert len(cells) == 5, line
+        rows[m.group(1)] = (cells[2], cells[3], cells[4])
+    return rows
+
+
+def _readme_features(cell):
+    """[(name, shape, dtype)] from a README cell like "`x` (1,1,64) fp32, `pos` (1,) int32";
+    several names may share one shape: "`a`, `b` (1,2) fp16"."""
+    if cell == "none":
+        return []
+    out = []
+    pending = []
+    for m in re.finditer(r"`(\w+)`|\(([\d, ]*)\)\s*(fp16|fp32|int32)", cell):
+        if m.group(1):
+            pending.append(m.group(1))
+        else:
+            shape = [int(v) for v in m.group(2).replace(" ", "").split(",") if v]
+            out += [(n, shape, m.group(3)) for n in pending]
+            pending = []
+    assert not pending, f"README cell names without a shape: {cell}"
+    return out
+
+
+def test_readme_table_matches_fixtures():
+    rows = _readme_rows()
+    assert sorted(rows) == sorted(NAMES)
+    for name, cells in rows.items():
+        info = fixture_info(name)
+        for cell, kind in zip(cells, ("inputs", "states", "outputs")):
+            got = sorted(_readme_features(cell))
+            want = sorted((n, v["shape"], v["dtype"]) for n, v in info[kind].items())
+            assert got == want, f"README row {name}, {kind}: {got} != {want}"
