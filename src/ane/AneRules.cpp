@@ -1,0 +1,1040 @@
+//===- AneRules.cpp - The rules table and its predicates ------------------===//
+//
+// The table generated from AneRules.def and Chips.def, and one small named
+// predicate per rule (check<Enum>). Predicates look at types, shapes and
+// immediate constants only; a blob-backed constant's data is never read.
+//
+//===----------------------------------------------------------------------===//
+#include "ane/AneRules.h"
+#include "ane/RuleContext.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <functional>
+#include <set>
+#include <unordered_set>
+
+namespace anefit::ane {
+
+//===----------------------------------------------------------------------===//
+// Tables
+//===----------------------------------------------------------------------===//
+
+static constexpr RuleInfo kRules[] = {
+#define ANE_RULE(Enum, Code, Kind, Eff, Conf, G, Title, Scope, Evidence, Fix)                      \
+  {RuleId::Enum, Code,  RuleKind::Kind, Effect::Eff, Confidence::Conf,                             \
+   Gate::G,      Title, Scope,          Evidence,    Fix},
+#include "ane/AneRules.def"
+};
+
+static constexpr ChipInfo kChips[] = {
+#define CHIP(Enum, Name, Display, Phone, Axis, KW, KH, Texture, SinCos)                            \
+  {Chip::Enum, Name, Display, Phone, Axis, KW, KH, Texture, SinCos},
+#include "ane/Chips.def"
+};
+
+std::vector<std::string_view> RuleInfo::evidenceUrls() const {
+  std::vector<std::string_view> urls;
+  std::string_view rest = evidence;
+  while (!rest.empty()) {
+    size_t space = rest.find(' ');
+    std::string_view url = rest.substr(0, space);
+    if (!url.empty())
+      urls.push_back(url);
+    if (space == std::string_view::npos)
+      break;
+    rest = rest.substr(space + 1);
+  }
+  return urls;
+}
+
+std::span<const RuleInfo> allRules() { return kRules; }
+const RuleInfo &ruleInfo(RuleId id) { return kRules[static_cast<size_t>(id)]; }
+
+std::optional<RuleId> ruleFromCode(std::string_view code) {
+  for (const RuleInfo &r : kRules)
+    if (r.code == code)
+      return r.id;
+  return std::nullopt;
+}
+
+static constexpr std::array<std::string_view, 5> kEffectNames = {
+    "slow", "fallback", "wrong-numerics", "compile-fail", "runtime-fail"};
+
+std::string_view effectName(Effect e) { return kEffectNames[static_cast<size_t>(e)]; }
+
+std::optional<Effect> effectFromName(std::string_view name) {
+  for (size_t i = 0; i < kEffectNames.size(); ++i)
+    if (kEffectNames[i] == name)
+      return static_cast<Effect>(i);
+  return std::nullopt;
+}
+
+std::string_view confidenceName(Confidence c) {
+  switch (c) {
+  case Confidence::AppleDocumented:
+    return "apple-documented";
+  case Confidence::Measured:
+    return "measured";
+  case Confidence::Folklore:
+    return "folklore";
+  }
+  return "";
+}
+
+std::string_view gateDescription(Gate g) {
+  switch (g) {
+  case Gate::All:
+    return "all chips and OS versions";
+  case Gate::Phone:
+    return "iPhone/iPad chips (a14..a19)";
+  case Gate::NoTexture:
+    return "chips without the texture engine (m1)";
+  case Gate::NoSinCos:
+    return "chips before A15/M3 (m1, m2, a14)";
+  case Gate::Ios26:
+    return "iOS 26 / macOS 26";
+  }
+  return "";
+}
+
+std::span<const ChipInfo> allChips() { return kChips; }
+const ChipInfo &chipInfo(Chip c) { return kChips[static_cast<size_t>(c)]; }
+
+std::optional<Chip> chipFromName(std::string_view name) {
+  for (const ChipInfo &c : kChips)
+    if (c.name == name)
+      return c.chip;
+  return std::nullopt;
+}
+
+static constexpr std::array<std::string_view, 4> kOsNames = {"any", "ios17", "ios18", "ios26"};
+
+std::string_view osName(TargetOs os) { return kOsNames[static_cast<size_t>(os)]; }
+
+std::optional<TargetOs> osFromName(std::string_view name) {
+  for (size_t i = 0; i < kOsNames.size(); ++i)
+    if (kOsNames[i] == name)
+      return static_cast<TargetOs>(i);
+  return std::nullopt;
+}
+
+std::string_view computeUnitsName(ComputeUnits cu) {
+  return cu == ComputeUnits::All ? "all" : "cpu_and_ne";
+}
+
+std::optional<ComputeUnits> computeUnitsFromName(std::string_view name) {
+  if (name == "cpu_and_ne")
+    return ComputeUnits::CpuAndNe;
+  if (name == "all")
+    return ComputeUnits::All;
+  return std::nullopt;
+}
+
+bool gateApplies(Gate g, Chip chip, TargetOs os) {
+  const ChipInfo &c = chipInfo(chip);
+  switch (g) {
+  case Gate::All:
+    return true;
+  case Gate::Phone:
+    return c.phone;
+  case Gate::NoTexture:
+    return !c.texture;
+  case Gate::NoSinCos:
+    return !c.sinCos;
+  case Gate::Ios26:
+    return os == TargetOs::Any || os == TargetOs::Ios26;
+  }
+  return true;
+}
+
+RawFinding &RuleContext::report(const Operation *op, std::string message) {
+  out.push_back(RawFinding{current, ruleInfo(current).effect, op, {}, false, std::move(message)});
+  return out.back();
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers shared by predicates
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool isConstLike(const Operation &op) {
+  return op.type == "const" || op.type.rfind("constexpr_", 0) == 0;
+}
+
+/// Ops that compute something at run time (everything but constants and
+/// weight decompression).
+bool isCompute(const Operation &op) { return !isConstLike(op); }
+
+/// The type bound to `param`, from its value or its immediate constant.
+const Type *paramType(const Operation &op, std::string_view param) {
+  const OpInput *in = op.input(param);
+  if (!in || in->bindings.size() != 1)
+    return nullptr;
+  const Binding &b = in->bindings[0];
+  if (b.isValue())
+    return &b.value->type;
+  return b.constant ? &b.constant->type : nullptr;
+}
+
+/// The constant bound to `param` if it is an immediate (in-memory) tensor; a
+/// blob-backed constant yields null so its data is never read.
+const Constant *immediateInput(const Operation &op, std::string_view param) {
+  const Constant *c = op.constInput(param);
+  return c && c->kind == Constant::Kind::Tensor ? c : nullptr;
+}
+
+std::optional<int64_t> immediateInt(const Operation &op, std::string_view param) {
+  const Constant *c = immediateInput(op, param);
+  if (!c || c->numElements() != 1 || c->type.dtype() == DType::String)
+    return std::nullopt;
+  return c->elementAsInt(0);
+}
+
+std::optional<std::vector<int64_t>> immediateInts(const Operation &op, std::string_view param) {
+  const Constant *c = immediateInput(op, param);
+  if (!c || c->type.dtype() == DType::String || c->numElements() > 4096)
+    return std::nullopt;
+  return c->asInts();
+}
+
+/// True if `param` is bound and its value is not a compile-time constant.
+bool isRuntime(const Operation &op, std::string_view param) {
+  const OpInput *in = op.input(param);
+  if (!in || in->bindings.empty())
+    return false;
+  for (const Binding &b : in->bindings) {
+    if (!b.isValue())
+      continue;
+    const Operation *def = b.value->definingOp;
+    if (!def || !isConstLike(*def))
+      return true;
+  }
+  return false;
+}
+
+std::optional<std::vector<int64_t>> shapeOf(const Type &t) {
+  if (!t.isTensor() && !t.isState())
+    return std::nullopt;
+  return t.staticShape();
+}
+
+/// Tensor types of every value operand and result of `op`.
+template <typename Fn> void forEachTensor(const Operation &op, Fn &&fn) {
+  for (const Value *v : op.operandValues())
+    if (v->type.isTensor())
+      fn(*v, false);
+  for (const auto &v : op.outputs)
+    if (v->type.isTensor())
+      fn(*v, true);
+}
+
+std::string dimsStr(const std::vector<int64_t> &shape) {
+  std::string s = "(";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + ")";
+}
+
+bool oneOf(std::string_view type, std::initializer_list<std::string_view> names) {
+  return std::find(names.begin(), names.end(), type) != names.end();
+}
+
+/// Reports `op` if its type is in `names`.
+void reportIfType(RuleContext &ctx, const Operation *op,
+                  std::initializer_list<std::string_view> names, std::string_view why) {
+  if (op && oneOf(op->type, names))
+    ctx.report(op, "'" + op->type + "' " + std::string(why));
+}
+
+/// True if some op within `depth` consumer hops of `op` has a type in `targets`.
+bool reaches(const FunctionFacts &f, const Operation &op,
+             std::initializer_list<std::string_view> targets, int depth) {
+  std::vector<const Operation *> frontier{&op};
+  std::unordered_set<const Operation *> seen{&op};
+  for (int d = 0; d < depth && !frontier.empty(); ++d) {
+    std::vector<const Operation *> next;
+    for (const Operation *o : frontier)
+      for (const auto &res : o->outputs) {
+        auto it = f.users.find(res.get());
+        if (it == f.users.end())
+          continue;
+        for (const Operation *u : it->second) {
+          if (oneOf(u->type, targets))
+            return true;
+          if (seen.insert(u).second)
+            next.push_back(u);
+        }
+      }
+    frontier = std::move(next);
+  }
+  return false;
+}
+
+/// The state a read/write op touches, or null.
+const Value *stateOperand(const Operation &op) {
+  if (op.type == "read_state" || op.type == "write_state")
+    return op.inputValue("input");
+  if (op.type == "coreml_update_state")
+    return op.inputValue("state");
+  return nullptr;
+}
+
+/// The value written into a state by a write op, or null.
+const Value *writtenValue(const Operation &op) {
+  if (op.type == "write_state")
+    return op.inputValue("data");
+  if (op.type == "coreml_update_state")
+    return op.inputValue("value");
+  return nullptr;
+}
+
+std::string stateDesc(const Value *s) { return "state '" + s->name + "' " + s->type.shapeStr(); }
+
+/// Reports a state finding at the first op touching the state; every op of the
+/// state shares the placement.
+void reportState(RuleContext &ctx, const Value *state, std::string message) {
+  auto it = ctx.facts.stateOps.find(state);
+  const std::vector<const Operation *> *ops =
+      it == ctx.facts.stateOps.end() ? nullptr : &it->second;
+  RawFinding &f = ctx.report(ops && !ops->empty() ? ops->front() : nullptr, std::move(message));
+  if (ops)
+    f.related.assign(ops->begin(), ops->end());
+}
+
+/// Ops that only re-view a tensor; traced through when following data.
+bool isView(const Operation &op) {
+  return oneOf(op.type, {"reshape", "expand_dims", "squeeze", "identity", "cast", "transpose"});
+}
+
+uint64_t elementBytes(DType t) { return std::max(1, dtypeBits(t) / 8); }
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Predicates: one per row of AneRules.def. `op` is null for function rules.
+//===----------------------------------------------------------------------===//
+
+// ANE-STATE-001: CoreML-LLM measured 3+ StateTypes failing at predict (0x1d).
+static void checkStateCount(RuleContext &ctx, const Operation *) {
+  size_t n = ctx.facts.states.size();
+  if (n < 3)
+    return;
+  for (const Value *s : ctx.facts.states)
+    reportState(ctx, s,
+                "function has " + std::to_string(n) + " states (" + stateDesc(s) +
+                    " is one); 3 or more states fail on the ANE at the first prediction "
+                    "(status 0x1d) even when the compute plan shows ~100% ANE");
+}
+
+// ANE-STATE-002: two states pass or fail depending on the model (KV + conv
+// state failed for LFM2, two KV states passed for Gemma).
+static void checkStatePair(RuleContext &ctx, const Operation *) {
+  if (ctx.facts.states.size() != 2)
+    return;
+  for (const Value *s : ctx.facts.states)
+    reportState(ctx, s,
+                "function has 2 states (" + stateDesc(s) +
+                    " is one); two states are model-dependent on the ANE: KV cache plus "
+                    "short-conv state failed, two KV caches passed");
+}
+
+static std::optional<int64_t> innermostDim(const Value *state) {
+  auto shape = shapeOf(state->type);
+  if (!shape || shape->empty())
+    return std::nullopt;
+  return shape->back();
+}
+
+// ANE-STATE-003: coremltools#2631, a state width of 270 fails, 256 works.
+static void checkStateAlign(RuleContext &ctx, const Operation *) {
+  for (const Value *s : ctx.facts.states) {
+    auto d = innermostDim(s);
+    if (d && *d >= 32 && *d % 32 != 0)
+      reportState(ctx, s,
+                  stateDesc(s) + ": innermost dim " + std::to_string(*d) +
+                      " is not a multiple of 32");
+  }
+}
+
+// ANE-STATE-004: LFM2 (1, D, 2) conv states; padding the innermost dim to 16
+// still failed, so any innermost dim below 32 is flagged.
+static void checkStateTinyDim(RuleContext &ctx, const Operation *) {
+  for (const Value *s : ctx.facts.states) {
+    auto d = innermostDim(s);
+    if (d && *d < 32)
+      reportState(ctx, s,
+                  stateDesc(s) + ": innermost dim " + std::to_string(*d) +
+                      " is below 32 (LFM2 conv states of width 2, and padded to 16, failed)");
+  }
+}
+
+// ANE-STATE-005: the new state value is derived from the old one through other
+// ops (cat + slice + copy_), not updated in place with slice_update.
+static void checkStateChainWrite(RuleContext &ctx, const Operation *) {
+  for (const Value *s : ctx.facts.states) {
+    auto it = ctx.facts.stateOps.find(s);
+    if (it == ctx.facts.stateOps.end())
+      continue;
+    std::unordered_set<const Value *> reads;
+    for (const Operation *o : it->second)
+      if (o->type == "read_state" || o->type == "coreml_update_state")
+        reads.insert(o->output());
+    for (const Operation *w : it->second) {
+      const Value *v = writtenValue(*w);
+      if (!v || !v->definingOp || reads.count(v))
+        continue;
+      const Operation *def = v->definingOp;
+      // An in-place update of the state's own read is the direct form.
+      if (def->type == "slice_update") {
+        const Value *x = def->inputValue("x");
+        while (x && x->definingOp && isView(*x->definingOp))
+          x = x->definingOp->inputValue("x");
+        if (x && reads.count(x))
+          continue;
+      }
+      // Walk back from the written value looking for a read of the same state.
+      std::vector<std::string> chain;
+      std::function<bool(const Value *, int)> dependsOnRead = [&](const Value *val,
+                                                                  int depth) -> bool {
+        if (reads.count(val))
+          return true;
+        if (!val->definingOp || depth == 0 || isConstLike(*val->definingOp))
+          return false;
+        for (const Value *operand : val->definingOp->operandValues())
+          if (dependsOnRead(operand, depth - 1)) {
+            chain.push_back(val->definingOp->type);
+            return true;
+          }
+        return false;
+      };
+      if (!dependsOnRead(v, 8))
+        continue;
+      std::string path;
+      for (const std::string &t : chain)
+        path += (path.empty() ? "" : " -> ") + t;
+      RawFinding &f = ctx.report(w, "new value of " + stateDesc(s) +
+                                        " is computed from its old value through " + path +
+                                        " and written back (rolling buffer), not updated in place");
+      f.related = it->second;
+    }
+  }
+}
+
+// ANE-STATE-006: runtime write positions crash the ANE compiler on the Core AI
+// path; classic Core ML runs one KV state written at a model-input position,
+// so the message says which case this is.
+static void checkRuntimeSliceUpdate(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "slice_update")
+    return;
+  if (!isRuntime(*op, "begin") && !isRuntime(*op, "end"))
+    return;
+  const Value *x = op->inputValue("x");
+  while (x && x->definingOp && isView(*x->definingOp))
+    x = x->definingOp->inputValue("x");
+  if (!x)
+    return;
+  std::string target;
+  if (x->definingOp && stateOperand(*x->definingOp))
+    target = stateDesc(stateOperand(*x->definingOp));
+  else if (x->isBlockInput())
+    target = "cache input '" + x->name + "' " + x->type.shapeStr();
+  else
+    return;
+  const Value *pos = op->inputValue(isRuntime(*op, "begin") ? "begin" : "end");
+  std::string from = pos ? "'" + pos->name + "'" : "a runtime value";
+  if (pos && pos->definingOp)
+    from += " (computed by " + pos->definingOp->type + ")";
+  else if (pos)
+    from += " (a model input)";
+  ctx.report(op,
+             "writes " + target + " at a position taken from " + from +
+                 "; runtime write positions crash the ANE compiler (measured on the Core AI "
+                 "compiler; one KV state written at an input position runs on classic Core ML)");
+}
+
+// ANE-DTYPE-001: the ANE computes fp16 only; fp32 results leave it.
+static void checkFp32Compute(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op))
+    return;
+  for (const auto &v : op->outputs)
+    if ((v->type.isTensor() || v->type.isState()) && v->type.dtype() == DType::F32) {
+      ctx.report(op, "result '" + v->name + "' is fp32; the ANE computes fp16 only");
+      return;
+    }
+}
+
+// ANE-DTYPE-002: integer compute and casts are commonly CPU-placed.
+static void checkIntCompute(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op) ||
+      oneOf(op->type, {"reduce_argmax", "reduce_argmin", "topk", "argsort", "non_zero", "shape",
+                       "range_1d", "gather", "gather_nd", "gather_along_axis", "read_state",
+                       "coreml_update_state", "write_state", "slice_update"}))
+    return;
+  if (op->type == "cast") {
+    const Type *in = paramType(*op, "x");
+    const Value *out = op->output();
+    bool inInt = in && in->isTensor() && in->dtype() == DType::I32;
+    bool outInt = out->type.isTensor() && out->type.dtype() == DType::I32;
+    if (inInt || outInt)
+      ctx.report(op, std::string("cast ") + (in ? std::string(dtypeName(in->dtype())) : "?") +
+                         " -> " + std::string(dtypeName(out->type.dtype())) + " involves int32");
+    return;
+  }
+  for (const auto &v : op->outputs)
+    if (v->type.isTensor() && isInteger(v->type.dtype()) && dtypeBits(v->type.dtype()) >= 16) {
+      ctx.report(op, "computes " + std::string(dtypeName(v->type.dtype())) + " result '" + v->name +
+                         "'");
+      return;
+    }
+}
+
+// ANE-DTYPE-003: bf16 is not an ANE I/O type; Core ML converts at the boundary.
+static void checkBf16Io(RuleContext &ctx, const Operation *) {
+  const Function &fn = *ctx.facts.function;
+  for (const auto &in : fn.inputs)
+    if (in->type.isTensor() && in->type.dtype() == DType::BF16)
+      ctx.report(nullptr, "input '" + in->name + "' is bf16; converted to fp16 before the ANE");
+  for (const Value *out : fn.body->outputs)
+    if (out->type.isTensor() && out->type.dtype() == DType::BF16)
+      ctx.report(nullptr, "output '" + out->name + "' is bf16; converted from fp16 after the ANE");
+}
+
+// ANE-DTYPE-004: -inf (and values below -65504, which become -inf in fp16)
+// in a mask that reaches softmax.
+static void checkNegInfMask(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op))
+    return;
+  for (const OpInput &in : op->inputs) {
+    const Constant *c = immediateInput(*op, in.name);
+    if (!c || !isFloat(c->type.dtype()) || c->numElements() > (1u << 20))
+      continue;
+    double worst = 0;
+    for (uint64_t i = 0; i < c->numElements(); ++i)
+      worst = std::min(worst, c->elementAsDouble(i));
+    if (worst >= -65504.0)
+      continue;
+    if (op->type != "softmax" && !reaches(ctx.facts, *op, {"softmax"}, 4))
+      continue;
+    ctx.report(op, "input '" + in.name + "' holds " +
+                       (std::isinf(worst) ? "-inf" : "a value below -65504 (-inf in fp16)") +
+                       " and reaches softmax; the ANE softmax mishandles -inf");
+    return;
+  }
+}
+
+// ANE-DTYPE-005: x*x before a mean overflows fp16 once |x| > ~256.
+static void checkSquareOverflow(RuleContext &ctx, const Operation *op) {
+  if (!op || op->outputs.empty() || op->output()->type.dtype() != DType::F16)
+    return;
+  bool square = op->type == "square";
+  if (op->type == "mul") {
+    const Value *x = op->inputValue("x");
+    square = x && x == op->inputValue("y");
+  }
+  if (op->type == "pow") {
+    auto e = immediateInput(*op, "y");
+    square = e && e->numElements() == 1 && e->elementAsDouble(0) == 2.0;
+  }
+  if (!square || !reaches(ctx.facts, *op, {"reduce_mean", "reduce_sum"}, 2))
+    return;
+  ctx.report(op, "squares an fp16 tensor before a reduction (decomposed RMSNorm); values above "
+                 "~256 overflow to inf");
+}
+
+// ANE-SHAPE-001: Apple's ANE rules cap tensor rank at 5.
+static void checkRankAbove5(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op))
+    return;
+  bool done = false;
+  forEachTensor(*op, [&](const Value &v, bool) {
+    if (!done && v.type.hasRank() && v.type.rank() > 5) {
+      ctx.report(op, "'" + v.name + "' " + v.type.shapeStr() + " has rank " +
+                         std::to_string(v.type.rank()) + " > 5");
+      done = true;
+    }
+  });
+}
+
+// ANE-SHAPE-002: per-chip tensor extent limits. For rank >= 3 axis 0 is the
+// batch and axis 1 the channel axis (both capped at 65536); every other axis is
+// capped at the chip's non-channel limit.
+static void checkAxisLimit(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op))
+    return;
+  int64_t limit = ctx.facts.chip->axisLimit;
+  bool done = false;
+  forEachTensor(*op, [&](const Value &v, bool isResult) {
+    if (done || (!isResult && !v.isBlockInput()))
+      return;
+    auto shape = shapeOf(v.type);
+    if (!shape)
+      return;
+    for (size_t i = 0; i < shape->size() && !done; ++i) {
+      bool channelLike = shape->size() >= 3 && i <= 1;
+      int64_t cap = channelLike ? 65536 : limit;
+      if ((*shape)[i] > cap) {
+        ctx.report(op,
+                   "'" + v.name + "' " + v.type.shapeStr() + ": axis " + std::to_string(i) +
+                       " has " + std::to_string((*shape)[i]) + " > " + std::to_string(cap) +
+                       (channelLike ? " (batch/channel limit)" : " (axis limit for this chip)"));
+        done = true;
+      }
+    }
+  });
+}
+
+// ANE-SHAPE-003: zero-size dims are rejected by the ANE compiler.
+static void checkZeroDim(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op))
+    return;
+  bool done = false;
+  forEachTensor(*op, [&](const Value &v, bool) {
+    auto shape = shapeOf(v.type);
+    if (!done && shape && std::find(shape->begin(), shape->end(), 0) != shape->end()) {
+      ctx.report(op, "'" + v.name + "' " + v.type.shapeStr() + " has a zero-size dim");
+      done = true;
+    }
+  });
+}
+
+static const FeatureDescription *findFeature(const std::vector<FeatureDescription> &fs,
+                                             const std::string &name) {
+  for (const FeatureDescription &f : fs)
+    if (f.name == name)
+      return &f;
+  return nullptr;
+}
+
+// ANE-SHAPE-004: RangeDim / fully dynamic inputs send the model to CPU/GPU.
+static void checkDynamicShape(RuleContext &ctx, const Operation *) {
+  for (const auto &in : ctx.facts.function->inputs) {
+    if (!in->type.isTensor())
+      continue;
+    const FeatureDescription *fd = findFeature(ctx.facts.description.inputs, in->name);
+    bool enumerated = fd && !fd->type.enumeratedShapes.empty();
+    bool range = fd && fd->type.hasShapeRange;
+    bool symbolic = !in->type.hasStaticShape();
+    if (range || (symbolic && !enumerated)) {
+      RawFinding &f = ctx.report(nullptr, "input '" + in->name + "' " + in->type.shapeStr() +
+                                              (range ? " has a shape range" : " has dynamic dims") +
+                                              "; range-shaped inputs keep the whole model off the "
+                                              "ANE");
+      f.wholeFunction = true;
+    }
+  }
+}
+
+// ANE-SHAPE-005: coremltools documents at most 128 enumerated shapes.
+static void checkTooManyShapes(RuleContext &ctx, const Operation *) {
+  for (const FeatureDescription &fd : ctx.facts.description.inputs)
+    if (fd.type.enumeratedShapes.size() > 128) {
+      RawFinding &f = ctx.report(nullptr, "input '" + fd.name + "' has " +
+                                              std::to_string(fd.type.enumeratedShapes.size()) +
+                                              " enumerated shapes > 128");
+      f.wholeFunction = true;
+    }
+}
+
+// ANE-SHAPE-006: the ANE pads the last axis of I/O buffers to 64 bytes.
+static void checkIoAlignment(RuleContext &ctx, const Operation *) {
+  auto check = [&](const Value &v, const char *what) {
+    if (!v.type.isTensor() || v.type.dtype() == DType::String)
+      return;
+    auto shape = shapeOf(v.type);
+    if (!shape || shape->empty())
+      return;
+    uint64_t bytes = (uint64_t)shape->back() * elementBytes(v.type.dtype());
+    if (bytes == 0 || bytes % 64 == 0)
+      return;
+    uint64_t padded = (bytes + 63) / 64 * 64;
+    ctx.report(nullptr, std::string(what) + " '" + v.name + "' " + v.type.shapeStr() +
+                            ": last axis is " + std::to_string(bytes) + " bytes, padded to " +
+                            std::to_string(padded) + " (" + std::to_string(padded / bytes) +
+                            "x memory)");
+  };
+  for (const auto &in : ctx.facts.function->inputs)
+    check(*in, "input");
+  for (const Value *out : ctx.facts.function->body->outputs)
+    check(*out, "output");
+}
+
+static void checkScatterOp(RuleContext &ctx, const Operation *op) {
+  reportIfType(ctx, op, {"scatter", "scatter_nd", "scatter_along_axis"},
+               "has no ANE path on any chip (index_put with tensor indices lowers to scatter_nd)");
+}
+
+static void checkRecurrentOp(RuleContext &ctx, const Operation *op) {
+  reportIfType(ctx, op, {"lstm", "gru", "rnn"}, "is not supported on the Neural Engine");
+}
+
+static void checkNoPathOp(RuleContext &ctx, const Operation *op) {
+  reportIfType(ctx, op,
+               {"reduce_prod",
+                "mod",
+                "logical_and",
+                "logical_or",
+                "logical_xor",
+                "one_hot",
+                "non_zero",
+                "shape",
+                "band_part",
+                "reverse_sequence",
+                "sliding_windows",
+                "tan",
+                "asin",
+                "acos",
+                "atanh",
+                "asinh",
+                "acosh",
+                "sinh",
+                "cosh",
+                "random_bernoulli",
+                "random_categorical",
+                "random_normal",
+                "list_gather",
+                "list_length",
+                "list_read",
+                "list_scatter",
+                "list_write",
+                "make_list",
+                "constexpr_cast"},
+               "has no ANE path on any chip");
+}
+
+static void checkControlFlow(RuleContext &ctx, const Operation *op) {
+  reportIfType(ctx, op, {"cond", "while_loop", "call"}, "is control flow; the ANE has none");
+}
+
+static void checkConv3d(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"conv", "conv_transpose"}))
+    return;
+  const Type *x = paramType(*op, "x");
+  if (x && x->hasRank() && x->rank() == 5)
+    ctx.report(op, "3-D convolution (input " + x->shapeStr() + ") has no ANE lowering");
+}
+
+static void checkNmsOp(RuleContext &ctx, const Operation *op) {
+  reportIfType(ctx, op, {"non_maximum_suppression"}, "runs only with CPU or GPU");
+}
+
+// ANE-OP-007: gather with runtime indices; constant indices fold away.
+static void checkGatherOp(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"gather", "gather_along_axis", "gather_nd"}))
+    return;
+  if (!isRuntime(*op, "indices"))
+    return;
+  const Value *idx = op->inputValue("indices");
+  ctx.report(op, "'" + op->type + "' with runtime indices" +
+                     (idx ? " '" + idx->name + "'" : std::string()) +
+                     " is usually placed on CPU by Core ML");
+}
+
+static void checkSortOp(RuleContext &ctx, const Operation *op) {
+  reportIfType(ctx, op, {"topk", "argsort"}, "is placed off the ANE by Core ML");
+}
+
+static void checkSinCosOld(RuleContext &ctx, const Operation *op) {
+  if (op && oneOf(op->type, {"sin", "cos"}))
+    ctx.report(op, "'" + op->type + "' is not native on " + std::string(ctx.facts.chip->display));
+}
+
+static void checkTextureOld(RuleContext &ctx, const Operation *op) {
+  if (!op)
+    return;
+  bool texture = oneOf(op->type, {"resize", "resize_bilinear", "resize_nearest_neighbor",
+                                  "upsample_bilinear", "upsample_nearest_neighbor", "crop_resize",
+                                  "resample", "affine", "range_1d"});
+  if (op->type == "pad") {
+    const Constant *mode = immediateInput(*op, "mode");
+    auto m = mode ? mode->asString() : std::nullopt;
+    texture = m && (*m == "reflect" || *m == "symmetric");
+  }
+  if (texture)
+    ctx.report(op, "'" + op->type + "' needs the texture engine, absent on " +
+                       std::string(ctx.facts.chip->display));
+}
+
+static void checkArgReduceAxis(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"reduce_argmax", "reduce_argmin"}))
+    return;
+  const Type *x = paramType(*op, "x");
+  auto shape = x ? shapeOf(*x) : std::nullopt;
+  if (!shape || shape->empty())
+    return;
+  int64_t len = 1;
+  auto axis = immediateInt(*op, "axis");
+  if (axis) {
+    int64_t a = *axis < 0 ? *axis + (int64_t)shape->size() : *axis;
+    if (a < 0 || a >= (int64_t)shape->size())
+      return;
+    len = (*shape)[a];
+  } else {
+    for (int64_t d : *shape)
+      len *= d;
+  }
+  if (len > 2048)
+    ctx.report(op, "reduces over " + std::to_string(len) + " elements > 2048");
+}
+
+/// Conv weight shape [Cout, Cin/groups, spatial...] if static.
+static std::optional<std::vector<int64_t>> convWeightShape(const Operation &op) {
+  const Type *w = paramType(op, "weight");
+  return w ? shapeOf(*w) : std::nullopt;
+}
+
+static void checkConvKernel(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"conv", "conv_transpose"}))
+    return;
+  auto w = convWeightShape(*op);
+  if (!w || w->size() < 3 || w->size() > 4)
+    return;
+  int64_t kw = w->back();
+  int64_t kh = w->size() == 4 ? (*w)[2] : 1;
+  const ChipInfo &chip = *ctx.facts.chip;
+  if (kw > chip.kernelWidth || kh > chip.kernelHeight)
+    ctx.report(op, "kernel " + std::to_string(kh) + "x" + std::to_string(kw) + " exceeds " +
+                       std::to_string(chip.kernelHeight) + "x" + std::to_string(chip.kernelWidth) +
+                       " on " + std::string(chip.display));
+}
+
+static void checkConvGroups(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"conv", "conv_transpose"}))
+    return;
+  auto g = immediateInt(*op, "groups");
+  const Type *x = paramType(*op, "x");
+  auto xs = x ? shapeOf(*x) : std::nullopt;
+  auto w = convWeightShape(*op);
+  if (!g || *g <= 1 || !xs || xs->size() < 2 || !w || w->empty())
+    return;
+  int64_t cin = (*xs)[1];
+  int64_t cout = op->type == "conv" ? (*w)[0] : (*w)[1] * *g;
+  if (cin % *g != 0 || cout % *g != 0)
+    ctx.report(op, "groups " + std::to_string(*g) + " do not divide input channels " +
+                       std::to_string(cin) + " and output channels " + std::to_string(cout));
+}
+
+static bool isDepthwise(const Operation &op, int64_t *channels = nullptr) {
+  if (op.type != "conv")
+    return false;
+  auto g = immediateInt(op, "groups");
+  const Type *x = paramType(op, "x");
+  auto xs = x ? shapeOf(*x) : std::nullopt;
+  if (!g || *g <= 1 || !xs || xs->size() < 2 || (*xs)[1] != *g)
+    return false;
+  if (channels)
+    *channels = *g;
+  return true;
+}
+
+// ANE-CONV-003: groups == C == 1024, kernel (1, 3) was CPU-placed in an iOS 26
+// LFM2 audit; flagged from 1024 channels up.
+static void checkDepthwiseWide(RuleContext &ctx, const Operation *op) {
+  int64_t c = 0;
+  if (op && isDepthwise(*op, &c) && c >= 1024)
+    ctx.report(op, "depthwise conv over " + std::to_string(c) +
+                       " channels (groups == channels) was placed on CPU in a measured LFM2 audit");
+}
+
+static void checkDynamicWeightConv(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "conv" || !isRuntime(*op, "weight"))
+    return;
+  const Type *x = paramType(*op, "x");
+  auto xs = x ? shapeOf(*x) : std::nullopt;
+  if (xs && !xs->empty() && (*xs)[0] >= 2)
+    ctx.report(op, "conv with runtime weight '" + op->inputValue("weight")->name + "' and batch " +
+                       std::to_string((*xs)[0]) + " crashes the ANE compiler");
+}
+
+static void checkMatmulRank(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"matmul", "linear"}))
+    return;
+  bool done = false;
+  forEachTensor(*op, [&](const Value &v, bool) {
+    if (!done && v.type.hasRank() && v.type.rank() == 5) {
+      ctx.report(op, "'" + v.name + "' " + v.type.shapeStr() + " is rank 5");
+      done = true;
+    }
+  });
+}
+
+static void checkMatmulKmem(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"matmul", "linear"}) || op->outputs.empty())
+    return;
+  auto s = shapeOf(op->output()->type);
+  if (!s || s->empty())
+    return;
+  uint64_t bytes = (uint64_t)s->back() * elementBytes(op->output()->type.dtype());
+  if (bytes > 65536)
+    ctx.report(op, "output dim " + std::to_string(s->back()) + " needs " + std::to_string(bytes) +
+                       " bytes of kernel memory > 65536");
+}
+
+static void checkChannelPad(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "pad")
+    return;
+  const Type *x = paramType(*op, "x");
+  auto pads = immediateInts(*op, "pad");
+  if (!x || !x->hasRank() || x->rank() < 3 || !pads || pads->size() % 2)
+    return;
+  // pad lists (before, after) pairs for the last pads.size()/2 axes.
+  int64_t first = x->rank() - (int64_t)pads->size() / 2;
+  for (int64_t axis = std::max<int64_t>(first, 0); axis <= 1; ++axis) {
+    size_t k = 2 * (axis - first);
+    if (axis == 1 && k + 1 < pads->size() && ((*pads)[k] || (*pads)[k + 1]))
+      ctx.report(op, "pads the channel axis by (" + std::to_string((*pads)[k]) + ", " +
+                         std::to_string((*pads)[k + 1]) + ")");
+  }
+}
+
+static void checkTileFactor(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "tile")
+    return;
+  auto reps = immediateInts(*op, "reps");
+  if (!reps)
+    return;
+  for (int64_t r : *reps)
+    if (r != 1 && r != 2 && r != 3 && r != 4 && r != 8) {
+      ctx.report(op, "reps " + dimsStr(*reps) + " include factor " + std::to_string(r));
+      return;
+    }
+}
+
+static bool weightIsConstant(const Operation &op, std::string_view param) {
+  const OpInput *in = op.input(param);
+  return in && !in->bindings.empty() && !isRuntime(op, param);
+}
+
+static void checkLinearNotConv(RuleContext &ctx, const Operation *op) {
+  if (!op)
+    return;
+  if ((op->type == "linear" && weightIsConstant(*op, "weight")) ||
+      (op->type == "matmul" && weightIsConstant(*op, "y")))
+    ctx.report(op, "projection written as '" + op->type +
+                       "'; Apple recommends 1x1 conv on a (B, C, 1, S) layout");
+}
+
+static void checkTinyOp(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"matmul", "linear"}) || op->outputs.empty())
+    return;
+  auto n = op->output()->type.numElements();
+  if (!n || *n > 64)
+    return;
+  uint64_t inputs = 0;
+  for (const Value *v : op->operandValues())
+    if (auto m = v->type.numElements())
+      inputs += *m;
+  if (inputs <= 4096)
+    ctx.report(op, "produces only " + std::to_string(*n) + " elements; the cost model prefers CPU");
+}
+
+static void checkSdpaIos26(RuleContext &ctx, const Operation *op) {
+  if (op && op->type == "scaled_dot_product_attention")
+    ctx.report(op, "the ANE SDPA kernel gives wrong results on iOS 26");
+}
+
+// ANE-ATTN-002: a second long-context SDPA in one function broke the ANE
+// compile of its segment (9 layers passed, 10 failed).
+static void checkSdpaMany(RuleContext &ctx, const Operation *) {
+  std::vector<const Operation *> long_;
+  walk(*ctx.facts.function->body, [&](const Operation &op) {
+    if (op.type != "scaled_dot_product_attention")
+      return;
+    const Type *k = paramType(op, "key");
+    auto ks = k ? shapeOf(*k) : std::nullopt;
+    if (!ks || ks->size() < 2 || (*ks)[ks->size() - 2] >= 512)
+      long_.push_back(&op);
+  });
+  for (size_t i = 1; i < long_.size(); ++i)
+    ctx.report(long_[i], "SDPA " + std::to_string(i + 1) + " of " + std::to_string(long_.size()) +
+                             " long-context (key length >= 512) SDPAs in this function");
+}
+
+// ANE-QUANT-001: the ANE takes per-tensor or per-output-channel scales only; a
+// scale dim strictly between 1 and the data dim means blocks.
+static void checkBlockwiseQuant(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "constexpr_blockwise_shift_scale")
+    return;
+  const Type *data = paramType(*op, "data");
+  const Type *scale = paramType(*op, "scale");
+  auto ds = data ? shapeOf(*data) : std::nullopt;
+  auto ss = scale ? shapeOf(*scale) : std::nullopt;
+  if (!ds || !ss || ds->size() != ss->size())
+    return;
+  for (size_t i = 0; i < ds->size(); ++i)
+    if ((*ss)[i] != 1 && (*ss)[i] != (*ds)[i]) {
+      RawFinding &f = ctx.report(op, "scale " + dimsStr(*ss) + " over weight " + dimsStr(*ds) +
+                                         " quantizes axis " + std::to_string(i) + " in blocks of " +
+                                         std::to_string((*ds)[i] / std::max<int64_t>(1, (*ss)[i])));
+      // The consumers of the decompressed weight leave the ANE with it.
+      auto it = ctx.facts.users.find(op->output());
+      if (it != ctx.facts.users.end())
+        f.related = it->second;
+      return;
+    }
+}
+
+static void checkPalettizedDepthwise(RuleContext &ctx, const Operation *op) {
+  if (!op || !isDepthwise(*op))
+    return;
+  const Value *w = op->inputValue("weight");
+  const Operation *def = w ? w->definingOp : nullptr;
+  if (!def || def->type != "constexpr_lut_to_dense")
+    return;
+  const Type *idx = paramType(*def, "indices");
+  if (idx && (idx->dtype() == DType::U4 || idx->dtype() == DType::I4))
+    ctx.report(op, "depthwise conv weight is 4-bit palettized ('" + def->name + "')");
+}
+
+static std::string gigabytes(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GB", bytes / 1e9);
+  return buf;
+}
+
+static void checkModelSize(RuleContext &ctx, const Operation *) {
+  uint64_t w = ctx.facts.modelWeightBytes;
+  if (w > 1000000000ull)
+    ctx.report(nullptr, "model weights are " + gigabytes(w) + " > ~1 GB, the iPhone ANE limit")
+        .wholeFunction = true;
+}
+
+static void checkPackageSize(RuleContext &ctx, const Operation *) {
+  uint64_t w = ctx.facts.modelWeightBytes;
+  if (w > 1400000000ull)
+    ctx.report(nullptr, "model weights are " + gigabytes(w) +
+                            " > ~1.4 GB, past the observed single-package ANE budget")
+        .wholeFunction = true;
+}
+
+// ANE-PLACE-001: runs after placement; each ANE <-> CPU/GPU switch costs a
+// roughly fixed 0.5-1.75 ms.
+static void checkBoundaries(RuleContext &ctx, const Operation *) {
+  const FunctionReport *p = ctx.facts.placed;
+  if (!p || p->boundaries == 0 || p->aneOps == 0)
+    return;
+  char cost[64];
+  std::snprintf(cost, sizeof cost, "%.1f-%.1f ms", 0.5 * p->boundaries, 1.75 * p->boundaries);
+  ctx.report(nullptr, std::to_string(p->segments.size()) + " segments with " +
+                          std::to_string(p->boundaries) + " ANE <-> CPU/GPU boundaries, about " +
+                          cost + " per prediction");
+}
+
+void runRule(RuleId rule, RuleContext &ctx) {
+  using Predicate = void (*)(RuleContext &, const Operation *);
+  static constexpr Predicate kPredicates[] = {
+#define ANE_RULE(Enum, ...) &check##Enum,
+#include "ane/AneRules.def"
+  };
+  ctx.current = rule;
+  Predicate p = kPredicates[static_cast<size_t>(rule)];
+  if (ruleInfo(rule).kind == RuleKind::Function) {
+    p(ctx, nullptr);
+    return;
+  }
+  walk(*ctx.facts.function->body, [&](const Operation &op) { p(ctx, &op); });
+}
+
+} // namespace anefit::ane

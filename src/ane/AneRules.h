@@ -1,0 +1,102 @@
+//===- AneRules.h - The ANE preflight rules table ---------------*- C++ -*-===//
+//
+// The rules `anefit check` applies, generated from AneRules.def, and the
+// target description (chip, OS, compute units) that gates them. Everything
+// that prints a rule (CLI help, `anefit rules`, docs/rules.md, SARIF) reads
+// this table.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace anefit::ane {
+
+/// What a rule predicts when it fires, from least to most severe; `--fail-on`
+/// compares with this order. A runtime failure ranks above a compile failure
+/// because nothing before the first prediction reveals it.
+enum class Effect : uint8_t { Slow, Fallback, WrongNumerics, CompileFail, RuntimeFail };
+
+/// How well the evidence behind a rule is established.
+enum class Confidence : uint8_t { AppleDocumented, Measured, Folklore };
+
+/// Whether a rule is checked once per operation or once per function.
+enum class RuleKind : uint8_t { Op, Function };
+
+/// Which targets a rule applies to.
+enum class Gate : uint8_t { All, Phone, NoTexture, NoSinCos, Ios26 };
+
+enum class RuleId : uint16_t {
+#define ANE_RULE(Enum, Code, Kind, Effect, Conf, Gate, Title, Scope, Evidence, Fix) Enum,
+#include "ane/AneRules.def"
+};
+
+struct RuleInfo {
+  RuleId id;
+  std::string_view code; ///< stable id, "ANE-STATE-001"
+  RuleKind kind;
+  Effect effect; ///< default effect; a finding may state a milder one
+  Confidence confidence;
+  Gate gate;
+  std::string_view title;
+  std::string_view scope;    ///< what the rule matches, for people
+  std::string_view evidence; ///< URLs separated by spaces
+  std::string_view fix;
+
+  /// The evidence URLs one by one.
+  std::vector<std::string_view> evidenceUrls() const;
+};
+
+/// Every rule, in table order.
+std::span<const RuleInfo> allRules();
+const RuleInfo &ruleInfo(RuleId id);
+/// Looks a rule up by its stable id; nullopt if unknown.
+std::optional<RuleId> ruleFromCode(std::string_view code);
+
+/// "compile-fail", "runtime-fail", "wrong-numerics", "fallback", "slow".
+std::string_view effectName(Effect e);
+std::optional<Effect> effectFromName(std::string_view name);
+/// "apple-documented", "measured", "folklore".
+std::string_view confidenceName(Confidence c);
+/// Describes a gate for people ("all targets", "iPhone/iPad chips", ...).
+std::string_view gateDescription(Gate g);
+
+enum class Chip : uint8_t {
+#define CHIP(Enum, Name, Display, Phone, Axis, KW, KH, Texture, SinCos) Enum,
+#include "ane/Chips.def"
+};
+
+struct ChipInfo {
+  Chip chip;
+  std::string_view name;    ///< option spelling, "m4"
+  std::string_view display; ///< "M4"
+  bool phone;
+  int64_t axisLimit;
+  int64_t kernelWidth;
+  int64_t kernelHeight;
+  bool texture;
+  bool sinCos;
+};
+
+std::span<const ChipInfo> allChips();
+const ChipInfo &chipInfo(Chip c);
+std::optional<Chip> chipFromName(std::string_view name);
+
+/// Target OS. `Any` is conservative: OS-gated rules apply.
+enum class TargetOs : uint8_t { Any, Ios17, Ios18, Ios26 };
+std::string_view osName(TargetOs os);
+std::optional<TargetOs> osFromName(std::string_view name);
+
+/// The compute units the app will request.
+enum class ComputeUnits : uint8_t { CpuAndNe, All };
+std::string_view computeUnitsName(ComputeUnits cu);
+std::optional<ComputeUnits> computeUnitsFromName(std::string_view name);
+
+/// True if a rule with gate `g` applies to this chip and OS.
+bool gateApplies(Gate g, Chip chip, TargetOs os);
+
+} // namespace anefit::ane

@@ -1,0 +1,363 @@
+//===- Checker.cpp - Predict ANE placement and failures -------------------===//
+//
+// Gathers facts per function, runs every applicable rule, turns the findings
+// into a placement per op, then cuts the function into ANE and CPU/GPU
+// segments and decides a verdict. Only types are read, never weight data.
+//
+//===----------------------------------------------------------------------===//
+#include "ane/Checker.h"
+#include "ane/RuleContext.h"
+
+#include "support/Error.h"
+
+#include <algorithm>
+#include <set>
+#include <unordered_map>
+
+namespace anefit::ane {
+
+std::string_view placementName(Placement p) {
+  switch (p) {
+  case Placement::Ane:
+    return "ane";
+  case Placement::CpuGpu:
+    return "cpu-gpu";
+  case Placement::BlocksAneCompile:
+    return "blocks-ane-compile";
+  }
+  return "";
+}
+
+std::string_view verdictName(Verdict v) {
+  switch (v) {
+  case Verdict::Ane:
+    return "ane";
+  case Verdict::Partial:
+    return "partial";
+  case Verdict::NoAne:
+    return "no-ane";
+  case Verdict::AneFails:
+    return "ane-fails";
+  }
+  return "";
+}
+
+bool CheckReport::hasFindingAtLeast(Effect threshold) const {
+  for (const Finding &f : findings)
+    if (f.effect >= threshold)
+      return true;
+  return false;
+}
+
+std::string torchNodeOf(std::string_view name) {
+  // coremltools names ops after the torch node ("aten_index_put_default_3")
+  // and appends its own suffixes ("_cast_fp16", "_to_fp16").
+  static constexpr std::string_view kPrefixes[] = {"aten_", "aten::", "executorch_",
+                                                   "quantized_decomposed_"};
+  bool torch = false;
+  for (std::string_view p : kPrefixes)
+    torch |= name.rfind(p, 0) == 0;
+  if (!torch)
+    return {};
+  static constexpr std::string_view kSuffixes[] = {"_cast_fp16", "_cast_fp32", "_to_fp16",
+                                                   "_to_fp32", "_cast"};
+  std::string node(name);
+  for (bool again = true; again;) {
+    again = false;
+    for (std::string_view s : kSuffixes)
+      if (node.size() > s.size() && node.compare(node.size() - s.size(), s.size(), s) == 0) {
+        node.resize(node.size() - s.size());
+        again = true;
+      }
+  }
+  return node;
+}
+
+namespace {
+
+bool isConstLike(const Operation &op) {
+  return op.type == "const" || op.type.rfind("constexpr_", 0) == 0;
+}
+
+/// Bytes of a tensor constant, from its type.
+uint64_t constantBytes(const Constant &c) {
+  if (!c.isTensorLike())
+    return 0;
+  auto n = c.type.numElements();
+  return n && *n > 0 ? storageBytes(c.type.dtype(), (uint64_t)*n) : 0;
+}
+
+/// Sums the weights of every const op, counting each blob once across the model.
+uint64_t modelWeightBytes(const Program &program) {
+  uint64_t total = 0;
+  std::set<std::pair<std::string, uint64_t>> blobs;
+  for (const auto &fn : program.functions)
+    walk(*fn->body, [&](const Operation &op) {
+      if (op.type != "const")
+        return;
+      const Constant *val = op.attribute("val");
+      if (!val)
+        return;
+      if (val->kind == Constant::Kind::Blob &&
+          !blobs.insert({val->blob.fileName, val->blob.offset}).second)
+        return;
+      total += constantBytes(*val);
+    });
+  return total;
+}
+
+uint64_t functionWeightBytes(const Function &fn) {
+  uint64_t total = 0;
+  walk(*fn.body, [&](const Operation &op) {
+    if (op.type == "const")
+      if (const Constant *val = op.attribute("val"))
+        total += constantBytes(*val);
+  });
+  return total;
+}
+
+double elems(const Type &t) {
+  auto n = t.numElements();
+  return n ? (double)*n : 0;
+}
+
+const Type *typeOf(const Operation &op, std::string_view param) {
+  const OpInput *in = op.input(param);
+  if (!in || in->bindings.size() != 1)
+    return nullptr;
+  const Binding &b = in->bindings[0];
+  return b.isValue() ? &b.value->type : (b.constant ? &b.constant->type : nullptr);
+}
+
+/// Estimated floating-point operations of one op (multiply-add = 2).
+double estimateFlops(const Operation &op) {
+  if (op.outputs.empty())
+    return 0;
+  double out = elems(op.output()->type);
+  auto shape = [&](std::string_view p) -> std::vector<int64_t> {
+    const Type *t = typeOf(op, p);
+    auto s = t ? t->staticShape() : std::nullopt;
+    return s ? *s : std::vector<int64_t>{};
+  };
+  if (op.type == "conv" || op.type == "conv_transpose") {
+    std::vector<int64_t> w = shape("weight");
+    if (w.size() < 2)
+      return out;
+    double k = 1;
+    for (size_t i = 1; i < w.size(); ++i)
+      k *= (double)w[i];
+    if (op.type == "conv_transpose") {
+      const Type *x = typeOf(op, "x");
+      return x ? 2 * elems(*x) * k : out;
+    }
+    return 2 * out * k;
+  }
+  if (op.type == "linear") {
+    std::vector<int64_t> w = shape("weight");
+    return w.size() == 2 ? 2 * out * (double)w[1] : out;
+  }
+  if (op.type == "matmul") {
+    std::vector<int64_t> x = shape("x");
+    if (x.empty())
+      return out;
+    const Constant *tx = op.constInput("transpose_x");
+    bool t = tx && tx->kind == Constant::Kind::Tensor && tx->numElements() == 1 &&
+             tx->elementAsInt(0) != 0;
+    double k = (double)(t && x.size() >= 2 ? x[x.size() - 2] : x.back());
+    return 2 * out * k;
+  }
+  if (op.type == "scaled_dot_product_attention") {
+    std::vector<int64_t> q = shape("query"), k = shape("key");
+    if (q.size() < 2 || k.size() < 2)
+      return out;
+    double batch = 1;
+    for (size_t i = 0; i + 2 < q.size(); ++i)
+      batch *= (double)q[i];
+    return 4 * batch * (double)q[q.size() - 2] * (double)k[k.size() - 2] * (double)q.back();
+  }
+  return out;
+}
+
+/// The top-level op of the function body that contains `op`.
+const Operation *topLevel(const Operation *op, const Block *body) {
+  while (op && op->parent != body && op->parent && op->parent->parentOp)
+    op = op->parent->parentOp;
+  return op;
+}
+
+std::string typesOf(const Operation &op) {
+  std::string s;
+  for (const Value *v : op.operandValues()) {
+    if (v->definingOp && isConstLike(*v->definingOp))
+      continue;
+    s += (s.empty() ? "" : ", ") + v->name + ": " + v->type.shapeStr();
+  }
+  std::string r;
+  for (const auto &v : op.outputs)
+    r += (r.empty() ? "" : ", ") + v->type.shapeStr();
+  return s + (r.empty() ? "" : " -> " + r);
+}
+
+FunctionFacts gatherFacts(const Model &model, const Function &fn, const CheckOptions &options,
+                          uint64_t modelWeights) {
+  FunctionFacts f;
+  f.model = &model;
+  f.function = &fn;
+  f.description = model.description.describe(fn.name);
+  f.options = options;
+  f.chip = &chipInfo(options.chip);
+  f.modelWeightBytes = modelWeights;
+  for (const auto &in : fn.inputs)
+    if (in->type.isState())
+      f.states.push_back(in.get());
+  walk(*fn.body, [&](const Operation &op) {
+    for (const Value *v : op.operandValues()) {
+      auto &u = f.users[v];
+      if (u.empty() || u.back() != &op)
+        u.push_back(&op);
+      if (v->type.isState())
+        f.stateOps[v].push_back(&op);
+    }
+  });
+  return f;
+}
+
+/// Places the compute ops of `fn` from the findings and cuts segments.
+void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> &raw,
+           std::unordered_map<const Operation *, size_t> &index) {
+  std::vector<const Operation *> ops;
+  for (const auto &op : fn.body->ops)
+    if (!isConstLike(*op)) {
+      index[op.get()] = r.ops.size();
+      ops.push_back(op.get());
+      r.ops.push_back(OpReport{op->name, op->type, Placement::Ane, {}, estimateFlops(*op)});
+    }
+  auto decide = [&](const Operation *op, const RawFinding &f) {
+    if (f.effect < Effect::Fallback || f.effect == Effect::WrongNumerics)
+      return;
+    auto it = index.find(topLevel(op, fn.body.get()));
+    if (it == index.end())
+      return;
+    OpReport &o = r.ops[it->second];
+    Placement p = f.effect >= Effect::CompileFail ? Placement::BlocksAneCompile : Placement::CpuGpu;
+    if (p > o.placement || o.placement == Placement::Ane)
+      o.placement = std::max(o.placement, p);
+    if (std::find(o.rules.begin(), o.rules.end(), f.rule) == o.rules.end())
+      o.rules.push_back(f.rule);
+  };
+  for (const RawFinding &f : raw) {
+    if (f.wholeFunction)
+      for (const Operation *op : ops)
+        decide(op, f);
+    if (f.op)
+      decide(f.op, f);
+    for (const Operation *op : f.related)
+      decide(op, f);
+  }
+  // A rule that decided a milder placement than the op's final one did not decide it.
+  for (OpReport &o : r.ops) {
+    if (o.placement == Placement::BlocksAneCompile)
+      o.rules.erase(
+          std::remove_if(o.rules.begin(), o.rules.end(),
+                         [](RuleId id) { return ruleInfo(id).effect < Effect::CompileFail; }),
+          o.rules.end());
+  }
+  for (size_t i = 0; i < r.ops.size(); ++i) {
+    const OpReport &o = r.ops[i];
+    bool onAne = o.placement == Placement::Ane;
+    r.totalFlops += o.flops;
+    if (onAne) {
+      ++r.aneOps;
+      r.aneFlops += o.flops;
+    }
+    if (r.segments.empty() || r.segments.back().onAne != onAne)
+      r.segments.push_back(Segment{onAne, i, i, 0, 0});
+    Segment &s = r.segments.back();
+    s.lastOp = i;
+    ++s.opCount;
+    s.flops += o.flops;
+  }
+  r.boundaries = r.segments.empty() ? 0 : r.segments.size() - 1;
+}
+
+} // namespace
+
+CheckReport checkModel(const Model &model, const CheckOptions &options) {
+  CheckReport report;
+  report.modelPath = model.sourcePath;
+  report.options = options;
+  if (!model.program)
+    throw InputError::at(model.sourcePath, "model", "expected an ML Program, found none");
+  const Program &program = *model.program;
+  if (!options.function.empty() && !program.findFunction(options.function)) {
+    std::string names;
+    for (const auto &fn : program.functions)
+      names += (names.empty() ? "" : ", ") + fn->name;
+    failExpected(model.sourcePath, "--function", "one of: " + names, "'" + options.function + "'");
+  }
+  report.weightBytes = modelWeightBytes(program);
+
+  struct Keyed {
+    Finding finding;
+    size_t rule, function, op;
+  };
+  std::vector<Keyed> keyed;
+  size_t fnIndex = 0;
+  for (const auto &fn : program.functions) {
+    if (!options.function.empty() && fn->name != options.function)
+      continue;
+    FunctionFacts facts = gatherFacts(model, *fn, options, report.weightBytes);
+    std::vector<RawFinding> raw;
+    RuleContext ctx(facts, raw);
+    for (const RuleInfo &rule : allRules())
+      if (rule.id != RuleId::Boundaries && gateApplies(rule.gate, options.chip, options.os))
+        runRule(rule.id, ctx);
+
+    FunctionReport fr;
+    fr.name = fn->name;
+    fr.weightBytes = functionWeightBytes(*fn);
+    fr.states = facts.states.size();
+    std::unordered_map<const Operation *, size_t> index;
+    place(fr, *fn, raw, index);
+
+    facts.placed = &fr;
+    runRule(RuleId::Boundaries, ctx);
+
+    bool fails = false;
+    for (const RawFinding &f : raw)
+      fails |= f.effect >= Effect::CompileFail;
+    bool anyOff = std::any_of(fr.ops.begin(), fr.ops.end(),
+                              [](const OpReport &o) { return o.placement != Placement::Ane; });
+    fr.verdict = fails                               ? Verdict::AneFails
+                 : fr.aneOps == 0 && !fr.ops.empty() ? Verdict::NoAne
+                 : anyOff                            ? Verdict::Partial
+                                                     : Verdict::Ane;
+    report.verdict = std::max(report.verdict, fr.verdict);
+
+    for (const RawFinding &f : raw) {
+      Finding out{f.rule, f.effect, fn->name, {}, {}, {}, {}, f.message};
+      size_t opKey = 0;
+      if (f.op) {
+        out.op = f.op->name;
+        out.opType = f.op->type;
+        out.torchNode = torchNodeOf(f.op->name);
+        out.types = typesOf(*f.op);
+        auto it = index.find(topLevel(f.op, fn->body.get()));
+        opKey = it == index.end() ? 0 : it->second + 1;
+      }
+      keyed.push_back(Keyed{std::move(out), (size_t)f.rule, fnIndex, opKey});
+    }
+    report.functions.push_back(std::move(fr));
+    ++fnIndex;
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed &a, const Keyed &b) {
+    if (a.finding.effect != b.finding.effect)
+      return a.finding.effect > b.finding.effect;
+    return std::tie(a.rule, a.function, a.op) < std::tie(b.rule, b.function, b.op);
+  });
+  for (Keyed &k : keyed)
+    report.findings.push_back(std::move(k.finding));
+  return report;
+}
+
+} // namespace anefit::ane

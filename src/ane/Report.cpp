@@ -1,0 +1,412 @@
+//===- Report.cpp - Rendering check reports and the rules table -----------===//
+//
+// Text groups findings by rule, most severe first; JSON and SARIF carry the
+// same data for machines. docs/rules.md is rulesMarkdown() verbatim (a unit
+// test fails when the committed file is stale).
+//
+//===----------------------------------------------------------------------===//
+#include "ane/Report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <map>
+
+namespace anefit::ane {
+
+using Json = nlohmann::ordered_json;
+
+namespace {
+
+std::string percent(double part, double whole) {
+  if (whole <= 0)
+    return "n/a";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * part / whole);
+  return buf;
+}
+
+std::string humanBytes(uint64_t b) {
+  char buf[32];
+  if (b >= 1000000000ull)
+    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
+  else if (b >= 1000000ull)
+    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
+  else if (b >= 1000ull)
+    std::snprintf(buf, sizeof buf, "%.1f KB", b / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)b);
+  return buf;
+}
+
+std::string humanFlops(double f) {
+  char buf[32];
+  if (f >= 1e9)
+    std::snprintf(buf, sizeof buf, "%.2f GFLOP", f / 1e9);
+  else if (f >= 1e6)
+    std::snprintf(buf, sizeof buf, "%.2f MFLOP", f / 1e6);
+  else
+    std::snprintf(buf, sizeof buf, "%.0f FLOP", f);
+  return buf;
+}
+
+const char *effectColor(Effect e) {
+  switch (e) {
+  case Effect::RuntimeFail:
+  case Effect::CompileFail:
+    return "\033[1;31m";
+  case Effect::WrongNumerics:
+    return "\033[1;35m";
+  case Effect::Fallback:
+    return "\033[1;33m";
+  case Effect::Slow:
+    return "\033[36m";
+  }
+  return "";
+}
+
+std::string verdictSentence(const FunctionReport &f, ComputeUnits cu) {
+  std::string off = cu == ComputeUnits::All ? "CPU/GPU" : "CPU";
+  switch (f.verdict) {
+  case Verdict::AneFails:
+    return "ANE compile or first prediction predicted to FAIL; Core ML then runs the model on " +
+           off + " or fails to load it (" + percent((double)f.aneOps, (double)f.ops.size()) +
+           " of ops would otherwise be placed on the ANE)";
+  case Verdict::NoAne:
+    return "nothing runs on the ANE; the whole function is placed on " + off;
+  case Verdict::Partial:
+    return "runs partly on the ANE: " + percent((double)f.aneOps, (double)f.ops.size()) +
+           " of ops, " + percent(f.aneFlops, f.totalFlops) + " of FLOPs; the rest on " + off;
+  case Verdict::Ane:
+    return "runs entirely on the ANE";
+  }
+  return "";
+}
+
+std::string osLabel(TargetOs os) { return std::string(osName(os)); }
+
+} // namespace
+
+std::string renderText(const CheckReport &report, const TextOptions &options) {
+  auto paint = [&](const char *code, const std::string &s) {
+    return options.color ? std::string(code) + s + "\033[0m" : s;
+  };
+  const CheckOptions &o = report.options;
+  std::string out = "anefit check: " + (report.modelPath.empty() ? "<model>" : report.modelPath) +
+                    " (chip " + std::string(chipInfo(o.chip).name) + ", os " + osLabel(o.os) +
+                    ", compute units " + std::string(computeUnitsName(o.computeUnits)) + ")\n";
+  for (const FunctionReport &f : report.functions) {
+    out += "\nfunction " + paint("\033[1m", f.name) + ": " +
+           paint(f.verdict == Verdict::AneFails ? "\033[1;31m"
+                 : f.verdict == Verdict::Ane    ? "\033[1;32m"
+                                                : "\033[1;33m",
+                 std::string(verdictName(f.verdict))) +
+           "\n  " + verdictSentence(f, o.computeUnits) + "\n";
+    out += "  " + std::to_string(f.ops.size()) + " ops (" + std::to_string(f.aneOps) +
+           " placed on the ANE), " + humanFlops(f.totalFlops) + ", " +
+           std::to_string(f.segments.size()) + " segments, " + std::to_string(f.boundaries) +
+           " boundaries, " + std::to_string(f.states) + " states, weights " +
+           humanBytes(f.weightBytes) + "\n";
+  }
+  // Group findings by rule; findings are already most severe first.
+  std::vector<std::pair<RuleId, std::vector<const Finding *>>> groups;
+  for (const Finding &f : report.findings) {
+    if (groups.empty() || groups.back().first != f.rule ||
+        groups.back().second.front()->effect != f.effect)
+      groups.push_back({f.rule, {}});
+    groups.back().second.push_back(&f);
+  }
+  for (const auto &[id, list] : groups) {
+    const RuleInfo &r = ruleInfo(id);
+    Effect e = list.front()->effect;
+    out += "\n" + paint(effectColor(e), std::string(effectName(e))) + " " + std::string(r.code) +
+           ": " + std::string(r.title) + " [" + std::string(confidenceName(r.confidence)) + "]" +
+           (list.size() > 1 ? " (" + std::to_string(list.size()) + " findings)" : "") + "\n";
+    for (size_t i = 0; i < list.size() && i < options.maxPerRule; ++i) {
+      const Finding &f = *list[i];
+      out += "  " + f.function + ": ";
+      if (!f.op.empty()) {
+        out += f.opType + " '" + f.op + "'";
+        if (!f.torchNode.empty())
+          out += " (torch node " + f.torchNode + ")";
+        out += "\n    " + f.types + "\n    ";
+      }
+      out += f.message + "\n";
+    }
+    if (list.size() > options.maxPerRule)
+      out += "  ... and " + std::to_string(list.size() - options.maxPerRule) + " more\n";
+    auto urls = r.evidenceUrls();
+    if (!urls.empty())
+      out += "  evidence: " + std::string(urls.front()) + "\n";
+    out += "  fix: " + std::string(r.fix) + "\n";
+  }
+  std::map<Effect, size_t> counts;
+  for (const Finding &f : report.findings)
+    ++counts[f.effect];
+  std::string summary;
+  for (auto it = counts.rbegin(); it != counts.rend(); ++it)
+    summary += (summary.empty() ? "" : ", ") + std::to_string(it->second) + " " +
+               std::string(effectName(it->first));
+  out += "\nsummary: " + (summary.empty() ? std::string("no findings") : summary) + "; verdict " +
+         std::string(verdictName(report.verdict)) + "\n";
+  return out;
+}
+
+static Json optionsJson(const CheckOptions &o) {
+  Json j;
+  j["chip"] = chipInfo(o.chip).name;
+  j["os"] = osName(o.os);
+  j["computeUnits"] = computeUnitsName(o.computeUnits);
+  if (!o.function.empty())
+    j["function"] = o.function;
+  return j;
+}
+
+std::string renderJson(const CheckReport &report) {
+  Json j;
+  j["schema"] = kCheckSchema;
+  j["tool"] = {{"name", "anefit"}, {"version", "0.1.0"}};
+  j["model"] = report.modelPath;
+  j["options"] = optionsJson(report.options);
+  j["verdict"] = verdictName(report.verdict);
+  j["weightBytes"] = report.weightBytes;
+  Json counts = Json::object();
+  for (Effect e : {Effect::RuntimeFail, Effect::CompileFail, Effect::WrongNumerics,
+                   Effect::Fallback, Effect::Slow}) {
+    size_t n = 0;
+    for (const Finding &f : report.findings)
+      n += f.effect == e;
+    counts[std::string(effectName(e))] = n;
+  }
+  j["findingCounts"] = counts;
+  Json fns = Json::array();
+  for (const FunctionReport &f : report.functions) {
+    Json fj;
+    fj["name"] = f.name;
+    fj["verdict"] = verdictName(f.verdict);
+    fj["ops"] = f.ops.size();
+    fj["aneOps"] = f.aneOps;
+    fj["flops"] = f.totalFlops;
+    fj["aneFlops"] = f.aneFlops;
+    fj["aneOpFraction"] = f.ops.empty() ? 0.0 : (double)f.aneOps / (double)f.ops.size();
+    fj["aneFlopFraction"] = f.totalFlops > 0 ? f.aneFlops / f.totalFlops : 0.0;
+    fj["states"] = f.states;
+    fj["weightBytes"] = f.weightBytes;
+    fj["boundaries"] = f.boundaries;
+    Json segs = Json::array();
+    for (const Segment &s : f.segments)
+      segs.push_back({{"device", s.onAne ? "ane" : "cpu-gpu"},
+                      {"firstOp", f.ops[s.firstOp].name},
+                      {"lastOp", f.ops[s.lastOp].name},
+                      {"ops", s.opCount},
+                      {"flops", s.flops}});
+    fj["segments"] = segs;
+    Json ops = Json::array();
+    for (const OpReport &o : f.ops) {
+      Json oj = {{"name", o.name}, {"type", o.type}, {"placement", placementName(o.placement)}};
+      Json rules = Json::array();
+      for (RuleId id : o.rules)
+        rules.push_back(ruleInfo(id).code);
+      oj["rules"] = rules;
+      oj["flops"] = o.flops;
+      ops.push_back(oj);
+    }
+    fj["placement"] = ops;
+    fns.push_back(fj);
+  }
+  j["functions"] = fns;
+  Json findings = Json::array();
+  for (const Finding &f : report.findings) {
+    const RuleInfo &r = ruleInfo(f.rule);
+    Json fj = {{"rule", r.code},
+               {"title", r.title},
+               {"effect", effectName(f.effect)},
+               {"confidence", confidenceName(r.confidence)},
+               {"function", f.function}};
+    if (!f.op.empty()) {
+      fj["op"] = f.op;
+      fj["opType"] = f.opType;
+      fj["types"] = f.types;
+      if (!f.torchNode.empty())
+        fj["torchNode"] = f.torchNode;
+    }
+    fj["message"] = f.message;
+    Json ev = Json::array();
+    for (std::string_view u : r.evidenceUrls())
+      ev.push_back(u);
+    fj["evidence"] = ev;
+    fj["fix"] = r.fix;
+    findings.push_back(fj);
+  }
+  j["findings"] = findings;
+  return j.dump(2) + "\n";
+}
+
+static const char *sarifLevel(Effect e) {
+  return e >= Effect::CompileFail ? "error" : e == Effect::Slow ? "note" : "warning";
+}
+
+std::string renderSarif(const CheckReport &report) {
+  Json rules = Json::array();
+  for (const RuleInfo &r : allRules()) {
+    auto urls = r.evidenceUrls();
+    Json rule = {{"id", r.code},
+                 {"name", std::string(r.code)},
+                 {"shortDescription", {{"text", r.title}}},
+                 {"fullDescription",
+                  {{"text", std::string(r.title) + " (" + std::string(effectName(r.effect)) + ", " +
+                                std::string(confidenceName(r.confidence)) +
+                                "). Matches: " + std::string(r.scope) + "."}}},
+                 {"help", {{"text", "Fix: " + std::string(r.fix)}}},
+                 {"defaultConfiguration", {{"level", sarifLevel(r.effect)}}},
+                 {"properties",
+                  {{"effect", effectName(r.effect)},
+                   {"confidence", confidenceName(r.confidence)},
+                   {"appliesTo", gateDescription(r.gate)},
+                   {"tags", Json::array({"ane", std::string(effectName(r.effect))})}}}};
+    if (!urls.empty())
+      rule["helpUri"] = urls.front();
+    rules.push_back(rule);
+  }
+  std::string uri = report.modelPath.empty() ? "model" : report.modelPath;
+  Json results = Json::array();
+  for (const Finding &f : report.findings) {
+    std::string where = f.function + (f.op.empty() ? "" : "/" + f.op);
+    Json logical = {{"name", f.op.empty() ? f.function : f.op},
+                    {"fullyQualifiedName", where},
+                    {"kind", f.op.empty() ? "function" : "member"}};
+    Json result = {
+        {"ruleId", ruleInfo(f.rule).code},
+        {"ruleIndex", (size_t)f.rule},
+        {"level", sarifLevel(f.effect)},
+        {"message", {{"text", where + ": " + f.message}}},
+        {"locations",
+         Json::array({{{"physicalLocation",
+                        {{"artifactLocation", {{"uri", uri}}}, {"region", {{"startLine", 1}}}}},
+                       {"logicalLocations", Json::array({logical})}}})},
+        {"partialFingerprints",
+         {{"anefitLocation/v1", std::string(ruleInfo(f.rule).code) + ":" + where}}},
+        {"properties", {{"effect", effectName(f.effect)}, {"opType", f.opType}}}};
+    results.push_back(result);
+  }
+  Json run = {{"tool",
+               {{"driver",
+                 {{"name", "anefit"},
+                  {"version", "0.1.0"},
+                  {"informationUri", "https://github.com/anefit/anefit"},
+                  {"rules", rules}}}}},
+              {"results", results},
+              {"properties", {{"verdict", verdictName(report.verdict)}}}};
+  Json j = {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+            {"version", "2.1.0"},
+            {"runs", Json::array({run})}};
+  return j.dump(2) + "\n";
+}
+
+std::string rulesText() {
+  std::string out;
+  for (const RuleInfo &r : allRules())
+    out += std::string(r.code) + "  " + std::string(effectName(r.effect)) + "  " +
+           std::string(confidenceName(r.confidence)) + "  " + std::string(r.title) + "\n";
+  return out;
+}
+
+std::string rulesJson() {
+  Json rules = Json::array();
+  for (const RuleInfo &r : allRules()) {
+    Json ev = Json::array();
+    for (std::string_view u : r.evidenceUrls())
+      ev.push_back(u);
+    rules.push_back({{"id", r.code},
+                     {"title", r.title},
+                     {"kind", r.kind == RuleKind::Op ? "op" : "function"},
+                     {"scope", r.scope},
+                     {"effect", effectName(r.effect)},
+                     {"confidence", confidenceName(r.confidence)},
+                     {"appliesTo", gateDescription(r.gate)},
+                     {"evidence", ev},
+                     {"fix", r.fix}});
+  }
+  Json j = {{"schema", "anefit.rules/1"}, {"rules", rules}};
+  return j.dump(2) + "\n";
+}
+
+std::string rulesMarkdown() {
+  auto cell = [](std::string_view s) {
+    std::string out;
+    for (char c : s)
+      out += c == '|' ? std::string("\\|") : std::string(1, c);
+    return out;
+  };
+  std::string md =
+      "# ANE preflight rules\n\n"
+      "<!-- Generated by `anefit rules --format markdown` from src/ane/AneRules.def; "
+      "do not edit by hand. -->\n\n"
+      "`anefit check` applies these rules to every function of a Core ML ML Program. "
+      "Each rule predicts an **effect** if the model runs with compute units that include "
+      "the Neural Engine:\n\n"
+      "| effect | meaning |\n|---|---|\n"
+      "| runtime-fail | compiles, then fails at the first prediction (e.g. status 0x1d) |\n"
+      "| compile-fail | the ANE compile of the segment fails (`ANECCompile() FAILED`): load "
+      "error, crash, or silent whole-model fallback |\n"
+      "| wrong-numerics | runs on the ANE with wrong results |\n"
+      "| fallback | the op (or the whole function) is placed on CPU/GPU |\n"
+      "| slow | stays on the ANE but pays padding, copies or boundary costs |\n\n"
+      "Effects are ordered as listed (runtime-fail most severe); `--fail-on EFFECT` exits 1 "
+      "when a finding is at least that severe. **Confidence**: `apple-documented` (Apple docs, "
+      "coremltools source or Apple-owned repositories), `measured` (a third party measured "
+      "it with a reproducible setup), `folklore` (single anecdote; none are encoded yet).\n\n"
+      "| id | title | effect | confidence | applies to | matches | fix | evidence |\n"
+      "|---|---|---|---|---|---|---|---|\n";
+  for (const RuleInfo &r : allRules()) {
+    std::string ev;
+    for (std::string_view u : r.evidenceUrls())
+      ev += (ev.empty() ? "" : "<br>") + std::string(u);
+    md += "| " + std::string(r.code) + " | " + cell(r.title) + " | " +
+          std::string(effectName(r.effect)) + " | " + std::string(confidenceName(r.confidence)) +
+          " | " + std::string(gateDescription(r.gate)) + " | " +
+          (r.kind == RuleKind::Function ? "(per function) " : "") + cell(r.scope) + " | " +
+          cell(r.fix) + " | " + ev + " |\n";
+  }
+  md += "\n## Targets\n\n"
+        "`--chip` selects the capabilities rules key on (the public sources disagree on which "
+        "chips share an ANE generation, so rules use capabilities, not names):\n\n"
+        "| chip | phone | axis limit | fp16 conv kernel (w x h) | texture engine | sin/cos |\n"
+        "|---|---|---|---|---|---|\n";
+  for (const ChipInfo &c : allChips())
+    md += "| " + std::string(c.name) + " | " + (c.phone ? "yes" : "no") + " | " +
+          std::to_string(c.axisLimit) + " | " + std::to_string(c.kernelWidth) + " x " +
+          std::to_string(c.kernelHeight) + " | " + (c.texture ? "yes" : "no") + " | " +
+          (c.sinCos ? "native" : "no") + " |\n";
+  md += "\n`any` (the default) is the conservative union: every gated rule applies with the "
+        "smallest limits. `--os any` likewise applies the iOS 26 rules.\n\n"
+        "## Left out on purpose\n\n"
+        "- **Direct-path artefacts.** Findings from the private `_ANEInMemoryModel` / "
+        "`_ANECompiler` path with hand-written MIL (concat and gelu rejected, equal-sized "
+        "alphabetically bound I/O surfaces, named transpose flags, a ~49 KB minimum surface, "
+        "~100 compiles per process, loaded-program limits) come from that plumbing and do not "
+        "happen through Core ML, which uses concat and gelu routinely. Encoding them would flag "
+        "healthy models.\n"
+        "- **Value-dependent compiler failures** (identical blocks, specific weight values) "
+        "cannot be predicted from types and shapes; compile and load the model with "
+        "`cpu_and_ne` to be sure.\n"
+        "- **Legacy NeuralNetwork-format rules** (pooling kernel > 13, upsample factor > 2) are "
+        "folklore from the old format and do not apply to ML Programs.\n"
+        "- **State dims other than the innermost.** coremltools#2631 measured a non-multiple-of-32 "
+        "width; shipping KV caches with 8 heads run on the ANE, so only the innermost dim is a "
+        "rule (ANE-STATE-003/004).\n\n"
+        "## Known conflicts in the evidence\n\n"
+        "- ANE-STATE-006 was measured on the Core AI compiler; on classic Core ML one KV state "
+        "written at a model-input position runs on the ANE. The finding says which case it saw.\n"
+        "- ANE-STATE-002 (two states) is model-dependent: KV cache + conv state failed, two KV "
+        "caches passed.\n"
+        "- Kernel-width limits differ between sources (13 vs 15 vs 16); the chip table uses 13 "
+        "for the oldest family and 16 after.\n"
+        "- Gather: one coremltools comment says it stays on the ANE, placement reports show it on "
+        "CPU; the rule fires only for runtime indices.\n"
+        "- Depthwise conv is native per the direct-path tables but was CPU-placed at 1024 "
+        "channels in one iOS 26 audit; ANE-CONV-003 fires from 1024 channels up.\n";
+  return md;
+}
+
+} // namespace anefit::ane
