@@ -1,0 +1,456 @@
+//===- Pte.cpp - ExecuTorch program files and their Core ML payloads ------===//
+//
+// A small flatbuffer walker of our own: every offset read from the file is
+// checked against the buffer before it is followed, vectors are checked for
+// length * element size before they are walked, and the table graph is only
+// walked along the fields anefit needs, so a hostile file ends in an
+// InputError naming the place.
+//
+//===----------------------------------------------------------------------===//
+#include "io/Pte.h"
+
+#include "support/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <functional>
+#include <optional>
+#include <set>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace anefit {
+namespace {
+
+// Flatbuffer field ids of program.fbs (formats.md §7.2).
+namespace field {
+constexpr int kProgramExecutionPlan = 1;
+constexpr int kProgramBackendDelegateData = 3;
+constexpr int kProgramSegments = 4;
+constexpr int kProgramNamedData = 7;
+constexpr int kPlanName = 0;
+constexpr int kPlanDelegates = 7;
+constexpr int kDelegateId = 0;
+constexpr int kDelegateProcessed = 1;
+constexpr int kDelegateCompileSpecs = 2;
+constexpr int kDataRefLocation = 0;
+constexpr int kDataRefIndex = 1;
+constexpr int kCompileSpecKey = 0;
+constexpr int kCompileSpecValue = 1;
+constexpr int kInlineDataData = 0;
+constexpr int kSegmentOffset = 0;
+constexpr int kSegmentSize = 1;
+constexpr int kNamedDataKey = 0;
+constexpr int kNamedDataSegmentIndex = 1;
+} // namespace field
+
+constexpr uint8_t kLocationInline = 0;
+constexpr uint8_t kLocationSegment = 1;
+/// More entries than this in any vector we walk means a corrupt file.
+constexpr uint32_t kMaxEntries = 1u << 20;
+constexpr int kMaxTreeDepth = 64;
+
+/// Bounds-checked reader over one flatbuffer.
+class FlatbufferReader {
+public:
+  FlatbufferReader(std::span<const uint8_t> bytes, std::string file)
+      : bytes_(bytes), file_(std::move(file)) {}
+
+  struct Table {
+    uint64_t pos = 0;
+    uint64_t vtable = 0;
+    uint16_t vtableSize = 0;
+  };
+  struct Vector {
+    uint64_t first = 0; ///< position of element 0
+    uint32_t count = 0;
+  };
+
+  template <typename T> T load(uint64_t pos, const std::string &what) const {
+    if (pos > bytes_.size() || bytes_.size() - pos < sizeof(T))
+      fail(what, "offset " + std::to_string(pos) + " past the end of the file (" +
+                     std::to_string(bytes_.size()) + " bytes)");
+    T v;
+    std::memcpy(&v, bytes_.data() + pos, sizeof(T));
+    return v;
+  }
+
+  Table table(uint64_t pos, const std::string &what) const {
+    int32_t soffset = load<int32_t>(pos, what);
+    int64_t vt = static_cast<int64_t>(pos) - soffset;
+    if (vt < 0 || static_cast<uint64_t>(vt) >= bytes_.size())
+      fail(what, "vtable offset out of range");
+    Table t{pos, static_cast<uint64_t>(vt), load<uint16_t>(static_cast<uint64_t>(vt), what)};
+    if (t.vtableSize < 4 || t.vtableSize % 2 != 0 || t.vtable + t.vtableSize > bytes_.size())
+      fail(what, "corrupt vtable (size " + std::to_string(t.vtableSize) + ")");
+    return t;
+  }
+
+  Table root() const { return table(load<uint32_t>(0, "root offset"), "program table"); }
+
+  /// Position of field `id` of `t`, or 0 when the field is absent.
+  uint64_t fieldPos(const Table &t, int id, const std::string &what) const {
+    uint64_t slot = 4 + 2 * static_cast<uint64_t>(id);
+    if (slot + 2 > t.vtableSize)
+      return 0;
+    uint16_t off = load<uint16_t>(t.vtable + slot, what);
+    return off == 0 ? 0 : t.pos + off;
+  }
+
+  uint64_t follow(uint64_t pos, const std::string &what) const {
+    uint64_t target = pos + load<uint32_t>(pos, what);
+    if (target >= bytes_.size())
+      fail(what, "reference past the end of the file");
+    return target;
+  }
+
+  template <typename T> T scalar(const Table &t, int id, T dflt, const std::string &what) const {
+    uint64_t p = fieldPos(t, id, what);
+    return p ? load<T>(p, what) : dflt;
+  }
+
+  std::optional<Table> subTable(const Table &t, int id, const std::string &what) const {
+    uint64_t p = fieldPos(t, id, what);
+    if (!p)
+      return std::nullopt;
+    return table(follow(p, what), what);
+  }
+
+  std::string string(const Table &t, int id, const std::string &what) const {
+    uint64_t p = fieldPos(t, id, what);
+    if (!p)
+      return "";
+    uint64_t s = follow(p, what);
+    uint32_t len = load<uint32_t>(s, what);
+    if (len > bytes_.size() - s - 4)
+      fail(what, "string length " + std::to_string(len) + " runs past the end of the file");
+    return std::string(reinterpret_cast<const char *>(bytes_.data() + s + 4), len);
+  }
+
+  Vector vector(const Table &t, int id, uint32_t elementSize, const std::string &what) const {
+    uint64_t p = fieldPos(t, id, what);
+    if (!p)
+      return {};
+    uint64_t v = follow(p, what);
+    uint32_t count = load<uint32_t>(v, what);
+    if (count > kMaxEntries)
+      fail(what, "expected at most " + std::to_string(kMaxEntries) + " entries, found " +
+                     std::to_string(count));
+    if (static_cast<uint64_t>(count) * elementSize > bytes_.size() - v - 4)
+      fail(what, std::to_string(count) + " entries run past the end of the file");
+    return Vector{v + 4, count};
+  }
+
+  /// Element i of a vector of tables.
+  Table tableAt(const Vector &v, uint32_t i, const std::string &what) const {
+    return table(follow(v.first + 4ull * i, what), what);
+  }
+
+  std::span<const uint8_t> bytesOf(const Vector &v) const {
+    return bytes_.subspan(v.first, v.count);
+  }
+
+  [[noreturn]] void fail(const std::string &what, const std::string &message) const {
+    throw InputError::at(file_, what, message);
+  }
+
+private:
+  std::span<const uint8_t> bytes_;
+  std::string file_;
+};
+
+std::string locationName(uint8_t location) {
+  return location == kLocationInline ? "inline" : "segment";
+}
+
+} // namespace
+
+std::string PteDelegate::label() const {
+  return method + "/delegate " + std::to_string(indexInMethod) + " (" + backendId + ")";
+}
+
+std::shared_ptr<PteFile> PteFile::open(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw InputError::at(path, "",
+                         errno == ENOENT ? "no such file or directory"
+                                         : std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw InputError::at(path, "", "expected a regular .pte file");
+  }
+  std::shared_ptr<PteFile> pte(new PteFile());
+  pte->path_ = path;
+  size_t size = static_cast<size_t>(st.st_size);
+  if (size > 0) {
+    void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (m == MAP_FAILED) {
+      ::close(fd);
+      throw InputError::at(path, "", std::string("cannot map file: ") + std::strerror(errno));
+    }
+    pte->mapping_ = m;
+    pte->mappingSize_ = size;
+    pte->bytes_ = std::span<const uint8_t>(static_cast<const uint8_t *>(m), size);
+  }
+  ::close(fd);
+  pte->parse();
+  return pte;
+}
+
+std::shared_ptr<PteFile> PteFile::fromBytes(std::span<const uint8_t> bytes,
+                                            const std::string &name) {
+  std::shared_ptr<PteFile> pte(new PteFile());
+  pte->path_ = name;
+  pte->bytes_ = bytes;
+  pte->parse();
+  return pte;
+}
+
+PteFile::~PteFile() {
+  if (mapping_)
+    ::munmap(mapping_, mappingSize_);
+}
+
+void PteFile::parse() {
+  if (bytes_.size() < 8)
+    throw InputError::at(path_, "header",
+                         "expected at least 8 bytes, found " + std::to_string(bytes_.size()));
+  identifier_.assign(reinterpret_cast<const char *>(bytes_.data() + 4), 4);
+  bool digits = std::isdigit(static_cast<unsigned char>(identifier_[2])) &&
+                std::isdigit(static_cast<unsigned char>(identifier_[3]));
+  if (identifier_.substr(0, 2) != "ET" || !digits) {
+    std::string shown;
+    for (char c : identifier_)
+      shown += std::isprint(static_cast<unsigned char>(c)) ? c : '.';
+    throw InputError::at(path_, "bytes 4..7",
+                         "expected the ExecuTorch identifier 'ET' + 2 digits, found '" + shown +
+                             "'; is this an ExecuTorch .pte file?");
+  }
+  FlatbufferReader fb(bytes_, path_);
+
+  // The extended header, present when the program has segments.
+  bool hasExtendedHeader = false;
+  if (bytes_.size() >= 16 && std::memcmp(bytes_.data() + 8, "eh00", 4) == 0) {
+    hasExtendedHeader = true;
+    uint32_t length = fb.load<uint32_t>(12, "extended header");
+    if (length < 24)
+      fb.fail("extended header",
+              "expected a length of at least 24, found " + std::to_string(length));
+    uint64_t programSize = fb.load<uint64_t>(16, "extended header");
+    segmentBase_ = fb.load<uint64_t>(24, "extended header");
+    if (programSize > bytes_.size())
+      fb.fail("extended header", "program size " + std::to_string(programSize) +
+                                     " exceeds the file size " + std::to_string(bytes_.size()));
+    if (segmentBase_ > bytes_.size())
+      fb.fail("extended header", "segment base offset " + std::to_string(segmentBase_) +
+                                     " is past the end of the file (" +
+                                     std::to_string(bytes_.size()) +
+                                     " bytes); the file is "
+                                     "truncated");
+  }
+
+  FlatbufferReader::Table program = fb.root();
+
+  auto segs = fb.vector(program, field::kProgramSegments, 4, "segments");
+  for (uint32_t i = 0; i < segs.count; ++i) {
+    std::string what = "segments[" + std::to_string(i) + "]";
+    auto t = fb.tableAt(segs, i, what);
+    segments_.emplace_back(fb.scalar<uint64_t>(t, field::kSegmentOffset, 0, what),
+                           fb.scalar<uint64_t>(t, field::kSegmentSize, 0, what));
+  }
+
+  if (!segments_.empty() && !hasExtendedHeader)
+    fb.fail("segments", "program lists " + std::to_string(segments_.size()) +
+                            " segments but the file has no extended header (\"eh00\" at byte 8) "
+                            "locating them");
+
+  auto inl = fb.vector(program, field::kProgramBackendDelegateData, 4, "backend_delegate_data");
+  for (uint32_t i = 0; i < inl.count; ++i) {
+    std::string what = "backend_delegate_data[" + std::to_string(i) + "]";
+    auto t = fb.tableAt(inl, i, what);
+    inlineData_.push_back(fb.bytesOf(fb.vector(t, field::kInlineDataData, 1, what)));
+  }
+
+  auto named = fb.vector(program, field::kProgramNamedData, 4, "named_data");
+  for (uint32_t i = 0; i < named.count; ++i) {
+    std::string what = "named_data[" + std::to_string(i) + "]";
+    auto t = fb.tableAt(named, i, what);
+    namedData_[fb.string(t, field::kNamedDataKey, what)] =
+        fb.scalar<uint32_t>(t, field::kNamedDataSegmentIndex, 0, what);
+  }
+
+  auto plans = fb.vector(program, field::kProgramExecutionPlan, 4, "execution_plan");
+  for (uint32_t p = 0; p < plans.count; ++p) {
+    std::string what = "execution_plan[" + std::to_string(p) + "]";
+    auto plan = fb.tableAt(plans, p, what);
+    std::string method = fb.string(plan, field::kPlanName, what);
+    methods_.push_back(method);
+    auto dels = fb.vector(plan, field::kPlanDelegates, 4, what + ".delegates");
+    for (uint32_t d = 0; d < dels.count; ++d) {
+      std::string dwhat = what + ".delegates[" + std::to_string(d) + "]";
+      auto del = fb.tableAt(dels, d, dwhat);
+      PteDelegate info;
+      info.method = method;
+      info.indexInMethod = d;
+      info.backendId = fb.string(del, field::kDelegateId, dwhat);
+      auto specs = fb.vector(del, field::kDelegateCompileSpecs, 4, dwhat + ".compile_specs");
+      for (uint32_t s = 0; s < specs.count; ++s) {
+        auto spec = fb.tableAt(specs, s, dwhat + ".compile_specs");
+        auto value = fb.bytesOf(fb.vector(spec, field::kCompileSpecValue, 1, dwhat));
+        info.compileSpecs[fb.string(spec, field::kCompileSpecKey, dwhat)] =
+            std::string(value.begin(), value.end());
+      }
+      auto ref = fb.subTable(del, field::kDelegateProcessed, dwhat + ".processed");
+      if (!ref)
+        fb.fail(dwhat, "delegate has no processed data");
+      uint8_t location = fb.scalar<uint8_t>(*ref, field::kDataRefLocation, 0, dwhat);
+      if (location != kLocationInline && location != kLocationSegment)
+        fb.fail(dwhat + ".processed",
+                "expected location INLINE (0) or SEGMENT (1), found " + std::to_string(location));
+      info.location = locationName(location);
+      info.dataIndex = fb.scalar<uint32_t>(*ref, field::kDataRefIndex, 0, dwhat);
+      delegates_.push_back(std::move(info));
+    }
+  }
+
+  // Resolve Core ML "CMJR" references now, so listing a file shows them.
+  for (PteDelegate &d : delegates_) {
+    if (!d.isCoreML())
+      continue;
+    std::span<const uint8_t> raw = payload(d);
+    if (raw.size() >= 4 && std::memcmp(raw.data(), "CMJR", 4) == 0) {
+      auto j = nlohmann::json::parse(raw.begin() + 4, raw.end(), nullptr, false);
+      if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string())
+        throw InputError::at(path_, d.label(),
+                             "expected a JSON object with a string \"key\" after CMJR");
+      d.namedDataKey = j["key"].get<std::string>();
+      if (j.contains("functionName") && j["functionName"].is_string())
+        d.functionName = j["functionName"].get<std::string>();
+      if (!namedData_.count(d.namedDataKey))
+        throw InputError::at(path_, d.label(),
+                             "CMJR reference names '" + d.namedDataKey +
+                                 "', which is not in the program's named data");
+      d.location = "named-data";
+    }
+  }
+}
+
+std::span<const uint8_t> PteFile::segment(uint32_t index, const std::string &what) const {
+  if (index >= segments_.size())
+    throw InputError::at(path_, what,
+                         "segment index " + std::to_string(index) + " out of range (" +
+                             std::to_string(segments_.size()) + " segments)");
+  auto [offset, size] = segments_[index];
+  uint64_t start = segmentBase_ + offset;
+  if (start < segmentBase_ || start > bytes_.size() || size > bytes_.size() - start)
+    throw InputError::at(path_, what,
+                         "segment " + std::to_string(index) + " (offset " + std::to_string(offset) +
+                             ", " + std::to_string(size) +
+                             " bytes) runs past the end of the file (" +
+                             std::to_string(bytes_.size()) + " bytes); the file is truncated");
+  return bytes_.subspan(start, size);
+}
+
+std::span<const uint8_t> PteFile::payload(const PteDelegate &d) const {
+  if (d.location == "named-data")
+    return segment(namedData_.at(d.namedDataKey),
+                   d.label() + " named data '" + d.namedDataKey + "'");
+  if (d.location == "inline") {
+    if (d.dataIndex >= inlineData_.size())
+      throw InputError::at(path_, d.label(),
+                           "inline payload index " + std::to_string(d.dataIndex) +
+                               " out of range (" + std::to_string(inlineData_.size()) +
+                               " entries)");
+    return inlineData_[d.dataIndex];
+  }
+  return segment(d.dataIndex, d.label());
+}
+
+std::vector<FlatFile> readFlattenedDirectory(std::span<const uint8_t> payload,
+                                             const std::string &context) {
+  // The index is JSON written byte-reversed at the end, possibly followed by
+  // NUL padding: walk backwards to its closing '{' by brace depth.
+  size_t end = payload.size();
+  while (end > 0 && payload[end - 1] == 0)
+    --end;
+  if (end == 0 || payload[end - 1] != '{')
+    throw InputError::at(context, "directory index",
+                         "expected a reversed JSON index ending the payload, found none; is "
+                         "this a Core ML delegate payload?");
+  std::string json;
+  int depth = 0;
+  bool inString = false;
+  size_t i = end;
+  while (i > 0) {
+    char c = static_cast<char>(payload[--i]);
+    json.push_back(c);
+    // In reversed text an escaping backslash follows the quote it escapes.
+    bool escaped = i > 0 && payload[i - 1] == '\\';
+    if (c == '"' && !escaped)
+      inString = !inString;
+    else if (!inString && c == '{')
+      ++depth;
+    else if (!inString && c == '}')
+      --depth;
+    if (depth == 0)
+      break;
+  }
+  if (depth != 0)
+    throw InputError::at(context, "directory index", "reversed JSON index is unterminated");
+  size_t indexStart = i;
+  auto index = nlohmann::json::parse(json, nullptr, false);
+  if (index.is_discarded() || !index.is_object() || !index.contains("nodes") ||
+      !index["nodes"].is_array() || index["nodes"].empty())
+    throw InputError::at(context, "directory index",
+                         "expected {\"nodes\": [...]} in the reversed JSON index");
+  const auto &nodes = index["nodes"];
+
+  std::vector<FlatFile> files;
+  std::set<size_t> onPath;
+  std::function<void(size_t, const std::string &, int)> visit = [&](size_t n,
+                                                                    const std::string &prefix,
+                                                                    int depthLeft) {
+    std::string where = "directory index node " + std::to_string(n);
+    if (n >= nodes.size() || !nodes[n].is_object())
+      throw InputError::at(context, where, "node index out of range");
+    if (depthLeft == 0 || onPath.count(n))
+      throw InputError::at(context, where, "directory tree has a cycle or is too deep");
+    const auto &node = nodes[n];
+    int kind = node.value("kind", -1);
+    if (kind == 0) {
+      const auto &region = node.value("dataRegion", nlohmann::json::object());
+      uint64_t off = region.value("offset", uint64_t{0});
+      uint64_t size = region.value("size", uint64_t{0});
+      if (off > indexStart || size > indexStart - off)
+        throw InputError::at(context, where + " ('" + prefix + "')",
+                             "data region [" + std::to_string(off) + ", +" + std::to_string(size) +
+                                 ") runs into the index or past the end");
+      files.push_back(FlatFile{prefix, payload.subspan(off, size)});
+      return;
+    }
+    if (kind != 1)
+      throw InputError::at(
+          context, where, "expected kind 0 (file) or 1 (directory), found " + std::to_string(kind));
+    onPath.insert(n);
+    const auto &children = node.value("children", nlohmann::json::object());
+    if (!children.is_object())
+      throw InputError::at(context, where, "expected an object of children");
+    for (const auto &[name, child] : children.items()) {
+      if (!child.is_number_unsigned() || name.empty() || name == "." || name == ".." ||
+          name.find('/') != std::string::npos)
+        throw InputError::at(context, where, "bad child entry '" + name + "'");
+      visit(child.get<size_t>(), prefix.empty() ? name : prefix + "/" + name, depthLeft - 1);
+    }
+    onPath.erase(n);
+  };
+  visit(nodes.size() - 1, "", kMaxTreeDepth);
+  return files;
+}
+
+} // namespace anefit

@@ -1,0 +1,354 @@
+//===- PteTest.cpp - ExecuTorch .pte container and Core ML payloads -------===//
+//
+// Builds small .pte images with a forward-writing flatbuffer builder (parents
+// before children, so every offset points forward as the format requires)
+// and checks the reader on them and on corrupt variants of them.
+//
+//===----------------------------------------------------------------------===//
+#include "io/Pte.h"
+#include "support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace anefit;
+
+namespace {
+
+/// A flatbuffer object to be written: a table, string, byte vector or vector of tables.
+struct FbNode {
+  enum class Kind { Table, String, Bytes, TableVector } kind = Kind::Table;
+  // Table fields by id: scalar bytes, or a child node (written as a uoffset).
+  struct Field {
+    int id;
+    std::vector<uint8_t> scalar;
+    std::shared_ptr<FbNode> child;
+  };
+  std::vector<Field> fields;
+  std::string text;                           // String / Bytes
+  std::vector<std::shared_ptr<FbNode>> items; // TableVector
+};
+using FbRef = std::shared_ptr<FbNode>;
+
+FbRef table(std::vector<FbNode::Field> fields) {
+  auto n = std::make_shared<FbNode>();
+  n->fields = std::move(fields);
+  return n;
+}
+FbRef str(std::string s, FbNode::Kind k = FbNode::Kind::String) {
+  auto n = std::make_shared<FbNode>();
+  n->kind = k;
+  n->text = std::move(s);
+  return n;
+}
+FbRef vec(std::vector<FbRef> items) {
+  auto n = std::make_shared<FbNode>();
+  n->kind = FbNode::Kind::TableVector;
+  n->items = std::move(items);
+  return n;
+}
+template <typename T> FbNode::Field scalar(int id, T v) {
+  std::vector<uint8_t> b(sizeof(T));
+  std::memcpy(b.data(), &v, sizeof(T));
+  return {id, b, nullptr};
+}
+FbNode::Field ref(int id, FbRef child) { return {id, {}, std::move(child)}; }
+
+class FbWriter {
+public:
+  std::vector<uint8_t> buf;
+  void pad4() {
+    while (buf.size() % 4)
+      buf.push_back(0);
+  }
+  void patch(size_t at, size_t target) {
+    uint32_t off = static_cast<uint32_t>(target - at);
+    std::memcpy(&buf[at], &off, 4);
+  }
+  /// Writes `n` and returns its position (for tables: the table start).
+  size_t write(const FbNode &n) {
+    pad4();
+    switch (n.kind) {
+    case FbNode::Kind::String:
+    case FbNode::Kind::Bytes: {
+      size_t at = buf.size();
+      uint32_t len = static_cast<uint32_t>(n.text.size());
+      buf.resize(at + 4);
+      std::memcpy(&buf[at], &len, 4);
+      buf.insert(buf.end(), n.text.begin(), n.text.end());
+      buf.push_back(0);
+      return at;
+    }
+    case FbNode::Kind::TableVector: {
+      size_t at = buf.size();
+      uint32_t len = static_cast<uint32_t>(n.items.size());
+      buf.resize(at + 4 + 4 * n.items.size());
+      std::memcpy(&buf[at], &len, 4);
+      for (size_t i = 0; i < n.items.size(); ++i)
+        patch(at + 4 + 4 * i, write(*n.items[i]));
+      return at;
+    }
+    case FbNode::Kind::Table:
+      break;
+    }
+    int maxId = -1;
+    for (auto &f : n.fields)
+      maxId = std::max(maxId, f.id);
+    // vtable, then the table: soffset (4) + fields, each 8-byte slot.
+    size_t vt = buf.size();
+    uint16_t vtSize = static_cast<uint16_t>(4 + 2 * (maxId + 1));
+    uint16_t tableSize = static_cast<uint16_t>(4 + 8 * n.fields.size());
+    buf.resize(vt + vtSize, 0);
+    pad4();
+    size_t t = buf.size();
+    std::memcpy(&buf[vt], &vtSize, 2);
+    std::memcpy(&buf[vt + 2], &tableSize, 2);
+    buf.resize(t + tableSize, 0);
+    int32_t soff = static_cast<int32_t>(t - vt);
+    std::memcpy(&buf[t], &soff, 4);
+    std::vector<std::pair<size_t, const FbNode *>> pending;
+    for (size_t i = 0; i < n.fields.size(); ++i) {
+      size_t at = t + 4 + 8 * i;
+      uint16_t off = static_cast<uint16_t>(at - t);
+      std::memcpy(&buf[vt + 4 + 2 * n.fields[i].id], &off, 2);
+      if (n.fields[i].child)
+        pending.emplace_back(at, n.fields[i].child.get());
+      else
+        std::memcpy(&buf[at], n.fields[i].scalar.data(), n.fields[i].scalar.size());
+    }
+    for (auto &[at, child] : pending)
+      patch(at, write(*child));
+    return t;
+  }
+};
+
+/// An inmemoryfs flattened directory with the given files at the root.
+std::string flatten(const std::vector<std::pair<std::string, std::string>> &files) {
+  std::string data;
+  std::string nodes;
+  std::string children;
+  for (size_t i = 0; i < files.size(); ++i) {
+    size_t off = data.size();
+    data += files[i].second;
+    nodes += "{\"children\":{},\"dataRegion\":{\"offset\":" + std::to_string(off) +
+             ",\"size\":" + std::to_string(files[i].second.size()) + "},\"kind\":0,\"name\":\"" +
+             files[i].first + "\"},";
+    children += (i ? "," : "") + ("\"" + files[i].first + "\":" + std::to_string(i));
+  }
+  nodes += "{\"children\":{" + children +
+           "},\"dataRegion\":{\"offset\":0,\"size\":0},\"kind\":1,\"name\":\"lowered_module\"}";
+  std::string json = "{\"nodes\":[" + nodes + "]}";
+  return data + std::string(json.rbegin(), json.rend()) + std::string(1, '\0');
+}
+
+struct PteImage {
+  std::vector<uint8_t> bytes;
+};
+
+/// A program with one method "forward" holding one Core ML delegate whose
+/// payload is in segment 0, plus an XNNPACK delegate inline.
+std::vector<uint8_t> buildPte(const std::string &coremlPayload, bool extendedHeader = true) {
+  auto spec = [](std::string k, std::string v) {
+    return table({ref(0, str(std::move(k))), ref(1, str(std::move(v), FbNode::Kind::Bytes))});
+  };
+  auto coreml = table(
+      {ref(0, str("CoreMLBackend")), ref(1, table({scalar<uint8_t>(0, 1), scalar<uint32_t>(1, 0)})),
+       ref(2, vec({spec("compute_units", "cpu_and_ne"), spec("min_deployment_target", "9")}))});
+  auto xnn = table({ref(0, str("XnnpackBackend")),
+                    ref(1, table({scalar<uint8_t>(0, 0), scalar<uint32_t>(1, 0)}))});
+  auto plan = table({ref(0, str("forward")), ref(7, vec({coreml, xnn}))});
+  auto program = table(
+      {scalar<uint32_t>(0, 0), ref(1, vec({plan})),
+       ref(3, vec({table({ref(0, str("XNNPAYLOAD", FbNode::Kind::Bytes))})})),
+       ref(4, vec({table({scalar<uint64_t>(0, 0), scalar<uint64_t>(1, coremlPayload.size())})}))});
+  FbWriter w;
+  // Header: root offset (patched), identifier, extended header (32 bytes).
+  w.buf.resize(extendedHeader ? 40 : 8, 0);
+  std::memcpy(&w.buf[4], "ET12", 4);
+  size_t root = w.write(*program);
+  uint32_t rootOff = static_cast<uint32_t>(root);
+  std::memcpy(&w.buf[0], &rootOff, 4);
+  if (!extendedHeader)
+    return w.buf;
+  while (w.buf.size() % 128)
+    w.buf.push_back(0);
+  uint64_t programSize = w.buf.size(), base = w.buf.size();
+  std::memcpy(&w.buf[8], "eh00", 4);
+  uint32_t len = 32;
+  std::memcpy(&w.buf[12], &len, 4);
+  std::memcpy(&w.buf[16], &programSize, 8);
+  std::memcpy(&w.buf[24], &base, 8);
+  uint64_t segSize = coremlPayload.size();
+  std::memcpy(&w.buf[32], &segSize, 8);
+  w.buf.insert(w.buf.end(), coremlPayload.begin(), coremlPayload.end());
+  return w.buf;
+}
+
+std::string errorOf(const std::function<void()> &f) {
+  try {
+    f();
+  } catch (const InputError &e) {
+    return e.what();
+  }
+  return "";
+}
+
+} // namespace
+
+TEST(Pte, ReadsMethodsDelegatesAndPayloads) {
+  std::string payload =
+      flatten({{"metadata.json", "{\"identifier\":\"executorch_x\"}"}, {"model.bin", "MODEL"}});
+  auto bytes = buildPte(payload);
+  auto pte = PteFile::fromBytes(bytes, "t.pte");
+  EXPECT_EQ(pte->fileIdentifier(), "ET12");
+  ASSERT_EQ(pte->methods().size(), 1u);
+  EXPECT_EQ(pte->methods()[0], "forward");
+  ASSERT_EQ(pte->delegates().size(), 2u);
+  const PteDelegate &d = pte->delegates()[0];
+  EXPECT_TRUE(d.isCoreML());
+  EXPECT_EQ(d.location, "segment");
+  EXPECT_EQ(d.compileSpecs.at("compute_units"), "cpu_and_ne");
+  EXPECT_EQ(d.label(), "forward/delegate 0 (CoreMLBackend)");
+  auto raw = pte->payload(d);
+  EXPECT_EQ(std::string(raw.begin(), raw.end()), payload);
+  auto inl = pte->payload(pte->delegates()[1]);
+  EXPECT_EQ(std::string(inl.begin(), inl.end()), "XNNPAYLOAD");
+
+  auto files = readFlattenedDirectory(raw, "t.pte");
+  ASSERT_EQ(files.size(), 2u);
+  EXPECT_EQ(files[1].path, "model.bin");
+  EXPECT_EQ(std::string(files[1].data.begin(), files[1].data.end()), "MODEL");
+}
+
+TEST(Pte, RejectsBadMagic) {
+  auto bytes = buildPte(flatten({{"a", "b"}}));
+  std::memcpy(&bytes[4], "XX12", 4);
+  EXPECT_NE(errorOf([&] {
+              PteFile::fromBytes(bytes, "t.pte");
+            }).find("expected the ExecuTorch identifier 'ET' + 2 digits, found 'XX12'"),
+            std::string::npos);
+  EXPECT_NE(errorOf([&] {
+              PteFile::fromBytes(std::vector<uint8_t>(3), "t.pte");
+            }).find("expected at least 8 bytes"),
+            std::string::npos);
+}
+
+TEST(Pte, RejectsTruncatedSegments) {
+  auto bytes = buildPte(flatten({{"model.bin", std::string(1000, 'x')}}));
+  bytes.resize(bytes.size() - 500);
+  std::string err = errorOf([&] {
+    auto pte = PteFile::fromBytes(bytes, "t.pte");
+    pte->payload(pte->delegates()[0]);
+  });
+  EXPECT_NE(err.find("runs past the end of the file"), std::string::npos) << err;
+}
+
+TEST(Pte, RejectsPayloadIndexOutOfRange) {
+  auto bytes = buildPte(flatten({{"a", "b"}}));
+  // Make the Core ML delegate point at segment 7: find its index field (the
+  // only uint32 value 0 directly after the location byte 1 in a 2-field table).
+  auto pte = PteFile::fromBytes(bytes, "t.pte");
+  PteDelegate d = pte->delegates()[0];
+  d.dataIndex = 7;
+  EXPECT_NE(errorOf([&] { pte->payload(d); }).find("segment index 7 out of range (1 segments)"),
+            std::string::npos);
+  d.location = "inline";
+  EXPECT_NE(errorOf([&] { pte->payload(d); }).find("inline payload index 7 out of range"),
+            std::string::npos);
+}
+
+TEST(Pte, CorruptReversedIndex) {
+  std::string good = flatten({{"a", "bc"}});
+  // Break the JSON: drop its first (reversed: last) brace.
+  std::string cut = good.substr(0, good.size() - 2) + std::string(1, '\0');
+  std::span<const uint8_t> s(reinterpret_cast<const uint8_t *>(cut.data()), cut.size());
+  EXPECT_NE(errorOf([&] { readFlattenedDirectory(s, "p"); }).find("directory index"),
+            std::string::npos);
+  std::string garbage = "hello world";
+  std::span<const uint8_t> g(reinterpret_cast<const uint8_t *>(garbage.data()), garbage.size());
+  EXPECT_NE(errorOf([&] { readFlattenedDirectory(g, "p"); }).find("expected a reversed JSON index"),
+            std::string::npos);
+  // A data region pointing into the index.
+  std::string json = "{\"nodes\":[{\"children\":{},\"dataRegion\":{\"offset\":0,\"size\":999},"
+                     "\"kind\":0,\"name\":\"f\"},{\"children\":{\"f\":0},\"dataRegion\":{"
+                     "\"offset\":0,\"size\":0},\"kind\":1,\"name\":\"r\"}]}";
+  std::string over = "ab" + std::string(json.rbegin(), json.rend());
+  std::span<const uint8_t> o(reinterpret_cast<const uint8_t *>(over.data()), over.size());
+  EXPECT_NE(errorOf([&] { readFlattenedDirectory(o, "p"); }).find("runs into the index"),
+            std::string::npos);
+  // A cycle: the root lists itself.
+  std::string cyc = "{\"nodes\":[{\"children\":{\"me\":0},\"dataRegion\":{\"offset\":0,\"size\":0},"
+                    "\"kind\":1,\"name\":\"r\"}]}";
+  std::string c = std::string(cyc.rbegin(), cyc.rend());
+  std::span<const uint8_t> cs(reinterpret_cast<const uint8_t *>(c.data()), c.size());
+  EXPECT_NE(errorOf([&] { readFlattenedDirectory(cs, "p"); }).find("cycle"), std::string::npos);
+}
+
+TEST(Pte, NoExtendedHeaderMeansNoSegments) {
+  auto bytes = buildPte(flatten({{"a", "b"}}), /*extendedHeader=*/false);
+  // Segments are located by the extended header; a file listing segments
+  // without one is corrupt.
+  EXPECT_NE(errorOf([&] { PteFile::fromBytes(bytes, "t.pte"); }).find("no extended header"),
+            std::string::npos);
+}
+
+TEST(Pte, CorruptOffsetsNeverCrash) {
+  auto bytes = buildPte(flatten({{"metadata.json", "{}"}, {"m", std::string(64, 'z')}}));
+  // Flip every byte of the flatbuffer region in turn: each variant either
+  // parses or raises InputError, never crashes.
+  size_t limit = std::min<size_t>(bytes.size(), 600);
+  size_t rejected = 0;
+  for (size_t i = 0; i < limit; ++i) {
+    auto copy = bytes;
+    copy[i] ^= 0xFF;
+    try {
+      auto pte = PteFile::fromBytes(copy, "t.pte");
+      for (const auto &d : pte->delegates()) {
+        auto p = pte->payload(d);
+        if (d.isCoreML())
+          readFlattenedDirectory(p, "t.pte");
+      }
+    } catch (const InputError &) {
+      ++rejected;
+    }
+  }
+  // Most single-byte corruptions of offsets and the magic must be caught.
+  EXPECT_GT(rejected, 20u);
+}
+
+#ifdef ANEFIT_TEST_DATA_DIR
+// Real exports made by scripts/export_executorch_fixtures.py with ExecuTorch's
+// CoreMLPartitioner (iOS 18, cpu_and_ne, fp16).
+TEST(Pte, ReadsRealExecuTorchExports) {
+  for (const char *name : {"lfm2_coreml_states", "lfm2_coreml_nostate", "llama_coreml_static"}) {
+    SCOPED_TRACE(name);
+    std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/pte/" + name + ".pte";
+    auto pte = PteFile::open(path);
+    EXPECT_EQ(pte->fileIdentifier().substr(0, 2), "ET");
+    ASSERT_EQ(pte->methods().size(), 1u);
+    EXPECT_EQ(pte->methods()[0], "forward");
+    const PteDelegate *coreml = nullptr;
+    for (const auto &d : pte->delegates())
+      if (d.isCoreML())
+        coreml = &d;
+    ASSERT_NE(coreml, nullptr);
+    EXPECT_EQ(coreml->compileSpecs.at("compute_units"), "cpu_and_ne");
+    EXPECT_EQ(coreml->compileSpecs.at("min_deployment_target"), "9");
+    EXPECT_EQ(coreml->location, "segment");
+    auto files = readFlattenedDirectory(pte->payload(*coreml), path);
+    std::vector<std::string> paths;
+    for (const auto &f : files)
+      paths.push_back(f.path);
+    for (const char *expected : {"metadata.json", "model.mlpackage/Manifest.json",
+                                 "model.mlpackage/Data/com.apple.CoreML/model.mlmodel",
+                                 "model.mlpackage/Data/com.apple.CoreML/weights/weight.bin"})
+      EXPECT_NE(std::find(paths.begin(), paths.end(), expected), paths.end()) << expected;
+  }
+}
+#endif
