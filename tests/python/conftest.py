@@ -45,12 +45,17 @@ def fixture_info(name):
         return json.load(f)
 
 
-def fixture_package(name):
-    """Path of a fixture's model.mlpackage; None when it is a generated one that
-    has not been generated yet (scripts/gen_fixtures.sh makes it)."""
+def fixture_package(name, generate=True):
+    """Path of a fixture's model.mlpackage. Large packages live in
+    tests/fixtures/generated/ (git-ignored); when one is missing it is generated on
+    demand with scripts/gen_fixtures.sh (deterministic, so the committed files of
+    the fixture do not change). None when it is missing and cannot be generated."""
     info = fixture_info(name)
     if info.get("package") == "generated":
         path = os.path.join(GENERATED_DIR, name, "model.mlpackage")
+        if not os.path.isdir(path) and generate and have_coremltools():
+            subprocess.run(["bash", os.path.join(REPO_ROOT, "scripts", "gen_fixtures.sh"), name],
+                           check=False, capture_output=True, timeout=600)
     else:
         path = os.path.join(FIXTURES_DIR, name, "model.mlpackage")
     return path if os.path.isdir(path) else None
