@@ -1,0 +1,102 @@
+//===- Interpreter.h - Reference interpreter for MIL programs ---*- C++ -*-===//
+//
+// Runs one function of a Program on the CPU: named input tensors in, named
+// output tensors out, Core ML states kept in a StateContext that persists
+// across calls so a stateful model can be stepped like Core ML would. Kernels
+// compute in fp32 (fp16 tensors widened); Precision::FP16 rounds every float
+// op result to fp16 as the Neural Engine's fp16 pipeline does. The verbs that
+// prove rewrites (`fix --verify`, `split`) use this API directly.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/IR.h"
+#include "runtime/Tensor.h"
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anefit::runtime {
+
+enum class Precision { FP32, FP16 };
+
+/// "fp32" / "fp16" -> Precision; throws InputError otherwise.
+Precision parsePrecision(std::string_view s);
+
+struct RunOptions {
+  Precision precision = Precision::FP32;
+  /// Called after each top-level op with (ops done, total ops); may be empty.
+  std::function<void(size_t, size_t)> progress;
+};
+
+/// Tensors by name (inputs, states).
+using TensorMap = std::map<std::string, Tensor>;
+
+struct NamedTensor {
+  std::string name;
+  Tensor tensor;
+};
+
+/// The current values of a function's states, by state input name. Values
+/// are kept in the interpreter's compute dtype (fp32 for float states).
+class StateContext {
+public:
+  /// Gives every state input of `fn` that has no value yet a zero tensor of
+  /// its declared shape. Throws InputError for a state without static shape.
+  void initialize(const Function &fn);
+  /// Sets state `name`, checking it against `fn`'s declaration (name exists,
+  /// shape equal, dtype kind compatible) and converting to the compute dtype.
+  void set(const Function &fn, const std::string &name, const Tensor &value);
+  /// Sets a state without checks (used by the interpreter itself).
+  void setUnchecked(const std::string &name, Tensor value) { states_[name] = std::move(value); }
+  /// The value of state `name`, or null.
+  const Tensor *find(const std::string &name) const;
+  const TensorMap &all() const { return states_; }
+  void clear() { states_.clear(); }
+
+private:
+  TensorMap states_;
+};
+
+struct InterpreterPlan;
+
+/// Executes one function. The Program (and its weight files) must outlive the
+/// Interpreter; results are owned tensors independent of both.
+class Interpreter {
+public:
+  /// Prepares `fn` (value slots, liveness). Throws InputError if an op has no
+  /// kernel, naming the op and its type.
+  explicit Interpreter(const Function &fn, RunOptions options = {});
+  ~Interpreter();
+  Interpreter(const Interpreter &) = delete;
+  Interpreter &operator=(const Interpreter &) = delete;
+
+  /// Runs the function once. `inputs` must name every tensor input of the
+  /// function with a matching shape and a dtype of the same kind (float
+  /// values may be given for fp16 inputs and vice versa); states come from
+  /// and go back to `states` (missing states start at zero). Outputs carry
+  /// the function's declared output dtypes. Throws InputError on bad inputs
+  /// and on runtime errors of kernels (index out of range, ...).
+  std::vector<NamedTensor> run(const TensorMap &inputs, StateContext &states);
+  /// Same, for a function without states.
+  std::vector<NamedTensor> run(const TensorMap &inputs);
+
+  const Function &function() const { return fn_; }
+  const RunOptions &options() const { return options_; }
+
+private:
+  const Function &fn_;
+  RunOptions options_;
+  std::unique_ptr<InterpreterPlan> plan_;
+};
+
+/// True if the interpreter has a kernel for op type `opType`.
+bool hasKernel(std::string_view opType);
+/// Every op type with a kernel, sorted.
+std::vector<std::string> kernelOpTypes();
+
+} // namespace anefit::runtime

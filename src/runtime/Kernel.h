@@ -1,0 +1,75 @@
+//===- Kernel.h - What a kernel sees of the op it runs ----------*- C++ -*-===//
+//
+// Kernels are free functions `void xyz(KernelContext &ctx)` listed in
+// Kernels.def. The context hands them the op's inputs as tensors, its const
+// parameters with the op spec's defaults, and takes their results. Inputs are
+// in compute dtype (fp32, int32, bool) unless a kernel asks for the raw
+// tensor (fp16 weights read in place, quantized constexpr data).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/IR.h"
+#include "runtime/Interpreter.h"
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anefit::runtime {
+
+class KernelContext {
+public:
+  virtual ~KernelContext() = default;
+  const Operation &op;
+  explicit KernelContext(const Operation &op) : op(op) {}
+
+  /// True if parameter `param` is bound (as an input or, for constexpr ops
+  /// written before iOS18, as an attribute).
+  bool has(std::string_view param) const {
+    return op.input(param) != nullptr || op.attribute(param) != nullptr;
+  }
+  /// The constant bound to `param` (immediate, const op output or attribute), or null.
+  const Constant *constParam(std::string_view param) const {
+    if (const Constant *c = op.constInput(param))
+      return c;
+    return op.input(param) ? nullptr : op.attribute(param);
+  }
+  /// Input `param` in compute dtype; throws InputError if absent.
+  virtual const Tensor &in(std::string_view param) = 0;
+  /// Input `param` as stored (fp16 constants stay fp16, int8 stays int8).
+  virtual const Tensor &raw(std::string_view param) = 0;
+  /// All bindings of a variadic parameter, in compute dtype.
+  virtual std::vector<const Tensor *> variadic(std::string_view param) = 0;
+  /// The state value bound to `param` (read_state's input).
+  virtual const Tensor &stateOf(std::string_view param) = 0;
+  /// Replaces the state bound to `param`.
+  virtual void setState(std::string_view param, Tensor value) = 0;
+
+  // Parameters (usually const). Absent parameters give the spec default.
+  int64_t intArg(std::string_view param, int64_t dflt);
+  std::optional<int64_t> intArgOpt(std::string_view param);
+  std::vector<int64_t> intsArg(std::string_view param);
+  float floatArg(std::string_view param, float dflt);
+  bool boolArg(std::string_view param, bool dflt);
+  std::vector<bool> boolsArg(std::string_view param);
+  std::string strArg(std::string_view param, std::string_view dflt);
+
+  /// Declared type of output i.
+  const Type &outputType(size_t i = 0) const { return op.output(i)->type; }
+  size_t numOutputs() const { return op.outputs.size(); }
+  virtual void setOutput(size_t i, Tensor t) = 0;
+
+  /// Throws InputError "op 'NAME' (TYPE): MESSAGE".
+  [[noreturn]] void fail(const std::string &message) const;
+  /// Normalizes a possibly negative axis against `rank`, failing if out of range.
+  int64_t axis(int64_t a, int64_t rank, std::string_view what = "axis") const;
+};
+
+using KernelFn = void (*)(KernelContext &);
+
+#define KERNEL(OpType, Fn) void Fn(KernelContext &ctx);
+#include "runtime/Kernels.def"
+
+} // namespace anefit::runtime

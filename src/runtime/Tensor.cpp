@@ -1,0 +1,299 @@
+//===- Tensor.cpp - Runtime tensors of the reference interpreter ----------===//
+//
+// Storage, element access and dtype conversion for runtime tensors.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Tensor.h"
+
+#include "support/Error.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace anefit::runtime {
+namespace {
+
+template <typename T> T load(const uint8_t *p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+
+/// Sub-byte element i, LSB-first packing (formats.md §4).
+uint32_t loadBits(const uint8_t *bytes, int64_t i, int bits) {
+  uint64_t bit = static_cast<uint64_t>(i) * static_cast<uint64_t>(bits);
+  uint32_t v = 0;
+  for (int b = 0; b < bits; ++b, ++bit)
+    if ((bytes[bit / 8] >> (bit % 8)) & 1u)
+      v |= 1u << b;
+  return v;
+}
+
+/// fp8 E4M3FN / E5M2 to float; the formats have no infinities (E4M3FN) or
+/// follow IEEE (E5M2).
+float fp8ToFloat(uint8_t v, bool e4m3) {
+  int sign = v >> 7;
+  int expBits = e4m3 ? 4 : 5, manBits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  int e = (v >> manBits) & ((1 << expBits) - 1);
+  int m = v & ((1 << manBits) - 1);
+  float r;
+  if (e4m3 && e == 15 && m == 7)
+    r = NAN;
+  else if (!e4m3 && e == 31)
+    r = m ? NAN : INFINITY;
+  else if (e == 0)
+    r = std::ldexp(static_cast<float>(m), 1 - bias - manBits);
+  else
+    r = std::ldexp(1.0f + static_cast<float>(m) / (1 << manBits), e - bias);
+  return sign ? -r : r;
+}
+
+void freeAligned(void *p) { std::free(p); }
+
+/// float -> int64 truncating toward zero; NaN gives 0 and out-of-range values
+/// saturate, instead of the undefined behaviour of a plain cast.
+int64_t truncToInt(float f) {
+  if (std::isnan(f))
+    return 0;
+  if (f >= 9.2e18f)
+    return INT64_MAX;
+  if (f <= -9.2e18f)
+    return INT64_MIN;
+  return static_cast<int64_t>(std::trunc(f));
+}
+
+} // namespace
+
+int64_t numElementsOf(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+std::string shapeStr(const Shape &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+std::vector<int64_t> stridesOf(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = static_cast<int64_t>(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+DType computeDType(DType t) {
+  if (isFloat(t))
+    return DType::F32;
+  if (t == DType::Bool)
+    return DType::Bool;
+  return DType::I32;
+}
+
+Tensor Tensor::zeros(DType dtype, Shape shape) {
+  // Checked element count: every dim non-negative, product below the cap.
+  uint64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0)
+      throw InputError("tensor shape " + shapeStr(shape) + " has a negative dimension");
+    if (d != 0 && n > kMaxTensorBytes / static_cast<uint64_t>(d))
+      throw InputError("tensor shape " + shapeStr(shape) + " is too large");
+    n *= static_cast<uint64_t>(d);
+  }
+  uint64_t bytes = storageBytes(dtype, n);
+  if (bytes > kMaxTensorBytes)
+    throw InputError("tensor shape " + shapeStr(shape) + " needs " + std::to_string(bytes) +
+                     " bytes, more than the limit of " + std::to_string(kMaxTensorBytes));
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.numElements_ = static_cast<int64_t>(n);
+  // 64-byte alignment keeps BLAS and vector loops on their fast paths.
+  size_t alloc = static_cast<size_t>((bytes + 63) / 64 * 64);
+  void *p = std::aligned_alloc(64, alloc ? alloc : 64);
+  if (!p)
+    throw std::bad_alloc();
+  std::memset(p, 0, alloc ? alloc : 64);
+  t.owner_ = std::shared_ptr<void>(p, freeAligned);
+  t.data_ = static_cast<const uint8_t *>(p);
+  t.owned_ = true;
+  return t;
+}
+
+Tensor Tensor::borrow(DType dtype, Shape shape, const void *bytes,
+                      std::shared_ptr<const void> owner) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numElements_ = numElementsOf(shape);
+  t.shape_ = std::move(shape);
+  t.data_ = static_cast<const uint8_t *>(bytes);
+  t.owner_ = std::move(owner);
+  t.owned_ = false;
+  return t;
+}
+
+Tensor Tensor::fromF32(std::vector<float> values, Shape shape) {
+  Tensor t = zeros(DType::F32, std::move(shape));
+  if (static_cast<int64_t>(values.size()) != t.numElements_)
+    throw InputError("fromF32: " + std::to_string(values.size()) + " values for shape " +
+                     shapeStr(t.shape_));
+  std::memcpy(t.mutableBytes(), values.data(), values.size() * sizeof(float));
+  return t;
+}
+
+Tensor Tensor::fromI32(std::vector<int32_t> values, Shape shape) {
+  Tensor t = zeros(DType::I32, std::move(shape));
+  if (static_cast<int64_t>(values.size()) != t.numElements_)
+    throw InputError("fromI32: " + std::to_string(values.size()) + " values for shape " +
+                     shapeStr(t.shape_));
+  std::memcpy(t.mutableBytes(), values.data(), values.size() * sizeof(int32_t));
+  return t;
+}
+
+Tensor Tensor::fromBool(std::vector<bool> values, Shape shape) {
+  Tensor t = zeros(DType::Bool, std::move(shape));
+  if (static_cast<int64_t>(values.size()) != t.numElements_)
+    throw InputError("fromBool: " + std::to_string(values.size()) + " values for shape " +
+                     shapeStr(t.shape_));
+  uint8_t *p = t.mutableBytes();
+  for (size_t i = 0; i < values.size(); ++i)
+    p[i] = values[i] ? 1 : 0;
+  return t;
+}
+
+uint8_t *Tensor::mutableBytes() {
+  // Borrowed bytes may be a read-only mapping; kernels only write results
+  // they allocated themselves.
+  if (!owned_)
+    throw std::logic_error("write to a borrowed tensor");
+  return const_cast<uint8_t *>(data_);
+}
+
+Tensor Tensor::reshaped(Shape shape) const {
+  if (numElementsOf(shape) != numElements_)
+    throw InputError("cannot reshape " + shapeStr(shape_) + " to " + shapeStr(shape));
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+float Tensor::floatAt(int64_t i) const {
+  switch (dtype_) {
+  case DType::F32:
+    return load<float>(data_ + i * 4);
+  case DType::F16:
+    return halfToFloat(load<uint16_t>(data_ + i * 2));
+  case DType::BF16:
+    return bf16ToFloat(load<uint16_t>(data_ + i * 2));
+  case DType::F64:
+    return static_cast<float>(load<double>(data_ + i * 8));
+  case DType::F8E4M3FN:
+    return fp8ToFloat(data_[i], true);
+  case DType::F8E5M2:
+    return fp8ToFloat(data_[i], false);
+  default:
+    return static_cast<float>(intAt(i));
+  }
+}
+
+int64_t Tensor::intAt(int64_t i) const {
+  if (isSubByte(dtype_)) {
+    uint32_t v = loadBits(data_, i, dtypeBits(dtype_));
+    if (dtype_ == DType::I4)
+      return v >= 8 ? static_cast<int64_t>(v) - 16 : v;
+    return v;
+  }
+  switch (dtype_) {
+  case DType::Bool:
+  case DType::U8:
+    return data_[i];
+  case DType::I8:
+    return static_cast<int8_t>(data_[i]);
+  case DType::I16:
+    return load<int16_t>(data_ + i * 2);
+  case DType::U16:
+    return load<uint16_t>(data_ + i * 2);
+  case DType::I32:
+    return load<int32_t>(data_ + i * 4);
+  case DType::U32:
+    return load<uint32_t>(data_ + i * 4);
+  case DType::I64:
+    return load<int64_t>(data_ + i * 8);
+  case DType::U64:
+    return static_cast<int64_t>(load<uint64_t>(data_ + i * 8));
+  case DType::String:
+    throw InputError("a string tensor has no numeric value");
+  default:
+    return truncToInt(floatAt(i));
+  }
+}
+
+std::vector<float> Tensor::toFloats() const {
+  std::vector<float> out(static_cast<size_t>(numElements_));
+  if (dtype_ == DType::F32) {
+    if (numElements_)
+      std::memcpy(out.data(), data_, out.size() * 4);
+    return out;
+  }
+  for (int64_t i = 0; i < numElements_; ++i)
+    out[i] = floatAt(i);
+  return out;
+}
+
+std::vector<int64_t> Tensor::toInts() const {
+  std::vector<int64_t> out(static_cast<size_t>(numElements_));
+  for (int64_t i = 0; i < numElements_; ++i)
+    out[i] = intAt(i);
+  return out;
+}
+
+Tensor Tensor::convertTo(DType to) const {
+  Tensor out = zeros(to, shape_);
+  uint8_t *p = out.mutableBytes();
+  if (to == dtype_) {
+    std::memcpy(p, data_, numBytes());
+    return out;
+  }
+  bool fromFloat = isFloat(dtype_);
+  for (int64_t i = 0; i < numElements_; ++i) {
+    switch (to) {
+    case DType::F32: {
+      float v = floatAt(i);
+      std::memcpy(p + i * 4, &v, 4);
+      break;
+    }
+    case DType::F16: {
+      uint16_t h = floatToHalf(floatAt(i));
+      std::memcpy(p + i * 2, &h, 2);
+      break;
+    }
+    case DType::F64: {
+      double v = fromFloat ? static_cast<double>(floatAt(i)) : static_cast<double>(intAt(i));
+      std::memcpy(p + i * 8, &v, 8);
+      break;
+    }
+    case DType::Bool:
+      p[i] = fromFloat ? (floatAt(i) != 0.0f) : (intAt(i) != 0);
+      break;
+    default: {
+      if (!isInteger(to) || isSubByte(to))
+        throw InputError(std::string("cannot convert to ") + std::string(dtypeName(to)));
+      int64_t v = fromFloat ? truncToInt(floatAt(i)) : intAt(i);
+      int bytes = dtypeBits(to) / 8;
+      // Little-endian truncation to the target width (two's complement wrap).
+      std::memcpy(p + i * bytes, &v, static_cast<size_t>(bytes));
+      break;
+    }
+    }
+  }
+  return out;
+}
+
+Tensor Tensor::clone() const { return convertTo(dtype_); }
+
+} // namespace anefit::runtime

@@ -1,0 +1,95 @@
+//===- Tensor.h - Runtime tensors of the reference interpreter --*- C++ -*-===//
+//
+// A Tensor is a dtype, a static shape and a view of contiguous row-major
+// bytes. The bytes are either owned (results of kernels) or borrowed from
+// somewhere that outlives the view (constants in a memory-mapped weight file),
+// so weights are used in place and never copied.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "support/DType.h"
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace anefit::runtime {
+
+using Shape = std::vector<int64_t>;
+
+/// Number of elements of `shape` (1 for a scalar).
+int64_t numElementsOf(const Shape &shape);
+/// "[1, 8, 64]".
+std::string shapeStr(const Shape &shape);
+/// Row-major strides (in elements) of `shape`.
+std::vector<int64_t> stridesOf(const Shape &shape);
+
+/// Largest tensor a kernel may allocate, in bytes. Guards allocation driven by
+/// shapes read from a model or from user inputs.
+inline constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
+
+class Tensor {
+public:
+  Tensor() = default;
+
+  /// A new zero-filled tensor. Throws InputError if the shape is negative or
+  /// the size exceeds kMaxTensorBytes.
+  static Tensor zeros(DType dtype, Shape shape);
+  /// A view of `bytes` (which must hold the whole tensor) kept alive by `owner`.
+  static Tensor borrow(DType dtype, Shape shape, const void *bytes,
+                       std::shared_ptr<const void> owner);
+  /// Builders used by tests and tools.
+  static Tensor fromF32(std::vector<float> values, Shape shape);
+  static Tensor fromI32(std::vector<int32_t> values, Shape shape);
+  static Tensor fromBool(std::vector<bool> values, Shape shape);
+  static Tensor scalarF32(float v) { return fromF32({v}, {}); }
+  static Tensor scalarI32(int32_t v) { return fromI32({v}, {}); }
+
+  bool valid() const { return data_ != nullptr || numElements_ == 0; }
+  DType dtype() const { return dtype_; }
+  const Shape &shape() const { return shape_; }
+  int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
+  int64_t dim(int64_t i) const { return shape_.at(static_cast<size_t>(i)); }
+  int64_t numElements() const { return numElements_; }
+  uint64_t numBytes() const { return storageBytes(dtype_, static_cast<uint64_t>(numElements_)); }
+  bool isOwned() const { return owned_; }
+
+  const uint8_t *bytes() const { return data_; }
+  template <typename T> const T *data() const { return reinterpret_cast<const T *>(data_); }
+  /// Writable bytes; only for owned tensors (kernel results being filled).
+  template <typename T> T *mutableData() { return reinterpret_cast<T *>(mutableBytes()); }
+  uint8_t *mutableBytes();
+
+  /// The same bytes seen with another shape of the same element count.
+  Tensor reshaped(Shape shape) const;
+
+  /// Element i converted to float / int64 (any numeric or bool dtype).
+  float floatAt(int64_t i) const;
+  int64_t intAt(int64_t i) const;
+  /// All elements as float / int64 (converting copies).
+  std::vector<float> toFloats() const;
+  std::vector<int64_t> toInts() const;
+
+  /// A new owned tensor of dtype `to` holding these values (float -> int
+  /// truncates toward zero, like MIL cast; -> bool is "!= 0").
+  Tensor convertTo(DType to) const;
+  /// An owned copy.
+  Tensor clone() const;
+
+private:
+  DType dtype_ = DType::F32;
+  Shape shape_;
+  int64_t numElements_ = 0;
+  const uint8_t *data_ = nullptr;
+  std::shared_ptr<const void> owner_;
+  bool owned_ = false;
+};
+
+/// The dtype the interpreter computes a value of declared dtype `t` in:
+/// fp32 for every float type, int32 for integers, bool for bool.
+DType computeDType(DType t);
+
+} // namespace anefit::runtime

@@ -1,0 +1,448 @@
+//===- Elementwise.cpp - Elementwise, activation and cast kernels ---------===//
+//
+// Binary ops broadcast numpy-style; unary ops and activations map each
+// element. Float work is fp32; int32 and bool work is exact.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/KernelUtil.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace anefit::runtime {
+namespace {
+
+/// out[i] = f(x[i'], y[i'']) over the broadcast shape of x and y.
+template <typename T, typename R, typename F>
+Tensor binaryMap(KernelContext &ctx, const Tensor &x, const Tensor &y, DType outDType, F f) {
+  Shape shape = broadcastShapes(ctx, x.shape(), y.shape());
+  Tensor out = Tensor::zeros(outDType, shape);
+  const T *a = x.data<T>();
+  const T *b = y.data<T>();
+  R *o = out.mutableData<R>();
+  int64_t n = out.numElements();
+  if (x.shape() == shape && y.shape() == shape) {
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = f(a[i], b[i]);
+  } else if (x.shape() == shape && y.numElements() == 1) {
+    T bv = b[0];
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = f(a[i], bv);
+  } else if (y.shape() == shape && x.numElements() == 1) {
+    T av = a[0];
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = f(av, b[i]);
+  } else {
+    std::vector<int64_t> offY = broadcastOffsets(y.shape(), shape);
+    forEachBroadcast(x.shape(), shape, [&](int64_t i, int64_t ox) { o[i] = f(a[ox], b[offY[i]]); });
+  }
+  return out;
+}
+
+/// Arithmetic in the output's compute dtype (fp32 or int32).
+template <typename Op> void arith(KernelContext &ctx, Op op) {
+  DType t = computeDType(ctx.outputType().dtype());
+  const Tensor *x = &ctx.in("x"), *y = &ctx.in("y");
+  Tensor cx, cy;
+  if (x->dtype() != t)
+    x = &(cx = x->convertTo(t));
+  if (y->dtype() != t)
+    y = &(cy = y->convertTo(t));
+  if (t == DType::F32)
+    ctx.setOutput(0, binaryMap<float, float>(ctx, *x, *y, t, op));
+  else if (t == DType::I32)
+    ctx.setOutput(0, binaryMap<int32_t, int32_t>(ctx, *x, *y, t, op));
+  else
+    ctx.fail("arithmetic on dtype " + std::string(dtypeName(t)));
+}
+
+/// Comparison in the inputs' dtype; bool result.
+template <typename Op> void compare(KernelContext &ctx, Op op) {
+  const Tensor &x = ctx.in("x"), &y = ctx.in("y");
+  if (x.dtype() != y.dtype())
+    ctx.fail("x and y have different dtypes");
+  dispatchCompute(ctx, x.dtype(), [&]<typename T>() {
+    ctx.setOutput(0, binaryMap<T, uint8_t>(ctx, x, y, DType::Bool,
+                                           [&](T a, T b) -> uint8_t { return op(a, b) ? 1 : 0; }));
+  });
+}
+
+template <typename Op> void logical(KernelContext &ctx, Op op) {
+  const Tensor &x = ctx.in("x"), &y = ctx.in("y");
+  if (x.dtype() != DType::Bool || y.dtype() != DType::Bool)
+    ctx.fail("logical ops take bool inputs");
+  ctx.setOutput(0, binaryMap<uint8_t, uint8_t>(ctx, x, y, DType::Bool, [&](uint8_t a, uint8_t b) {
+                  return static_cast<uint8_t>(op(a != 0, b != 0) ? 1 : 0);
+                }));
+}
+
+/// out[i] = f(x[i]) for a float-only op.
+template <typename F> void unaryFloat(KernelContext &ctx, F f) {
+  const Tensor &x = ctx.in("x");
+  if (x.dtype() != DType::F32)
+    ctx.fail("expected a float input, found " + std::string(dtypeName(x.dtype())));
+  Tensor out = Tensor::zeros(DType::F32, x.shape());
+  const float *a = x.data<float>();
+  float *o = out.mutableData<float>();
+  for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+    o[i] = f(a[i]);
+  ctx.setOutput(0, std::move(out));
+}
+
+/// out[i] = f(x[i]) for an op defined on fp32 and int32.
+template <typename F> void unaryNumeric(KernelContext &ctx, F f) {
+  const Tensor &x = ctx.in("x");
+  Tensor out = Tensor::zeros(x.dtype(), x.shape());
+  if (x.dtype() == DType::F32) {
+    const float *a = x.data<float>();
+    float *o = out.mutableData<float>();
+    for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+      o[i] = f(a[i]);
+  } else if (x.dtype() == DType::I32) {
+    const int32_t *a = x.data<int32_t>();
+    int32_t *o = out.mutableData<int32_t>();
+    for (int64_t i = 0, n = x.numElements(); i < n; ++i)
+      o[i] = f(a[i]);
+  } else {
+    ctx.fail("expected a numeric input, found " + std::string(dtypeName(x.dtype())));
+  }
+  ctx.setOutput(0, std::move(out));
+}
+
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+/// Per-channel parameter (axis 1 of x) for prelu and softplus_parametric.
+std::vector<float> channelParam(KernelContext &ctx, std::string_view param, const Tensor &x) {
+  if (x.rank() < 3)
+    ctx.fail("x must have rank >= 3, found rank " + std::to_string(x.rank()));
+  std::vector<float> v = ctx.in(param).toFloats();
+  if (static_cast<int64_t>(v.size()) == 1)
+    v.assign(static_cast<size_t>(x.dim(1)), v[0]);
+  if (static_cast<int64_t>(v.size()) != x.dim(1))
+    ctx.fail("parameter '" + std::string(param) + "' has " + std::to_string(v.size()) +
+             " values, expected " + std::to_string(x.dim(1)) + " (channels)");
+  return v;
+}
+
+template <typename F> void perChannel(KernelContext &ctx, const std::vector<float> &p, F f) {
+  const Tensor &x = ctx.in("x");
+  Tensor out = Tensor::zeros(DType::F32, x.shape());
+  AxisSplit s = splitAt(x.shape(), 1);
+  const float *a = x.data<float>();
+  float *o = out.mutableData<float>();
+  for (int64_t b = 0; b < s.outer; ++b)
+    for (int64_t c = 0; c < s.size; ++c)
+      for (int64_t i = 0; i < s.inner; ++i) {
+        int64_t k = (b * s.size + c) * s.inner + i;
+        o[k] = f(a[k], c);
+      }
+  ctx.setOutput(0, std::move(out));
+}
+
+int32_t floorDivInt(int32_t a, int32_t b) {
+  if (b == 0)
+    return 0; // defined here rather than undefined behaviour
+  int32_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0)))
+    --q;
+  return q;
+}
+
+} // namespace
+
+// Binary arithmetic.
+void addOp(KernelContext &ctx) {
+  arith(ctx, [](auto a, auto b) { return a + b; });
+}
+void subOp(KernelContext &ctx) {
+  arith(ctx, [](auto a, auto b) { return a - b; });
+}
+void mulOp(KernelContext &ctx) {
+  arith(ctx, [](auto a, auto b) { return a * b; });
+}
+void realDivOp(KernelContext &ctx) {
+  arith(ctx, []<typename T>(T a, T b) -> T {
+    if constexpr (std::is_integral_v<T>)
+      return b == 0 ? 0 : a / b;
+    else
+      return a / b;
+  });
+}
+void floorDivOp(KernelContext &ctx) {
+  arith(ctx, []<typename T>(T a, T b) -> T {
+    if constexpr (std::is_integral_v<T>)
+      return floorDivInt(a, b);
+    else
+      return std::floor(a / b);
+  });
+}
+void modOp(KernelContext &ctx) {
+  // Result takes the sign of the divisor (numpy's mod).
+  arith(ctx, []<typename T>(T a, T b) -> T {
+    if constexpr (std::is_integral_v<T>)
+      return b == 0 ? 0 : a - floorDivInt(a, b) * b;
+    else
+      return a - std::floor(a / b) * b;
+  });
+}
+void powOp(KernelContext &ctx) {
+  arith(ctx, []<typename T>(T a, T b) -> T {
+    if constexpr (std::is_integral_v<T>) {
+      if (b < 0)
+        return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
+      int64_t r = 1;
+      for (int32_t i = 0; i < b && i < 64; ++i)
+        r = static_cast<int32_t>(r * a);
+      return static_cast<T>(r);
+    } else {
+      return std::pow(a, b);
+    }
+  });
+}
+void maximumOp(KernelContext &ctx) {
+  arith(ctx, [](auto a, auto b) { return a > b ? a : b; });
+}
+void minimumOp(KernelContext &ctx) {
+  arith(ctx, [](auto a, auto b) { return a < b ? a : b; });
+}
+
+// Comparisons and logic.
+void equalOp(KernelContext &ctx) {
+  compare(ctx, [](auto a, auto b) { return a == b; });
+}
+void notEqualOp(KernelContext &ctx) {
+  compare(ctx, [](auto a, auto b) { return a != b; });
+}
+void lessOp(KernelContext &ctx) {
+  compare(ctx, [](auto a, auto b) { return a < b; });
+}
+void lessEqualOp(KernelContext &ctx) {
+  compare(ctx, [](auto a, auto b) { return a <= b; });
+}
+void greaterOp(KernelContext &ctx) {
+  compare(ctx, [](auto a, auto b) { return a > b; });
+}
+void greaterEqualOp(KernelContext &ctx) {
+  compare(ctx, [](auto a, auto b) { return a >= b; });
+}
+void logicalAndOp(KernelContext &ctx) {
+  logical(ctx, [](bool a, bool b) { return a && b; });
+}
+void logicalOrOp(KernelContext &ctx) {
+  logical(ctx, [](bool a, bool b) { return a || b; });
+}
+void logicalXorOp(KernelContext &ctx) {
+  logical(ctx, [](bool a, bool b) { return a != b; });
+}
+void logicalNotOp(KernelContext &ctx) {
+  const Tensor &x = ctx.in("x");
+  if (x.dtype() != DType::Bool)
+    ctx.fail("logical_not takes a bool input");
+  Tensor out = Tensor::zeros(DType::Bool, x.shape());
+  for (int64_t i = 0; i < x.numElements(); ++i)
+    out.mutableData<uint8_t>()[i] = x.data<uint8_t>()[i] ? 0 : 1;
+  ctx.setOutput(0, std::move(out));
+}
+
+// Unary math.
+void absOp(KernelContext &ctx) {
+  unaryNumeric(ctx, [](auto a) { return a < 0 ? -a : a; });
+}
+void squareOp(KernelContext &ctx) {
+  unaryNumeric(ctx, [](auto a) { return a * a; });
+}
+void signOp(KernelContext &ctx) {
+  unaryNumeric(ctx, []<typename T>(T a) -> T { return a > 0 ? T(1) : (a < 0 ? T(-1) : T(0)); });
+}
+void acosOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::acos(a); });
+}
+void asinOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::asin(a); });
+}
+void atanOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::atan(a); });
+}
+void atanhOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::atanh(a); });
+}
+void ceilOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::ceil(a); });
+}
+void cosOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::cos(a); });
+}
+void coshOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::cosh(a); });
+}
+void erfOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::erf(a); });
+}
+void expOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::exp(a); });
+}
+void exp2Op(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::exp2(a); });
+}
+void floorOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::floor(a); });
+}
+// Ties to even, like numpy's round.
+void roundOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::nearbyint(a); });
+}
+void sinOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::sin(a); });
+}
+void sinhOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::sinh(a); });
+}
+void sqrtOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::sqrt(a); });
+}
+void tanOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::tan(a); });
+}
+void tanhOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::tanh(a); });
+}
+void inverseOp(KernelContext &ctx) {
+  float eps = ctx.floatArg("epsilon", 1e-4f);
+  unaryFloat(ctx, [eps](float a) { return 1.0f / (a + eps); });
+}
+void logOp(KernelContext &ctx) {
+  float eps = ctx.floatArg("epsilon", 1e-45f);
+  unaryFloat(ctx, [eps](float a) { return std::log(a + eps); });
+}
+void rsqrtOp(KernelContext &ctx) {
+  float eps = ctx.floatArg("epsilon", 1e-12f);
+  unaryFloat(ctx, [eps](float a) { return 1.0f / std::sqrt(a + eps); });
+}
+void thresholdOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 0.0f);
+  unaryNumeric(ctx, [alpha]<typename T>(T a) -> T { return a > T(alpha) ? a : T(alpha); });
+}
+void clipOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 0.0f), beta = ctx.floatArg("beta", 0.0f);
+  unaryFloat(ctx, [=](float a) { return std::min(std::max(a, alpha), beta); });
+}
+
+// Activations.
+void reluOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return a > 0 ? a : 0.0f; });
+}
+void relu6Op(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return std::min(std::max(a, 0.0f), 6.0f); });
+}
+void sigmoidOp(KernelContext &ctx) { unaryFloat(ctx, sigmoid); }
+void siluOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return a * sigmoid(a); });
+}
+void geluOp(KernelContext &ctx) {
+  std::string mode = ctx.strArg("mode", "EXACT");
+  if (mode == "EXACT")
+    unaryFloat(ctx, [](float a) { return 0.5f * a * (1.0f + std::erf(a * 0.70710678118f)); });
+  else if (mode == "TANH_APPROXIMATION")
+    unaryFloat(ctx, [](float a) {
+      return 0.5f * a * (1.0f + std::tanh(0.7978845608f * (a + 0.044715f * a * a * a)));
+    });
+  else if (mode == "SIGMOID_APPROXIMATION")
+    unaryFloat(ctx, [](float a) { return a * sigmoid(1.702f * a); });
+  else
+    ctx.fail("mode: expected EXACT, TANH_APPROXIMATION or SIGMOID_APPROXIMATION, found '" + mode +
+             "'");
+}
+void softplusOp(KernelContext &ctx) {
+  // log(1 + e^x), written to stay finite for large x.
+  unaryFloat(ctx, [](float a) { return std::max(a, 0.0f) + std::log1p(std::exp(-std::abs(a))); });
+}
+void softsignOp(KernelContext &ctx) {
+  unaryFloat(ctx, [](float a) { return a / (1.0f + std::abs(a)); });
+}
+void eluOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 1.0f);
+  unaryFloat(ctx, [alpha](float a) { return a > 0 ? a : alpha * (std::exp(a) - 1.0f); });
+}
+void leakyReluOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 0.01f);
+  unaryFloat(ctx, [alpha](float a) { return a >= 0 ? a : alpha * a; });
+}
+void preluOp(KernelContext &ctx) {
+  std::vector<float> alpha = channelParam(ctx, "alpha", ctx.in("x"));
+  perChannel(ctx, alpha, [&](float a, int64_t c) { return a >= 0 ? a : alpha[c] * a; });
+}
+void clampedReluOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 0.0f), beta = ctx.floatArg("beta", 6.0f);
+  unaryFloat(ctx, [=](float a) { return std::min(a >= 0 ? a : alpha * a, beta); });
+}
+void linearActivationOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 1.0f), beta = ctx.floatArg("beta", 0.0f);
+  unaryFloat(ctx, [=](float a) { return alpha * a + beta; });
+}
+void scaledTanhOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 1.0f), beta = ctx.floatArg("beta", 1.0f);
+  unaryFloat(ctx, [=](float a) { return alpha * std::tanh(beta * a); });
+}
+void sigmoidHardOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 0.2f), beta = ctx.floatArg("beta", 0.5f);
+  unaryFloat(ctx, [=](float a) { return std::min(std::max(alpha * a + beta, 0.0f), 1.0f); });
+}
+void softplusParametricOp(KernelContext &ctx) {
+  const Tensor &x = ctx.in("x");
+  std::vector<float> alpha = channelParam(ctx, "alpha", x), beta = channelParam(ctx, "beta", x);
+  perChannel(ctx, alpha, [&](float a, int64_t c) {
+    float z = beta[c] * a;
+    return alpha[c] * (std::max(z, 0.0f) + std::log1p(std::exp(-std::abs(z))));
+  });
+}
+void thresholdedReluOp(KernelContext &ctx) {
+  float alpha = ctx.floatArg("alpha", 1.0f);
+  unaryFloat(ctx, [alpha](float a) { return a > alpha ? a : 0.0f; });
+}
+
+// Selection, casts.
+void selectOp(KernelContext &ctx) {
+  const Tensor &cond = ctx.in("cond"), &a = ctx.in("a"), &b = ctx.in("b");
+  if (a.dtype() != b.dtype())
+    ctx.fail("a and b have different dtypes");
+  Shape shape = broadcastShapes(ctx, cond.shape(), broadcastShapes(ctx, a.shape(), b.shape()));
+  Tensor out = Tensor::zeros(a.dtype(), shape);
+  std::vector<int64_t> oc = broadcastOffsets(cond.shape(), shape),
+                       oa = broadcastOffsets(a.shape(), shape),
+                       ob = broadcastOffsets(b.shape(), shape);
+  int eb = elemBytes(a);
+  const uint8_t *c = cond.bytes();
+  bool condFloat = cond.dtype() == DType::F32;
+  for (int64_t i = 0; i < out.numElements(); ++i) {
+    bool pick =
+        condFloat ? cond.data<float>()[oc[i]] != 0.0f
+                  : (cond.dtype() == DType::I32 ? cond.data<int32_t>()[oc[i]] != 0 : c[oc[i]] != 0);
+    const uint8_t *src = pick ? a.bytes() + oa[i] * eb : b.bytes() + ob[i] * eb;
+    std::memcpy(out.mutableBytes() + i * eb, src, eb);
+  }
+  ctx.setOutput(0, std::move(out));
+}
+
+void castOp(KernelContext &ctx) {
+  std::string name = ctx.strArg("dtype", "fp32");
+  // coremltools spells 32-bit types both ways ("int32", "fp32"); accept the
+  // long names numpy users write too.
+  if (name == "float32")
+    name = "fp32";
+  else if (name == "float16")
+    name = "fp16";
+  auto to = dtypeFromName(name);
+  if (!to)
+    ctx.fail("dtype: unknown dtype '" + name + "'");
+  const Tensor &x = ctx.in("x");
+  DType compute = computeDType(*to);
+  if (isInteger(*to) && !isSubByte(*to) && *to != DType::I32)
+    // Narrow integer types wrap like a store to that type would.
+    ctx.setOutput(0, x.convertTo(*to).convertTo(compute));
+  else
+    ctx.setOutput(0, x.convertTo(compute));
+}
+
+void identityOp(KernelContext &ctx) { ctx.setOutput(0, ctx.in("x")); }
+
+} // namespace anefit::runtime
