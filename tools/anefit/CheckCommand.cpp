@@ -1,0 +1,107 @@
+//===- CheckCommand.cpp - anefit check: ANE preflight ---------------------===//
+//
+// Loads a model without opening its weight files and runs the ANE checker
+// (src/ane) on it: per-op placement, per-function verdict and findings with
+// reasons, evidence and fixes, as text, JSON ("anefit.check/1", docs/check.md)
+// or SARIF 2.1.0. Exit code 1 when a finding reaches --fail-on.
+//
+//===----------------------------------------------------------------------===//
+#include "Command.h"
+
+#include "ane/Checker.h"
+#include "ane/Report.h"
+#include "io/ModelIO.h"
+#include "support/Error.h"
+
+#include <iostream>
+#include <memory>
+
+namespace anefit::cli {
+namespace {
+
+struct CheckCliOptions {
+  std::string model;
+  std::string chip = "any";
+  std::string os = "any";
+  std::string computeUnits = "cpu_and_ne";
+  std::string failOn = "compile-fail";
+  std::string format = "text";
+  bool json = false;
+  std::string function;
+};
+
+/// Joins the spellings of a table for help text and errors.
+template <typename Range, typename Fn> std::string joined(const Range &r, Fn &&name) {
+  std::string s;
+  for (const auto &x : r)
+    s += (s.empty() ? "" : ", ") + std::string(name(x));
+  return s;
+}
+
+std::string chipNames() {
+  return joined(ane::allChips(), [](const ane::ChipInfo &c) { return c.name; });
+}
+
+int runCheck(const CheckCliOptions &o) {
+  ane::CheckOptions options;
+  auto chip = ane::chipFromName(o.chip);
+  if (!chip)
+    failExpected("", "--chip", "one of: " + chipNames(), "'" + o.chip + "'");
+  options.chip = *chip;
+  auto os = ane::osFromName(o.os);
+  if (!os)
+    failExpected("", "--os", "one of: any, ios17, ios18, ios26", "'" + o.os + "'");
+  options.os = *os;
+  auto cu = ane::computeUnitsFromName(o.computeUnits);
+  if (!cu)
+    failExpected("", "--compute-units", "cpu_and_ne or all", "'" + o.computeUnits + "'");
+  options.computeUnits = *cu;
+  auto failOn = ane::effectFromName(o.failOn);
+  if (!failOn)
+    failExpected("", "--fail-on",
+                 "one of: runtime-fail, compile-fail, wrong-numerics, fallback, slow",
+                 "'" + o.failOn + "'");
+  std::string format = o.json ? "json" : o.format;
+  if (format != "text" && format != "json" && format != "sarif")
+    failExpected("", "--format", "text, json or sarif", "'" + format + "'");
+  options.function = o.function;
+
+  // The checker reads types only; not opening the weight files proves it.
+  std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = false});
+  ane::CheckReport report = ane::checkModel(*model, options);
+  report.modelPath = o.model;
+  if (format == "json")
+    std::cout << ane::renderJson(report);
+  else if (format == "sarif")
+    std::cout << ane::renderSarif(report);
+  else
+    std::cout << ane::renderText(report, ane::TextOptions{.color = useColor()});
+  return report.hasFindingAtLeast(*failOn) ? kExitFindings : kExitOk;
+}
+
+} // namespace
+
+void registerCheck(CLI::App &parent, VerbResult &result) {
+  auto o = std::make_shared<CheckCliOptions>();
+  CLI::App *cmd = parent.add_subcommand(
+      "check", "Predict ANE placement, compile failures and fallbacks, with reasons and fixes");
+  cmd->add_option("MODEL", o->model, "Model: .mlpackage, .mlmodel, .mil or .pte")->required();
+  cmd->add_option("--chip", o->chip, "Target chip: " + chipNames())->capture_default_str();
+  cmd->add_option("--os", o->os, "Target OS: any, ios17, ios18, ios26")->capture_default_str();
+  cmd->add_option("--compute-units", o->computeUnits, "Compute units: cpu_and_ne, all")
+      ->capture_default_str();
+  cmd->add_option("--fail-on", o->failOn,
+                  "Exit 1 when a finding is at least this severe: runtime-fail, compile-fail, "
+                  "wrong-numerics, fallback, slow")
+      ->capture_default_str();
+  cmd->add_option("--format", o->format, "Output: text, json (anefit.check/1) or sarif")
+      ->capture_default_str();
+  cmd->add_flag("--json", o->json, "Same as --format json");
+  cmd->add_option("--function", o->function, "Check only this function");
+  cmd->footer("Weight files are never opened. Rules: 'anefit rules' or docs/rules.md.\n"
+              "Exit codes: 0 no finding at or above --fail-on, 1 findings, 2 usage or input "
+              "error.");
+  cmd->callback([o, &result] { result.exitCode = runGuarded([&] { return runCheck(*o); }); });
+}
+
+} // namespace anefit::cli
