@@ -74,8 +74,7 @@ def test_loads_in_coremltools_with_declared_io(name):
     fio = program_function_io(model.program)
     assert list(fio) == ["main"]
     ins, outs = fio["main"]
-    assert [n for n, *_ in ins] == list(info["inputs"]) + list(info["states"]) or \
-        sorted(n for n, *_ in ins) == sorted(list(info["inputs"]) + list(info["states"]))
+    assert sorted(n for n, *_ in ins) == sorted(list(info["inputs"]) + list(info["states"]))
     for n, kind, shape, dtype in ins:
         if n in info["states"]:
             assert kind == "state"

@@ -66,15 +66,15 @@ def _conv(x, weight, bias, strides, pad_type, pad, dilations, groups):
         tuple(slice(None, None, d) for d in dilations)
     win = win[sl]                                     # [N, C, *out, *k]
     cout, cin_g = weight.shape[0], weight.shape[1]
-    outs = []
-    for g in range(groups):
-        xs = win[:, g * cin_g:(g + 1) * cin_g]
-        ws = weight[g * (cout // groups):(g + 1) * (cout // groups)]
-        if nsp == 1:
-            outs.append(np.einsum("ncok,mck->nmo", xs, ws))
-        else:
-            outs.append(np.einsum("ncopkl,mckl->nmop", xs, ws))
-    y = np.concatenate(outs, axis=1)
+    n = x.shape[0]
+    # split channels into groups: windows [N, G, Cin/G, *out, *k], weights [G, Cout/G, Cin/G, *k]
+    xs = win.reshape((n, groups, cin_g) + win.shape[2:])
+    ws = weight.reshape((groups, cout // groups, cin_g) + tuple(kernel))
+    if nsp == 1:
+        y = np.einsum("ngcok,gmck->ngmo", xs, ws)
+    else:
+        y = np.einsum("ngcopkl,gmckl->ngmop", xs, ws)
+    y = y.reshape((n, cout) + y.shape[3:])
     if bias is not None:
         y = y + bias.reshape((1, -1) + (1,) * nsp)
     return y
@@ -104,6 +104,7 @@ class MilEvaluator:
     def __init__(self, program):
         self.fn = program.functions["main"]
         self.states = {}
+        self._consts = {}
         from coremltools.converters.mil.mil import types
 
         for name, var in self.fn.inputs.items():
@@ -144,8 +145,11 @@ class MilEvaluator:
     def _op(self, op, a):
         t = op.op_type
         if t == "const":
-            c = np.asarray(op.outputs[0].val)
-            return c.astype(np.float64) if c.dtype.kind == "f" else c
+            key = op.outputs[0].name
+            if key not in self._consts:          # weights are converted once, not per step
+                c = np.asarray(op.outputs[0].val)
+                self._consts[key] = c.astype(np.float64) if c.dtype.kind == "f" else c
+            return self._consts[key]
         if t == "cast":
             dt = _DTYPES[str(a["dtype"])]
             r = a["x"].astype(dt)
