@@ -1,0 +1,32 @@
+//===- AsmParser.h - MIL text parser ----------------------------*- C++ -*-===//
+//
+// Reads anefit's MIL text form (what AsmPrinter.h prints) and the text
+// coremltools prints for a program (`print(prog)`), into a Model. Every
+// problem is an InputError "FILE:LINE:COL: message"; nesting depth is bounded
+// so no input can exhaust the stack. docs/mil-text.md is the grammar.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Model.h"
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace anefit {
+
+/// Parses a whole model. With a `// anefit model:` header line the
+/// specification version and description come from it; without one they are
+/// synthesized from the program (tensor inputs -> multi-array inputs, state
+/// inputs -> states, block outputs -> outputs, specification version = opset
+/// number + 1). BLOBFILE constants are resolved through `openWeights` (which
+/// may be null, leaving them without a store). Throws InputError.
+std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &fileName,
+                                      const WeightOpener &openWeights);
+
+/// Fills in `model.specificationVersion` and `model.description` from its
+/// program as parseModelText does for text without a header.
+void synthesizeDescription(Model &model);
+
+} // namespace anefit
