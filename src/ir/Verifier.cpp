@@ -1,0 +1,260 @@
+//===- Verifier.cpp - Structural checks of programs and models ------------===//
+//
+// Walks each function once, keeping the set of values visible at each point
+// (function inputs, block inputs, results of earlier ops in this and the
+// enclosing blocks), so a use of a value defined later, in a sibling block or
+// in another function is reported where it happens.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/Verifier.h"
+
+#include <set>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace anefit {
+namespace {
+
+/// The ops that may take a state value, and the parameter that carries it.
+bool isStateParam(std::string_view opType, std::string_view param) {
+  if (opType == "read_state" || opType == "write_state")
+    return param == "input";
+  if (opType == "coreml_update_state")
+    return param == "state";
+  return false;
+}
+
+class ProgramVerifier {
+public:
+  explicit ProgramVerifier(Diagnostics &diags) : diags(diags) {}
+
+  void verifyFunction(const Function &f) {
+    fn = &f;
+    names.clear();
+    visible.clear();
+    int opset = opsetNumber(f.opset);
+    if (opset < 5 || opset > 9)
+      error("", "unknown opset '" + f.opset + "'; expected CoreML5 to CoreML9");
+    for (const auto &in : f.inputs)
+      declare(in.get(), "function input");
+    verifyBlock(*f.body, /*isBody=*/true);
+    for (const auto &[key, block] : f.otherSpecializations) {
+      // Each specialization is a separate body over the same inputs.
+      std::unordered_map<std::string, const Value *> savedNames = names;
+      std::unordered_set<const Value *> savedVisible = visible;
+      verifyBlock(*block, /*isBody=*/true);
+      names = std::move(savedNames);
+      visible = std::move(savedVisible);
+    }
+  }
+
+private:
+  Diagnostics &diags;
+  const Function *fn = nullptr;
+  std::unordered_map<std::string, const Value *> names;
+  std::unordered_set<const Value *> visible;
+
+  void error(const std::string &op, const std::string &message) {
+    diags.push_back(Diagnostic{Diagnostic::Severity::Error, fn->name, op, message});
+  }
+
+  void declare(const Value *v, const char *what, const std::string &op = "") {
+    auto [it, inserted] = names.emplace(v->name, v);
+    if (!inserted)
+      error(op, "value '%" + v->name + "' (" + what + ") is defined more than once");
+    visible.insert(v);
+  }
+
+  void verifyBlock(const Block &b, bool isBody) {
+    if (isBody && !b.inputs.empty())
+      error("", "the function body declares block inputs; only nested blocks may");
+    std::vector<const Value *> local;
+    for (const auto &in : b.inputs) {
+      declare(in.get(), "block input");
+      local.push_back(in.get());
+    }
+    for (const auto &op : b.ops) {
+      verifyOp(*op);
+      for (const auto &out : op->outputs) {
+        declare(out.get(), "op result", op->name);
+        local.push_back(out.get());
+      }
+    }
+    for (const Value *out : b.outputs) {
+      if (!out) {
+        error("", "a block output is missing");
+        continue;
+      }
+      if (!visible.count(out))
+        error("", "block output '%" + out->name + "' is not defined in the block or around it");
+      else if (out->type.isState())
+        error("", "block output '%" + out->name + "' is a state; states cannot be returned");
+    }
+    // Values of this block go out of scope; their names stay taken, as
+    // names are unique in the whole function.
+    for (const Value *v : local)
+      visible.erase(v);
+  }
+
+  void verifyOp(const Operation &op) {
+    std::string opName = op.name.empty() ? op.type : op.name;
+    if (op.name.empty())
+      error("", "a '" + op.type + "' op has no name");
+    if (op.type == "const") {
+      const Constant *val = op.attribute("val");
+      if (!val)
+        error(opName, "const op has no 'val' attribute");
+      if (op.outputs.size() != 1)
+        error(opName, "const op has " + std::to_string(op.outputs.size()) + " results; expected 1");
+      else if (val && val->type != op.outputs[0]->type)
+        error(opName, "const value has type " + val->type.str() + " but its result is declared " +
+                          op.outputs[0]->type.str());
+    }
+    std::set<std::string> params;
+    for (const OpInput &in : op.inputs) {
+      if (!params.insert(in.name).second)
+        error(opName, "parameter '" + in.name + "' appears more than once");
+      for (const Binding &b : in.bindings) {
+        if (!b.value) {
+          if (!b.constant)
+            error(opName, "parameter '" + in.name + "' has an empty binding");
+          continue;
+        }
+        const Value *v = b.value;
+        if (!visible.count(v))
+          error(opName, "parameter '" + in.name + "' uses '%" + v->name +
+                            "' before its definition or outside its scope");
+        if (v->type.isState() && !isStateParam(op.type, in.name))
+          error(opName, "state '%" + v->name + "' is used by '" + op.type + "' (parameter '" +
+                            in.name +
+                            "'); only read_state, write_state and coreml_update_state may "
+                            "use a state");
+      }
+    }
+    for (const auto &nested : op.blocks)
+      verifyBlock(*nested, /*isBody=*/false);
+  }
+};
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Compares one described feature with the value the function declares.
+void checkFeature(Diagnostics &diags, const std::string &fn, const FeatureDescription &d,
+                  const Value &v, const char *what) {
+  auto err = [&](const std::string &m) {
+    diags.push_back(Diagnostic{Diagnostic::Severity::Error, fn, "", m});
+  };
+  const FeatureType &ft = d.type;
+  if (ft.kind != FeatureType::Kind::MultiArray && ft.kind != FeatureType::Kind::State)
+    return;
+  const Type &t = v.type.isState() ? v.type.elementType() : v.type;
+  if (!t.isTensor())
+    return;
+  if (ft.dataType != ArrayDataType::Invalid) {
+    std::optional<DType> dt = dtypeOfArrayDataType(ft.dataType);
+    if (dt && *dt != t.dtype())
+      err(std::string(what) + " '" + d.name + "' is described as " + std::string(dtypeName(*dt)) +
+          " but the program declares " + std::string(dtypeName(t.dtype())));
+  }
+  auto shape = t.staticShape();
+  if (!shape || ft.shape.empty() || ft.hasFlexibleShape())
+    return;
+  // A scalar is described with shape [1].
+  std::vector<int64_t> want = shape->empty() ? std::vector<int64_t>{1} : *shape;
+  if (ft.shape != want)
+    err(std::string(what) + " '" + d.name + "' is described with shape " + shapeText(ft.shape) +
+        " but the program declares " + t.str());
+}
+
+/// Checks that `described` names exactly `values`, in order, with matching types.
+void checkFeatures(Diagnostics &diags, const std::string &fn,
+                   const std::vector<FeatureDescription> &described,
+                   const std::vector<const Value *> &values, const char *what) {
+  auto err = [&](const std::string &m) {
+    diags.push_back(Diagnostic{Diagnostic::Severity::Error, fn, "", m});
+  };
+  std::unordered_map<std::string, const Value *> byName;
+  for (const Value *v : values)
+    byName[v->name] = v;
+  std::unordered_set<std::string> describedNames;
+  for (const FeatureDescription &d : described) {
+    describedNames.insert(d.name);
+    auto it = byName.find(d.name);
+    if (it == byName.end())
+      err("the description lists " + std::string(what) + " '" + d.name +
+          "' but the program has no such " + what);
+    else
+      checkFeature(diags, fn, d, *it->second, what);
+  }
+  for (const Value *v : values)
+    if (!describedNames.count(v->name))
+      err(std::string(what) + " '" + v->name + "' is missing from the model description");
+}
+
+} // namespace
+
+Diagnostics verifyProgram(const Program &program) {
+  Diagnostics diags;
+  ProgramVerifier verifier(diags);
+  std::set<std::string> seen;
+  for (const auto &f : program.functions) {
+    if (!seen.insert(f->name).second)
+      diags.push_back(Diagnostic{Diagnostic::Severity::Error, f->name, "",
+                                 "function '" + f->name + "' is defined more than once"});
+    verifier.verifyFunction(*f);
+  }
+  return diags;
+}
+
+Diagnostics verifyModel(const Model &model) {
+  if (!model.program)
+    return {Diagnostic{Diagnostic::Severity::Error, "", "", "the model has no ML program"}};
+  Diagnostics diags = verifyProgram(*model.program);
+  auto err = [&](const std::string &fn, const std::string &m) {
+    diags.push_back(Diagnostic{Diagnostic::Severity::Error, fn, "", m});
+  };
+  const ModelDescription &desc = model.description;
+  int maxOpset = 0;
+  for (const auto &f : model.program->functions)
+    maxOpset = std::max(maxOpset, opsetNumber(f->opset));
+  if (maxOpset >= 5 && model.specificationVersion < specVersionForOpset(maxOpset))
+    err("", "specificationVersion " + std::to_string(model.specificationVersion) +
+                " is older than opset CoreML" + std::to_string(maxOpset) + " needs (" +
+                std::to_string(specVersionForOpset(maxOpset)) + ")");
+  if (!desc.defaultFunctionName.empty() && !model.program->findFunction(desc.defaultFunctionName))
+    err("", "defaultFunctionName '" + desc.defaultFunctionName + "' names no function");
+  if (model.program->functions.size() > 1 && desc.functions.empty())
+    err("", "the program has " + std::to_string(model.program->functions.size()) +
+                " functions but the description describes none of them");
+  for (const FunctionDescription &fd : desc.functions)
+    if (!model.program->findFunction(fd.name))
+      err("", "the description describes function '" + fd.name + "', which the program lacks");
+
+  for (const auto &f : model.program->functions) {
+    bool described = desc.functions.empty();
+    for (const FunctionDescription &fd : desc.functions)
+      described = described || fd.name == f->name;
+    if (!described) {
+      err(f->name, "function '" + f->name + "' is missing from the model description");
+      continue;
+    }
+    FunctionDescription fd = desc.describe(f->name);
+    std::vector<const Value *> inputs, states, outputs;
+    for (const auto &in : f->inputs)
+      (in->type.isState() ? states : inputs).push_back(in.get());
+    for (const Value *out : f->body->outputs)
+      if (out)
+        outputs.push_back(out);
+    checkFeatures(diags, f->name, fd.inputs, inputs, "input");
+    checkFeatures(diags, f->name, fd.states, states, "state");
+    checkFeatures(diags, f->name, fd.outputs, outputs, "output");
+  }
+  return diags;
+}
+
+} // namespace anefit

@@ -1,0 +1,211 @@
+//===- anefit-opt.cpp - MIL text in, passes, MIL text out -----------------===//
+//
+// The driver most lit tests use: reads MIL text (or any model anefit reads),
+// optionally verifies it and runs a pipeline of passes, and prints the result
+// as MIL text or writes a package. Exit codes: 0 ok, 1 verifier errors,
+// 2 usage or input errors.
+//
+//===----------------------------------------------------------------------===//
+#include "ir/AsmParser.h"
+#include "ir/AsmPrinter.h"
+#include "ir/Verifier.h"
+#include "support/Error.h"
+
+#ifdef ANEFIT_HAVE_IO
+#include "io/WeightFile.h"
+#endif
+#ifdef ANEFIT_HAVE_MODEL_IO
+#include "io/ModelIO.h"
+#endif
+#ifdef ANEFIT_HAVE_OPS
+#include "ops/OpVerifier.h"
+#endif
+#ifdef ANEFIT_HAVE_TRANSFORMS
+#include "transforms/Pass.h"
+#endif
+
+#include <CLI/CLI.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <iterator>
+#include <sstream>
+
+namespace fs = std::filesystem;
+using namespace anefit;
+
+namespace {
+
+enum ExitCode : int { kExitOk = 0, kExitVerifyFailed = 1, kExitInputError = 2 };
+
+struct Options {
+  std::string input;
+  std::string output;
+  bool verify = false;
+  std::string passes;
+  std::string emit = "mil";
+};
+
+/// Weight files named "@model_path/..." are looked up next to the text file
+/// (in the current directory for stdin); missing files leave blobs unresolved.
+WeightOpener weightOpenerFor(const fs::path &modelDir) {
+  return [modelDir](const std::string &fileName) -> std::shared_ptr<const BlobStore> {
+#ifdef ANEFIT_HAVE_IO
+    constexpr std::string_view kPrefix = "@model_path/";
+    if (fileName.rfind(kPrefix, 0) != 0)
+      return nullptr;
+    fs::path path = modelDir / fileName.substr(kPrefix.size());
+    std::error_code ec;
+    if (!fs::is_regular_file(path, ec))
+      return nullptr;
+    return WeightFile::open(path.string());
+#else
+    (void)modelDir;
+    (void)fileName;
+    return nullptr;
+#endif
+  };
+}
+
+std::unique_ptr<Model> readInput(const std::string &input) {
+  if (input == "-") {
+    std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    return parseModelText(text, "<stdin>", weightOpenerFor(fs::current_path()));
+  }
+  fs::path path(input);
+  std::error_code ec;
+  if (!fs::exists(path, ec))
+    throw InputError::at(input, "", "no such file or directory");
+  bool isText = path.extension() == ".mil" || !fs::is_directory(path, ec);
+#ifdef ANEFIT_HAVE_MODEL_IO
+  isText = path.extension() == ".mil";
+  if (!isText)
+    return loadModel(input);
+#endif
+  if (!isText)
+    throw InputError::at(input, "", "expected MIL text (.mil); this build reads no packages");
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError::at(input, "", "cannot open the file for reading");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  fs::path dir = path.has_parent_path() ? path.parent_path() : fs::current_path();
+  return parseModelText(text, input, weightOpenerFor(dir));
+}
+
+/// Prints diagnostics; returns true if any is an error.
+bool report(const Diagnostics &diags) {
+  for (const Diagnostic &d : diags)
+    std::cerr << d.str() << "\n";
+  return hasErrors(diags);
+}
+
+/// Verification: structure, model description, and op rules when built in.
+Diagnostics verifyAll(const Model &model) {
+  Diagnostics diags = verifyModel(model);
+#ifdef ANEFIT_HAVE_OPS
+  // Op rules assume a structurally sound program.
+  if (!hasErrors(diags) && model.program) {
+    Diagnostics ops = verifyOps(*model.program);
+    diags.insert(diags.end(), ops.begin(), ops.end());
+  }
+#endif
+  return diags;
+}
+
+/// Runs the pass pipeline (e.g. "state-to-io{keep-largest},canonicalize").
+void runPasses(Model &model, const std::string &pipeline) {
+  if (pipeline.empty())
+    return;
+#ifdef ANEFIT_HAVE_TRANSFORMS
+  PassManager pm;
+  pm.addPipeline(pipeline);
+  PassResult result = pm.run(model);
+  for (const std::string &change : result.changes)
+    std::cerr << "note: " << change << "\n";
+  report(result.diagnostics);
+#else
+  (void)model;
+  throw InputError::at("--passes", "", "this build has no passes; cannot run '" + pipeline + "'");
+#endif
+}
+
+/// Writes text to `path` through a temporary sibling renamed into place.
+void writeTextAtomically(const std::string &path, const std::string &text) {
+  fs::path target(path);
+  fs::path tmp = target;
+  tmp += ".tmp-anefit-opt";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw InputError::at(path, "", "cannot open the output for writing");
+    out << text;
+    if (!out.flush())
+      throw InputError::at(path, "", "could not write the output");
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw InputError::at(path, "", "cannot move the output into place");
+  }
+}
+
+int run(const Options &opts) {
+  std::unique_ptr<Model> model = readInput(opts.input);
+  if (opts.verify && report(verifyAll(*model)))
+    return kExitVerifyFailed;
+  runPasses(*model, opts.passes);
+  if (opts.verify && !opts.passes.empty() && report(verifyAll(*model)))
+    return kExitVerifyFailed;
+  if (opts.emit == "package") {
+#ifdef ANEFIT_HAVE_MODEL_IO
+    if (opts.output.empty())
+      throw InputError::at("-o", "", "--emit package needs an output path");
+    saveModel(*model, opts.output);
+    return kExitOk;
+#else
+    throw InputError::at("--emit", "", "this build cannot write packages");
+#endif
+  }
+  std::string text = modelToString(*model);
+  if (opts.output.empty() || opts.output == "-")
+    std::cout << text;
+  else
+    writeTextAtomically(opts.output, text);
+  return kExitOk;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  CLI::App app{"anefit-opt: reads a model (MIL text or any format anefit reads), verifies it, "
+               "runs passes and prints MIL text."};
+  Options opts;
+  app.add_option("INPUT", opts.input, "MIL text, .mlpackage, .mlmodel or .pte; '-' for stdin")
+      ->required();
+  app.add_option("-o,--output", opts.output, "where to write the result (default: stdout)");
+  app.add_flag("--verify", opts.verify,
+               "check the program and description; print diagnostics, exit 1 on errors");
+  app.add_option("--passes", opts.passes,
+                 "comma-separated pipeline of passes, e.g. 'state-to-io{keep-largest},dce'");
+  app.add_option("--emit", opts.emit, "output form: mil (text) or package")
+      ->check(CLI::IsMember({"mil", "package"}));
+  app.footer("Exit codes: 0 ok, 1 verifier errors, 2 usage or input error.");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitInputError;
+  }
+  try {
+    return run(opts);
+  } catch (const InputError &e) {
+    std::cerr << "anefit-opt: error: " << e.what() << "\n";
+  } catch (const std::bad_alloc &) {
+    std::cerr << "anefit-opt: error: out of memory\n";
+  } catch (const std::exception &e) {
+    std::cerr << "anefit-opt: error: " << e.what() << "\n";
+  }
+  return kExitInputError;
+}
