@@ -1,0 +1,105 @@
+"""`anefit check` and `anefit rules` from the command line: exit codes, the JSON
+report (schema anefit.check/1), the issue-3 fixture cases and the weight file
+never being read."""
+
+import json
+import os
+import shutil
+
+import pytest
+
+from conftest import REPO_ROOT, fixture_package
+
+
+@pytest.fixture(scope="module")
+def check(anefit):
+    if not anefit.has_verb("check"):
+        pytest.skip("this anefit has no check verb")
+    return anefit
+
+
+def report_of(check, path, *args):
+    proc = check("check", path, "--json", *args)
+    assert proc.returncode in (0, 1), proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def rule_ids(report):
+    return {f["rule"] for f in report["findings"]}
+
+
+def test_lfm2_shortconv_fails_for_state_reasons(check):
+    path = fixture_package("lfm2_shortconv")
+    if path is None:
+        pytest.skip("fixture missing")
+    code, report = report_of(check, path)
+    assert code == 1
+    assert report["schema"] == "anefit.check/1"
+    assert report["verdict"] == "ane-fails"
+    top = report["findings"][0]
+    assert top["rule"].startswith("ANE-STATE-")
+    assert top["effect"] in ("compile-fail", "runtime-fail")
+    assert "anefit fix --passes state-to-io" in top["fix"]
+    assert {"ANE-STATE-004", "ANE-STATE-005"} <= rule_ids(report)
+    placements = {p["name"]: p for p in report["functions"][0]["placement"]}
+    assert placements["read_conv_state"]["placement"] == "blocks-ane-compile"
+
+
+def test_state_as_io_has_no_state_finding(check):
+    path = fixture_package("lfm2_shortconv_io")
+    if path is None:
+        pytest.skip("fixture missing")
+    code, report = report_of(check, path)
+    assert code == 0, report["findings"]
+    assert not [r for r in rule_ids(report) if r.startswith("ANE-STATE-")]
+    assert report["verdict"] != "ane-fails"
+
+
+def test_kv_cache_runtime_position_is_measured(check):
+    path = fixture_package("kv_cache_slice_update")
+    if path is None:
+        pytest.skip("fixture missing")
+    _, report = report_of(check, path)
+    hits = [f for f in report["findings"] if f["rule"] == "ANE-STATE-006"]
+    assert hits and all(f["confidence"] == "measured" for f in hits)
+    assert all(f["opType"] == "slice_update" for f in hits)
+
+
+def test_same_report_without_weight_file(check, tmp_path):
+    path = fixture_package("lfm2_shortconv")
+    if path is None:
+        pytest.skip("fixture missing")
+    copy = tmp_path / "model.mlpackage"
+    shutil.copytree(path, copy)
+    removed = [p for p in copy.rglob("weight.bin")]
+    assert removed
+    for p in removed:
+        p.unlink()
+    a = check("check", path, "--json")
+    b = check("check", str(copy), "--json")
+    assert a.returncode == b.returncode
+    ja, jb = json.loads(a.stdout), json.loads(b.stdout)
+    ja.pop("model"), jb.pop("model")
+    assert ja == jb
+
+
+def test_fail_on_threshold_and_usage_errors(check):
+    path = fixture_package("lfm2_shortconv_io")
+    if path is None:
+        pytest.skip("fixture missing")
+    assert check("check", path).returncode == 0
+    # The state-as-IO block still has fallbacks or slow findings below compile-fail.
+    assert check("check", path, "--fail-on", "slow").returncode == 1
+    bad = check("check", path, "--chip", "m9")
+    assert bad.returncode == 2 and "--chip" in bad.stderr and "\n" == bad.stderr[-1]
+    assert check("check", path, "--fail-on", "crash").returncode == 2
+    assert check("check", path, "--function", "nope").returncode == 2
+    assert check("check", os.path.join(REPO_ROOT, "no-such-model.mlpackage")).returncode == 2
+
+
+def test_rules_markdown_is_docs(check):
+    proc = check("rules", "--format", "markdown", check=True)
+    with open(os.path.join(REPO_ROOT, "docs", "rules.md")) as f:
+        assert f.read() == proc.stdout, "docs/rules.md is stale: anefit rules --format markdown"
+    rules = json.loads(check("rules", "--json", check=True).stdout)["rules"]
+    assert len({r["id"] for r in rules}) == len(rules)

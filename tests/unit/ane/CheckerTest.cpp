@@ -1,0 +1,300 @@
+//===- CheckerTest.cpp - The ANE checker on programs built in C++ ---------===//
+//
+// Each rule family on a small program built with the IR API: the rule fires on
+// the bad form and stays quiet on the good one; placement, segments and
+// verdicts follow from the findings.
+//
+//===----------------------------------------------------------------------===//
+#include "ane/Checker.h"
+#include "ane/Report.h"
+#include "support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+
+using namespace anefit;
+using namespace anefit::ane;
+
+namespace {
+
+/// Builds a one-function model op by op.
+struct ProgramBuilder {
+  Model model;
+  Function *fn;
+
+  ProgramBuilder() {
+    model.program = std::make_unique<Program>();
+    fn = model.program->addFunction("main");
+    fn->opset = "CoreML8";
+  }
+
+  Value *input(const std::string &name, Type t) { return fn->addInput(name, std::move(t)); }
+
+  Value *constant(const std::string &name, Constant c) {
+    auto op = std::make_unique<Operation>("const", name);
+    Type t = c.type;
+    op->attributes["val"] = std::make_shared<Constant>(std::move(c));
+    Value *v = op->addOutput(name, t);
+    fn->body->append(std::move(op));
+    return v;
+  }
+
+  /// Appends `type` named `name` with the given parameters and one result.
+  Value *op(const std::string &type, const std::string &name,
+            std::vector<std::pair<std::string, Binding>> params, Type result) {
+    auto op = std::make_unique<Operation>(type, name);
+    for (auto &[param, b] : params)
+      op->setInput(param, b);
+    Value *v = op->addOutput(name, std::move(result));
+    fn->body->append(std::move(op));
+    return v;
+  }
+
+  void output(Value *v) { fn->body->outputs.push_back(v); }
+};
+
+Binding imm(Constant c) { return Binding::of(std::make_shared<Constant>(std::move(c))); }
+Binding val(Value *v) { return Binding::of(v); }
+Type f16(std::vector<int64_t> shape) { return Type::tensor(DType::F16, shape); }
+
+std::vector<const Finding *> findingsOf(const CheckReport &r, std::string_view code) {
+  std::vector<const Finding *> out;
+  for (const Finding &f : r.findings)
+    if (ruleInfo(f.rule).code == code)
+      out.push_back(&f);
+  return out;
+}
+
+bool fires(const CheckReport &r, std::string_view code) { return !findingsOf(r, code).empty(); }
+
+const OpReport *opNamed(const CheckReport &r, const std::string &name) {
+  for (const FunctionReport &f : r.functions)
+    for (const OpReport &o : f.ops)
+      if (o.name == name)
+        return &o;
+  return nullptr;
+}
+
+/// A short-conv block in the exported form: the rolling buffer is a state,
+/// extended with concat and cut back with slice_by_index.
+void buildShortConv(ProgramBuilder &b, int64_t dim, int index = 0) {
+  std::string s = std::to_string(index);
+  Value *state = b.input("conv_state_" + s, Type::state(f16({1, dim, 2})));
+  Value *x = b.input("bx_" + s, f16({1, dim, 1}));
+  Value *old = b.op("read_state", "read_state_" + s, {{"input", val(state)}}, f16({1, dim, 2}));
+  Value *padded =
+      b.op("concat", "aten_cat_default_" + s,
+           {{"values", val(old)}, {"axis", imm(Constant::scalarI32(2))}}, f16({1, dim, 3}));
+  b.fn->body->ops.back()->input("values")->bindings.push_back(val(x));
+  Value *next = b.op("slice_by_index", "aten_slice_copy_tensor_" + s,
+                     {{"x", val(padded)},
+                      {"begin", imm(Constant::fromI32({0, 0, 1}, {3}))},
+                      {"end", imm(Constant::fromI32({1, (int32_t)dim, 3}, {3}))}},
+                     f16({1, dim, 2}));
+  b.op("coreml_update_state", "aten_copy_default_" + s,
+       {{"state", val(state)}, {"value", val(next)}}, f16({1, dim, 2}));
+  Value *y =
+      b.op("reduce_sum", "sum_" + s,
+           {{"x", val(padded)}, {"axes", imm(Constant::fromI32({2}, {1}))}}, f16({1, dim, 1}));
+  b.output(y);
+}
+
+TEST(AneChecker, ShortConvStateFailsForStateReasons) {
+  ProgramBuilder b;
+  buildShortConv(b, 2048);
+  CheckReport r = checkModel(b.model);
+  EXPECT_TRUE(fires(r, "ANE-STATE-004"));
+  EXPECT_TRUE(fires(r, "ANE-STATE-005"));
+  EXPECT_FALSE(fires(r, "ANE-STATE-003")) << "2 is below 32: STATE-004's case, not STATE-003's";
+  EXPECT_FALSE(fires(r, "ANE-STATE-001"));
+  EXPECT_EQ(r.verdict, Verdict::AneFails);
+  EXPECT_TRUE(r.hasFindingAtLeast(Effect::CompileFail));
+  auto chain = findingsOf(r, "ANE-STATE-005");
+  ASSERT_EQ(chain.size(), 1u);
+  EXPECT_NE(chain[0]->message.find("concat -> slice_by_index"), std::string::npos)
+      << chain[0]->message;
+  EXPECT_NE(std::string(ruleInfo(chain[0]->rule).fix).find("state-to-io"), std::string::npos);
+  EXPECT_EQ(chain[0]->torchNode, "aten_copy_default_0");
+  const OpReport *read = opNamed(r, "read_state_0");
+  ASSERT_TRUE(read);
+  EXPECT_EQ(read->placement, Placement::BlocksAneCompile);
+  const OpReport *sum = opNamed(r, "sum_0");
+  ASSERT_TRUE(sum);
+  EXPECT_EQ(sum->placement, Placement::Ane);
+}
+
+TEST(AneChecker, StateCountGrades) {
+  for (int n : {1, 2, 3}) {
+    ProgramBuilder b;
+    for (int i = 0; i < n; ++i)
+      buildShortConv(b, 64, i);
+    CheckReport r = checkModel(b.model);
+    EXPECT_EQ(fires(r, "ANE-STATE-001"), n >= 3) << n << " states";
+    EXPECT_EQ(fires(r, "ANE-STATE-002"), n == 2) << n << " states";
+    if (n == 3) {
+      EXPECT_EQ(findingsOf(r, "ANE-STATE-001").size(), 3u);
+      EXPECT_EQ(findingsOf(r, "ANE-STATE-001")[0]->effect, Effect::RuntimeFail);
+      // Runtime failures sort before compile failures.
+      EXPECT_EQ(r.findings.front().effect, Effect::RuntimeFail);
+    }
+  }
+}
+
+TEST(AneChecker, StateInnermostAlignment) {
+  for (int64_t width : {270, 256}) {
+    ProgramBuilder b;
+    Value *s = b.input("kv", Type::state(f16({1, 8, width})));
+    Value *r0 = b.op("read_state", "read", {{"input", val(s)}}, f16({1, 8, width}));
+    b.output(r0);
+    CheckReport r = checkModel(b.model);
+    EXPECT_EQ(fires(r, "ANE-STATE-003"), width == 270) << width;
+    EXPECT_FALSE(fires(r, "ANE-STATE-004"));
+  }
+}
+
+/// A KV cache written with slice_update; `runtimeBegin` takes the position
+/// from an input instead of a constant.
+CheckReport checkKvWrite(bool runtimeBegin) {
+  ProgramBuilder b;
+  Value *cache = b.input("k_cache", Type::state(f16({1, 8, 256, 64})));
+  Value *k = b.input("k", f16({1, 8, 1, 64}));
+  Value *pos = b.input("pos", Type::tensor(DType::I32, std::vector<int64_t>{4}));
+  Value *old = b.op("read_state", "read_k", {{"input", val(cache)}}, f16({1, 8, 256, 64}));
+  Binding begin = runtimeBegin ? val(pos) : imm(Constant::fromI32({0, 0, 5, 0}, {4}));
+  Value *upd = b.op("slice_update", "aten_index_put_default_3",
+                    {{"x", val(old)},
+                     {"update", val(k)},
+                     {"begin", begin},
+                     {"end", imm(Constant::fromI32({1, 8, 6, 64}, {4}))}},
+                    f16({1, 8, 256, 64}));
+  b.op("coreml_update_state", "write_k", {{"state", val(cache)}, {"value", val(upd)}},
+       f16({1, 8, 256, 64}));
+  b.output(upd);
+  return checkModel(b.model);
+}
+
+TEST(AneChecker, RuntimeSliceUpdateIntoState) {
+  CheckReport bad = checkKvWrite(true);
+  auto f = findingsOf(bad, "ANE-STATE-006");
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(ruleInfo(f[0]->rule).confidence, Confidence::Measured);
+  EXPECT_EQ(f[0]->torchNode, "aten_index_put_default_3");
+  EXPECT_NE(f[0]->message.find("'pos' (a model input)"), std::string::npos) << f[0]->message;
+  // An in-place slice_update is not a chain write.
+  EXPECT_FALSE(fires(bad, "ANE-STATE-005"));
+  CheckReport good = checkKvWrite(false);
+  EXPECT_FALSE(fires(good, "ANE-STATE-006"));
+  EXPECT_FALSE(fires(good, "ANE-STATE-003")) << "innermost 64 is a multiple of 32";
+}
+
+TEST(AneChecker, FallbackOpCutsSegments) {
+  ProgramBuilder b;
+  Value *x = b.input("x", f16({1, 64, 1, 64}));
+  Value *idx = b.input("idx", Type::tensor(DType::I32, std::vector<int64_t>{1, 64, 1, 64}));
+  Value *a = b.op("relu", "relu_0", {{"x", val(x)}}, f16({1, 64, 1, 64}));
+  Value *s = b.op("scatter_along_axis", "scatter_0",
+                  {{"data", val(a)},
+                   {"indices", val(idx)},
+                   {"updates", val(a)},
+                   {"axis", imm(Constant::scalarI32(3))}},
+                  f16({1, 64, 1, 64}));
+  Value *c = b.op("relu", "relu_1", {{"x", val(s)}}, f16({1, 64, 1, 64}));
+  b.output(c);
+  CheckReport r = checkModel(b.model);
+  ASSERT_TRUE(fires(r, "ANE-OP-001"));
+  ASSERT_EQ(r.functions.size(), 1u);
+  const FunctionReport &f = r.functions[0];
+  EXPECT_EQ(f.segments.size(), 3u);
+  EXPECT_EQ(f.boundaries, 2u);
+  EXPECT_EQ(f.aneOps, 2u);
+  EXPECT_EQ(f.verdict, Verdict::Partial);
+  EXPECT_TRUE(fires(r, "ANE-PLACE-001"));
+  EXPECT_EQ(opNamed(r, "scatter_0")->placement, Placement::CpuGpu);
+  EXPECT_EQ(opNamed(r, "scatter_0")->rules, std::vector<RuleId>{RuleId::ScatterOp});
+  EXPECT_FALSE(r.hasFindingAtLeast(Effect::CompileFail));
+  EXPECT_TRUE(r.hasFindingAtLeast(Effect::Fallback));
+}
+
+TEST(AneChecker, CleanProgramRunsOnAne) {
+  ProgramBuilder b;
+  Value *x = b.input("x", f16({1, 64, 1, 64}));
+  Value *a = b.op("relu", "relu_0", {{"x", val(x)}}, f16({1, 64, 1, 64}));
+  b.output(a);
+  CheckReport r = checkModel(b.model);
+  EXPECT_TRUE(r.findings.empty()) << renderText(r);
+  EXPECT_EQ(r.verdict, Verdict::Ane);
+  EXPECT_EQ(r.functions[0].segments.size(), 1u);
+}
+
+TEST(AneChecker, WeightSizeFromTypesOnly) {
+  // 65536 x 16384 fp16 = 2 GiB in a blob nobody opened: only the type is read.
+  ProgramBuilder b;
+  Type big = f16({65536, 16384});
+  Value *w = b.constant("lm_head", Constant::fromBlob(big, BlobRef{"@model_path/w.bin", 64, {}}));
+  Value *x = b.input("x", f16({1, 16384}));
+  Value *y = b.op("linear", "lm", {{"x", val(x)}, {"weight", val(w)}}, f16({1, 65536}));
+  b.output(y);
+  CheckReport phone = checkModel(b.model, CheckOptions{.chip = Chip::A17});
+  EXPECT_EQ(phone.weightBytes, 2ull * 65536 * 16384);
+  EXPECT_TRUE(fires(phone, "ANE-PROG-001"));
+  EXPECT_TRUE(fires(phone, "ANE-PROG-002"));
+  EXPECT_EQ(phone.verdict, Verdict::NoAne);
+  CheckReport mac = checkModel(b.model, CheckOptions{.chip = Chip::M4});
+  EXPECT_FALSE(fires(mac, "ANE-PROG-001")) << "the 1 GB limit is the iPhone's";
+  // The 65536-wide result: over the M1 axis limit, within the M4 one.
+  EXPECT_TRUE(fires(checkModel(b.model, CheckOptions{.chip = Chip::M1}), "ANE-SHAPE-002"));
+  EXPECT_FALSE(fires(mac, "ANE-SHAPE-002"));
+  EXPECT_TRUE(fires(mac, "ANE-CONV-006")) << "65536 fp16 outputs exceed 64 KB of kernel memory";
+}
+
+TEST(AneChecker, EnumeratedShapesCount) {
+  for (size_t n : {3u, 200u}) {
+    ProgramBuilder b;
+    Value *x = b.input("x", Type::tensor(DType::F16, {Dim::of(1), Dim::symbolic("is0")}));
+    b.output(b.op("relu", "y", {{"x", val(x)}},
+                  Type::tensor(DType::F16, {Dim::of(1), Dim::symbolic("is0")})));
+    FeatureDescription fd;
+    fd.name = "x";
+    for (size_t i = 0; i < n; ++i)
+      fd.type.enumeratedShapes.push_back({1, (int64_t)(i + 1) * 32});
+    b.model.description.inputs.push_back(fd);
+    CheckReport r = checkModel(b.model);
+    EXPECT_EQ(fires(r, "ANE-SHAPE-005"), n > 128) << n;
+    // Enumerated shapes are not a dynamic shape.
+    EXPECT_FALSE(fires(r, "ANE-SHAPE-004")) << n;
+  }
+}
+
+TEST(AneChecker, UnknownFunctionIsInputError) {
+  ProgramBuilder b;
+  b.output(b.input("x", f16({1, 64})));
+  EXPECT_THROW(checkModel(b.model, CheckOptions{.function = "nope"}), InputError);
+}
+
+TEST(AneChecker, TorchNodeFromOpName) {
+  EXPECT_EQ(torchNodeOf("aten_index_put_default_3"), "aten_index_put_default_3");
+  EXPECT_EQ(torchNodeOf("aten_mul_tensor_7_cast_fp16"), "aten_mul_tensor_7");
+  EXPECT_EQ(torchNodeOf("conv_0"), "");
+}
+
+TEST(AneReport, JsonAndSarifCarryFindings) {
+  ProgramBuilder b;
+  buildShortConv(b, 2048);
+  CheckReport r = checkModel(b.model);
+  r.modelPath = "m.mil";
+  std::string json = renderJson(r);
+  EXPECT_NE(json.find("\"schema\": \"anefit.check/1\""), std::string::npos);
+  EXPECT_NE(json.find("\"rule\": \"ANE-STATE-004\""), std::string::npos);
+  EXPECT_NE(json.find("\"placement\": \"blocks-ane-compile\""), std::string::npos);
+  std::string sarif = renderSarif(r);
+  EXPECT_NE(sarif.find("\"version\": \"2.1.0\""), std::string::npos);
+  EXPECT_NE(sarif.find("\"ruleId\": \"ANE-STATE-005\""), std::string::npos);
+  std::string text = renderText(r);
+  EXPECT_NE(text.find("compile-fail ANE-STATE-004"), std::string::npos) << text;
+  EXPECT_EQ(text.find("\033["), std::string::npos) << "no colour unless asked";
+  EXPECT_NE(renderText(r, TextOptions{.color = true}).find("\033["), std::string::npos);
+}
+
+} // namespace

@@ -1,0 +1,80 @@
+//===- RulesTest.cpp - The rules table and docs/rules.md ------------------===//
+//
+// Every row of AneRules.def is well formed (stable unique id, evidence URL,
+// fix), and docs/rules.md is exactly what the table generates. Set
+// ANEFIT_UPDATE_DOCS=1 to rewrite the file instead of failing.
+//
+//===----------------------------------------------------------------------===//
+#include "ane/AneRules.h"
+#include "ane/Report.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+using namespace anefit::ane;
+
+TEST(AneRules, RowsAreWellFormed) {
+  std::set<std::string_view> ids;
+  std::regex idPattern("ANE-[A-Z]+-[0-9]{3}");
+  for (const RuleInfo &r : allRules()) {
+    std::string code(r.code);
+    EXPECT_TRUE(std::regex_match(code, idPattern)) << code;
+    EXPECT_TRUE(ids.insert(r.code).second) << "duplicate id " << code;
+    EXPECT_EQ(ruleFromCode(r.code), r.id) << code;
+    EXPECT_FALSE(r.title.empty()) << code;
+    EXPECT_FALSE(r.fix.empty()) << code;
+    auto urls = r.evidenceUrls();
+    ASSERT_FALSE(urls.empty()) << code;
+    for (std::string_view u : urls)
+      EXPECT_EQ(u.rfind("https://", 0), 0u) << code << ": " << u;
+    // Folklore never decides a failure on its own.
+    if (r.confidence == Confidence::Folklore)
+      EXPECT_LT(r.effect, Effect::CompileFail) << code;
+  }
+  EXPECT_FALSE(ruleFromCode("ANE-NOPE-000"));
+}
+
+TEST(AneRules, NamesRoundTrip) {
+  for (Effect e : {Effect::Slow, Effect::Fallback, Effect::WrongNumerics, Effect::CompileFail,
+                   Effect::RuntimeFail})
+    EXPECT_EQ(effectFromName(effectName(e)), e);
+  EXPECT_FALSE(effectFromName("crash"));
+  for (const ChipInfo &c : allChips())
+    EXPECT_EQ(chipFromName(c.name), c.chip);
+  EXPECT_FALSE(chipFromName("m9"));
+  EXPECT_EQ(osFromName("ios26"), TargetOs::Ios26);
+  EXPECT_EQ(computeUnitsFromName("all"), ComputeUnits::All);
+}
+
+TEST(AneRules, GatesKeyOnCapabilities) {
+  EXPECT_TRUE(gateApplies(Gate::Phone, Chip::A17, TargetOs::Any));
+  EXPECT_FALSE(gateApplies(Gate::Phone, Chip::M4, TargetOs::Any));
+  EXPECT_TRUE(gateApplies(Gate::NoSinCos, Chip::M2, TargetOs::Any));
+  EXPECT_FALSE(gateApplies(Gate::NoSinCos, Chip::M3, TargetOs::Any));
+  EXPECT_TRUE(gateApplies(Gate::NoTexture, Chip::M1, TargetOs::Any));
+  EXPECT_FALSE(gateApplies(Gate::NoTexture, Chip::A14, TargetOs::Any));
+  EXPECT_FALSE(gateApplies(Gate::Ios26, Chip::Any, TargetOs::Ios18));
+  EXPECT_TRUE(gateApplies(Gate::Ios26, Chip::Any, TargetOs::Any));
+}
+
+TEST(AneRules, DocsAreGeneratedFromTheTable) {
+  std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/../docs/rules.md";
+  std::string expected = rulesMarkdown();
+  if (const char *update = std::getenv("ANEFIT_UPDATE_DOCS"); update && *update == '1') {
+    std::ofstream(path, std::ios::binary) << expected;
+    GTEST_SKIP() << "rewrote " << path;
+  }
+  std::ifstream in(path, std::ios::binary);
+  ASSERT_TRUE(in) << path << " is missing: run 'anefit rules --format markdown > docs/rules.md'";
+  std::stringstream ss;
+  ss << in.rdbuf();
+  EXPECT_EQ(ss.str(), expected)
+      << "docs/rules.md is stale: run 'anefit rules --format markdown > docs/rules.md'";
+  for (const RuleInfo &r : allRules())
+    EXPECT_NE(ss.str().find(std::string(r.code)), std::string::npos) << r.code;
+}
