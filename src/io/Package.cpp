@@ -315,12 +315,13 @@ std::string makeUuid() {
 
 bool pathContains(const std::string &a, const std::string &b) {
   std::error_code ec;
-  if (!fs::exists(a, ec) || !fs::exists(b, ec))
+  if (!fs::exists(a, ec))
     return false;
-  if (fs::equivalent(a, b, ec))
+  if (fs::exists(b, ec) && fs::equivalent(a, b, ec))
     return true;
+  // `b` may not exist yet (an output path): compare resolved forms.
   fs::path ca = canonicalOrAbsolute(a), cb = canonicalOrAbsolute(b);
-  return fs::is_directory(ca, ec) && isWithin(ca, cb);
+  return ca == cb || (fs::is_directory(ca, ec) && isWithin(ca, cb));
 }
 
 void writePackage(const std::string &dest, const PackageContentWriter &writeContent) {

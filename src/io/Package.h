@@ -80,8 +80,8 @@ void writePackage(const std::string &dest, const PackageContentWriter &writeCont
 std::string makeUuid();
 
 /// True if `a` and `b` name the same file or directory, or `b` lies inside
-/// the directory `a` (compared after resolving symbolic links). Used to
-/// refuse writing over a model that is being read.
+/// the directory `a` (compared after resolving symbolic links; `b` need not
+/// exist yet). Used to refuse writing over a model that is being read.
 bool pathContains(const std::string &a, const std::string &b);
 
 } // namespace anefit

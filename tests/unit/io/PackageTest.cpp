@@ -326,6 +326,9 @@ TEST(PathContainsTest, SameAndInside) {
   EXPECT_TRUE(pathContains(root.string(), (root / "Data").string()));
   EXPECT_FALSE(pathContains(root.string(), dir.path().string()));
   EXPECT_FALSE(pathContains(root.string(), dir.file("other")));
+  // Outputs that do not exist yet.
+  EXPECT_TRUE(pathContains(root.string(), (root / "Data/new.mil").string()));
+  EXPECT_FALSE(pathContains(dir.file("nothing"), root.string()));
 }
 
 } // namespace
