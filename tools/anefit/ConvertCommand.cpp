@@ -1,0 +1,56 @@
+//===- ConvertCommand.cpp - anefit convert: change a model's container ----===//
+//
+// Loads a model in any readable format and writes it in the format the
+// output path names (.mlpackage, .mlmodel or .mil). An existing output is
+// replaced only with --force, and never when it is the input itself.
+//
+//===----------------------------------------------------------------------===//
+#include "Command.h"
+
+#include "io/ModelIO.h"
+#include "support/Error.h"
+
+#include <filesystem>
+#include <iostream>
+
+namespace anefit::cli {
+namespace {
+
+struct ConvertOptions {
+  std::string input;
+  std::string output;
+  bool force = false;
+};
+
+int runConvert(const ConvertOptions &opts) {
+  std::error_code ec;
+  // Checked before loading so a mistake costs nothing on a large model.
+  if (std::filesystem::exists(std::filesystem::symlink_status(opts.output, ec)) && !opts.force)
+    throw InputError::at(opts.output, "", "output already exists; use --force to replace it");
+  std::unique_ptr<Model> model = loadModel(opts.input);
+  SaveOptions save;
+  save.overwrite = opts.force;
+  saveModel(*model, opts.output, save);
+  return kExitOk;
+}
+
+constexpr const char *kConvertSummary =
+#define VERB(Name, Summary, Register) std::string_view(#Name) == "convert" ? Summary:
+#include "Verbs.def"
+    "";
+
+} // namespace
+
+void registerConvert(CLI::App &parent, VerbResult &result) {
+  auto opts = std::make_shared<ConvertOptions>();
+  CLI::App *cmd = parent.add_subcommand("convert", kConvertSummary);
+  cmd->add_option("IN", opts->input, "Input model: .mlpackage, .mlmodel or .mil")->required();
+  cmd->add_option("OUT", opts->output, "Output path; its extension picks the format")->required();
+  cmd->add_flag("--force", opts->force, "Replace OUT if it exists (never the input)");
+  cmd->footer("ML Programs with blob weights need .mlpackage (or .mil, which writes the "
+              "weights to weights/<name>.bin beside it).");
+  cmd->callback(
+      [opts, &result] { result.exitCode = runGuarded([&] { return runConvert(*opts); }); });
+}
+
+} // namespace anefit::cli
