@@ -3,7 +3,9 @@ import os
 import lit.formats
 
 config.name = "anefit"
-config.test_format = lit.formats.ShTest(execute_external=True)
+# lit's internal shell (pipes, redirections, `not`, `;`, `&&`) is enough and
+# behaves the same on every platform; newer lit refuses execute_external.
+config.test_format = lit.formats.ShTest(execute_external=False)
 config.suffixes = [".mil", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.anefit_obj_root, "tests", "lit")

@@ -77,9 +77,11 @@ std::unique_ptr<Model> readInput(const std::string &input) {
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw InputError::at(input, "", "no such file or directory");
+  // Anything that is not a known model format is read as MIL text.
   bool isText = path.extension() == ".mil" || !fs::is_directory(path, ec);
 #ifdef ANEFIT_HAVE_MODEL_IO
-  isText = path.extension() == ".mil";
+  ModelFormat format = detectFormat(input);
+  isText = format == ModelFormat::MilText || (format == ModelFormat::Unknown && isText);
   if (!isText)
     return loadModel(input);
 #endif
