@@ -321,14 +321,16 @@ def build_model(out_dir):
 
 
 def timed(cmd, runs):
-    """Best wall time (s) and peak RSS (MB) of `cmd` over `runs` fresh processes."""
+    """Best wall time (s), peak RSS (MB), CPU time (s) and stdout of `cmd` over
+    `runs` fresh processes. On a loaded machine the CPU time (user + sys) is the
+    steadier number; wall time includes waiting for a core."""
     best = None
     for _ in range(runs):
-        r = subprocess.run(["/usr/bin/time", "-f", "%e %M"] + cmd, capture_output=True, text=True)
+        r = subprocess.run(["/usr/bin/time", "-f", "%e %M %U %S"] + cmd, capture_output=True, text=True)
         if r.returncode not in (0, 1):
             sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr}")
-        wall, rss_kb = r.stderr.strip().splitlines()[-1].split()
-        sample = (float(wall), int(rss_kb) / 1024.0, r.stdout)
+        wall, rss_kb, user, sys_ = r.stderr.strip().splitlines()[-1].split()
+        sample = (float(wall), int(rss_kb) / 1024.0, float(user) + float(sys_), r.stdout)
         if best is None or sample[0] < best[0]:
             best = sample
     return best
@@ -365,16 +367,18 @@ def main():
     pkg, nops, wbytes = build_model(out)
     print(f"model: {pkg}: {nops} proto ops, {wbytes / 1e9:.2f} GB of weights (sparse on disk)")
 
-    wall, rss, stdout = timed([args.anefit, "check", pkg, "--json"], args.runs)
+    wall, rss, cpu, stdout = timed([args.anefit, "check", pkg, "--json"], args.runs)
     report = json.loads(stdout)
     fn = report["functions"][0]
-    print(f"anefit check: {wall * 1000:.0f} ms wall (best of {args.runs}), peak RSS {rss:.1f} MB; "
+    print(f"anefit check: {wall * 1000:.0f} ms wall, {cpu * 1000:.0f} ms CPU (best of {args.runs}), "
+          f"peak RSS {rss:.1f} MB; "
           f"verdict {report['verdict']}, {fn['ops']} ops, {len(report['findings'])} findings")
 
     mode = "mil" if args.mil else "spec"
-    ct_wall, ct_rss, ct_out = timed([sys.executable, "-c", CT_LOAD, pkg, mode], max(1, args.runs // 2))
+    ct_wall, ct_rss, ct_cpu, ct_out = timed([sys.executable, "-c", CT_LOAD, pkg, mode], max(1, args.runs // 2))
     spec_s, total_s, _ = ct_out.split()
-    print(f"coremltools: process {ct_wall * 1000:.0f} ms wall, peak RSS {ct_rss:.1f} MB; "
+    print(f"coremltools: process {ct_wall * 1000:.0f} ms wall, {ct_cpu * 1000:.0f} ms CPU, "
+          f"peak RSS {ct_rss:.1f} MB; "
           f"load_spec {float(spec_s) * 1000:.0f} ms" +
           (f", load_spec + milproto load {float(total_s) * 1000:.0f} ms" if args.mil else ""))
     print(f"ratio (coremltools process / anefit check process): {ct_wall / wall:.1f}x; "
