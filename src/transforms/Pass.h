@@ -1,0 +1,130 @@
+//===- Pass.h - Passes, pass options and the pass manager ------*- C++ -*-===//
+//
+// A pass rewrites a whole Model (description included: state-to-io changes
+// the model's inputs and outputs). Passes are named in Passes.def; a pipeline
+// is a comma-separated list of names with options in braces, e.g.
+// "state-to-io{keep-largest output-suffix=_next},canonicalize,dce". The
+// PassManager parses such a string, runs the passes in order and collects
+// what each one changed, for `anefit fix` and `anefit-opt` to print.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Model.h"
+#include "support/Diagnostic.h"
+#include "transforms/StateMap.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anefit {
+
+/// How an option's value is written.
+enum class PassOptionKind { Flag, String, List, Int };
+
+/// One PASS_OPTION row of Passes.def.
+struct PassOptionInfo {
+  std::string_view name;
+  PassOptionKind kind;
+  std::string_view defaultValue;
+  std::string_view help;
+};
+
+/// One PASS row of Passes.def with its options.
+struct PassInfo {
+  std::string_view cliName;
+  std::string_view summary;
+  std::string_view description;
+  std::string_view before;
+  std::string_view after;
+  std::vector<PassOptionInfo> options;
+};
+
+/// Every registered pass, in table order.
+const std::vector<PassInfo> &passRegistry();
+/// The row for `cliName`, or null.
+const PassInfo *findPass(std::string_view cliName);
+
+/// Option values of one pass instance, checked against its table row. Values
+/// not given on the command line take the row's default.
+class PassOptions {
+public:
+  PassOptions() = default;
+  PassOptions(const PassInfo &info, std::map<std::string, std::string> given);
+
+  bool flag(std::string_view name) const;
+  std::string string(std::string_view name) const;
+  std::vector<std::string> list(std::string_view name) const;
+  int64_t integer(std::string_view name) const;
+  /// True if the option was given explicitly.
+  bool given(std::string_view name) const;
+
+private:
+  const PassInfo *info_ = nullptr;
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> given_;
+  const std::string &raw(std::string_view name) const;
+};
+
+/// What running passes produced besides the rewritten model.
+struct PassResult {
+  /// One human-readable line per change ("state-to-io: moved state 'conv' ...").
+  std::vector<std::string> changes;
+  /// Warnings and notes about the program (never errors: bad input throws).
+  Diagnostics diagnostics;
+  /// Moved states, filled by state-to-io.
+  StateMap stateMap;
+};
+
+class Pass {
+public:
+  virtual ~Pass() = default;
+  virtual std::string_view name() const = 0;
+  /// Rewrites `model`; records what it did in `result`. Throws InputError for
+  /// bad options or input (unknown state names, ...).
+  virtual void run(Model &model, PassResult &result) = 0;
+};
+
+/// Builds a pass from its table name and options; throws InputError for an
+/// unknown pass or option, listing the known ones.
+std::unique_ptr<Pass> createPass(std::string_view cliName,
+                                 const std::map<std::string, std::string> &options = {});
+
+/// One parsed element of a pipeline string.
+struct PipelineElement {
+  std::string name;
+  std::map<std::string, std::string> options;
+};
+
+/// Parses "a{k=v flag},b" into elements. Options are separated by spaces;
+/// a bare option name means "=true". Throws InputError naming the column of
+/// the first problem.
+std::vector<PipelineElement> parsePipeline(std::string_view text);
+
+/// The pipeline `anefit fix` runs when --passes is not given.
+inline constexpr std::string_view kDefaultFixPipeline =
+    "state-to-io{keep-largest},canonicalize,dce";
+
+/// Runs passes in order on a model.
+class PassManager {
+public:
+  /// Appends the passes of a pipeline string (see parsePipeline).
+  void addPipeline(std::string_view text);
+  void addPass(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
+  size_t size() const { return passes_.size(); }
+
+  /// Runs every pass; function output names present before a pass are kept
+  /// (a pass may add outputs, never rename existing ones).
+  PassResult run(Model &model);
+
+private:
+  std::vector<std::unique_ptr<Pass>> passes_;
+};
+
+/// Help text listing every pass with its summary and options (for --help).
+std::string passHelpText();
+
+} // namespace anefit

@@ -1,0 +1,302 @@
+//===- PassManager.cpp - Pass registry, pipelines and the pass manager ----===//
+//
+// The registry is generated from Passes.def; pipelines are parsed here, and
+// the pass manager runs passes while keeping function output names stable.
+//
+//===----------------------------------------------------------------------===//
+#include "transforms/PassImpl.h"
+#include "transforms/PatternRewriter.h"
+#include "transforms/UseMap.h"
+
+#include "support/Error.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+namespace anefit {
+
+namespace {
+
+std::string kindName(PassOptionKind k) {
+  switch (k) {
+  case PassOptionKind::Flag:
+    return "flag";
+  case PassOptionKind::String:
+    return "string";
+  case PassOptionKind::List:
+    return "list";
+  case PassOptionKind::Int:
+    return "int";
+  }
+  return "?";
+}
+
+std::string knownPassNames() {
+  std::string s;
+  for (const PassInfo &p : passRegistry())
+    s += (s.empty() ? "" : ", ") + std::string(p.cliName);
+  return s;
+}
+
+using Factory = std::unique_ptr<Pass> (*)(const PassOptions &);
+
+struct FactoryRow {
+  std::string_view cliName;
+  Factory factory;
+};
+
+const FactoryRow kFactories[] = {
+#define PASS(Id, CliName, Summary, Description, Before, After) {CliName, &create##Id##Pass},
+#include "transforms/Passes.def"
+};
+
+} // namespace
+
+const std::vector<PassInfo> &passRegistry() {
+  static const std::vector<PassInfo> registry = [] {
+    std::vector<PassInfo> rows;
+#define PASS(Id, CliName, Summary, Description, Before, After)                                     \
+  rows.push_back(PassInfo{CliName, Summary, Description, Before, After, {}});
+#include "transforms/Passes.def"
+    auto add = [&](std::string_view pass, PassOptionInfo opt) {
+      for (PassInfo &p : rows)
+        if (p.cliName == pass)
+          p.options.push_back(opt);
+    };
+    // Options name their pass by Id; map Ids to cli names through the rows.
+    std::vector<std::pair<std::string_view, std::string_view>> ids = {
+#define PASS(Id, CliName, Summary, Description, Before, After) {#Id, CliName},
+#include "transforms/Passes.def"
+    };
+    auto cliOf = [&](std::string_view id) {
+      for (auto &[i, c] : ids)
+        if (i == id)
+          return c;
+      return std::string_view();
+    };
+#define PASS_OPTION(Id, Name, Kind, Default, Help)                                                 \
+  add(cliOf(#Id), PassOptionInfo{Name, PassOptionKind::Kind, Default, Help});
+#include "transforms/Passes.def"
+    return rows;
+  }();
+  return registry;
+}
+
+const PassInfo *findPass(std::string_view cliName) {
+  for (const PassInfo &p : passRegistry())
+    if (p.cliName == cliName)
+      return &p;
+  return nullptr;
+}
+
+PassOptions::PassOptions(const PassInfo &info, std::map<std::string, std::string> given)
+    : info_(&info) {
+  for (const PassOptionInfo &o : info.options)
+    values_[std::string(o.name)] = std::string(o.defaultValue);
+  for (auto &[key, value] : given) {
+    const PassOptionInfo *opt = nullptr;
+    for (const PassOptionInfo &o : info.options)
+      if (o.name == key)
+        opt = &o;
+    if (!opt) {
+      std::string known;
+      for (const PassOptionInfo &o : info.options)
+        known += (known.empty() ? "" : ", ") + std::string(o.name);
+      throw InputError::at("pipeline", std::string(info.cliName),
+                           "unknown option '" + key +
+                               "'; options: " + (known.empty() ? "none" : known));
+    }
+    if (opt->kind == PassOptionKind::Flag && value != "true" && value != "false")
+      failExpected("pipeline", std::string(info.cliName) + "{" + key + "}", "true or false",
+                   "'" + value + "'");
+    if (opt->kind == PassOptionKind::Int) {
+      bool ok = !value.empty() && value.size() < 10;
+      for (size_t i = 0; i < value.size(); ++i)
+        ok = ok &&
+             (std::isdigit(static_cast<unsigned char>(value[i])) || (i == 0 && value[i] == '-'));
+      if (!ok)
+        failExpected("pipeline", std::string(info.cliName) + "{" + key + "}", "an integer",
+                     "'" + value + "'");
+    }
+    values_[key] = value;
+    given_[key] = true;
+  }
+}
+
+const std::string &PassOptions::raw(std::string_view name) const {
+  static const std::string kEmpty;
+  auto it = values_.find(std::string(name));
+  return it == values_.end() ? kEmpty : it->second;
+}
+
+bool PassOptions::flag(std::string_view name) const { return raw(name) == "true"; }
+std::string PassOptions::string(std::string_view name) const { return raw(name); }
+int64_t PassOptions::integer(std::string_view name) const {
+  const std::string &s = raw(name);
+  return s.empty() ? 0 : std::stoll(s);
+}
+bool PassOptions::given(std::string_view name) const {
+  return given_.count(std::string(name)) != 0;
+}
+std::vector<std::string> PassOptions::list(std::string_view name) const {
+  std::vector<std::string> out;
+  std::string item;
+  std::istringstream in(raw(name));
+  while (std::getline(in, item, ','))
+    if (!item.empty())
+      out.push_back(item);
+  return out;
+}
+
+std::unique_ptr<Pass> createPass(std::string_view cliName,
+                                 const std::map<std::string, std::string> &options) {
+  const PassInfo *info = findPass(cliName);
+  if (!info)
+    throw InputError::at(
+        "pipeline", "", "unknown pass '" + std::string(cliName) + "'; passes: " + knownPassNames());
+  PassOptions opts(*info, options);
+  for (const FactoryRow &row : kFactories)
+    if (row.cliName == cliName)
+      return row.factory(opts);
+  throw InputError("pass '" + std::string(cliName) + "' has no implementation");
+}
+
+std::vector<PipelineElement> parsePipeline(std::string_view text) {
+  std::vector<PipelineElement> out;
+  size_t i = 0, n = text.size();
+  auto fail = [&](const std::string &expected, size_t at) {
+    std::string found = at < n ? "'" + std::string(1, text[at]) + "'" : "end of text";
+    failExpected("pipeline", "column " + std::to_string(at + 1), expected, found);
+  };
+  auto skipSpace = [&] {
+    while (i < n && std::isspace(static_cast<unsigned char>(text[i])))
+      ++i;
+  };
+  auto isNameChar = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  };
+  skipSpace();
+  if (i == n)
+    return out;
+  while (true) {
+    skipSpace();
+    PipelineElement el;
+    size_t start = i;
+    while (i < n && isNameChar(text[i]))
+      ++i;
+    if (i == start)
+      fail("a pass name", i);
+    el.name = std::string(text.substr(start, i - start));
+    skipSpace();
+    if (i < n && text[i] == '{') {
+      ++i;
+      while (true) {
+        skipSpace();
+        if (i < n && text[i] == '}') {
+          ++i;
+          break;
+        }
+        size_t ks = i;
+        while (i < n && isNameChar(text[i]))
+          ++i;
+        if (i == ks)
+          fail("an option name or '}'", i);
+        std::string key(text.substr(ks, i - ks));
+        std::string value = "true";
+        if (i < n && text[i] == '=') {
+          ++i;
+          size_t vs = i;
+          while (i < n && !std::isspace(static_cast<unsigned char>(text[i])) && text[i] != '}')
+            ++i;
+          value = std::string(text.substr(vs, i - vs));
+        }
+        el.options[key] = value;
+      }
+    }
+    out.push_back(std::move(el));
+    skipSpace();
+    if (i == n)
+      break;
+    if (text[i] != ',')
+      fail("',' or end of pipeline", i);
+    ++i;
+  }
+  return out;
+}
+
+void PassManager::addPipeline(std::string_view text) {
+  for (PipelineElement &el : parsePipeline(text))
+    passes_.push_back(createPass(el.name, el.options));
+}
+
+namespace {
+
+/// Puts `name` back on output `index` of `fn` after a pass replaced the
+/// value there: renames the new value when nothing else depends on its
+/// name, else routes it through an identity that carries the name.
+void restoreOutputName(Function &fn, size_t index, const std::string &name) {
+  Block &body = *fn.body;
+  Value *v = body.outputs[index];
+  if (v->name == name)
+    return;
+  NameTable names(fn);
+  // A value still alive under the old name would clash: give it a fresh one.
+  walk(body, [&](Operation &op) {
+    for (auto &out : op.outputs)
+      if (out->name == name && out.get() != v)
+        out->name = names.unique(name + "_prev");
+  });
+  bool usedElsewhere = std::count(body.outputs.begin(), body.outputs.end(), v) > 1;
+  bool renamable = v->definingOp && v->definingOp->type != "const" && !usedElsewhere;
+  if (renamable) {
+    v->name = name;
+    return;
+  }
+  auto op =
+      std::make_unique<Operation>("identity", names.contains(name) ? names.unique(name) : name);
+  op->setInput("x", Binding::of(v));
+  Value *out = op->addOutput(name, v->type);
+  body.append(std::move(op));
+  body.outputs[index] = out;
+}
+
+} // namespace
+
+PassResult PassManager::run(Model &model) {
+  PassResult result;
+  if (!model.program)
+    throw InputError::at(model.sourcePath, "", "expected an ML Program, found none");
+  for (auto &pass : passes_) {
+    std::vector<std::vector<std::string>> names;
+    for (auto &fn : model.program->functions) {
+      names.emplace_back();
+      for (Value *v : fn->body->outputs)
+        names.back().push_back(v ? v->name : "");
+    }
+    pass->run(model, result);
+    for (size_t f = 0; f < model.program->functions.size() && f < names.size(); ++f) {
+      Function &fn = *model.program->functions[f];
+      for (size_t k = 0; k < names[f].size() && k < fn.body->outputs.size(); ++k)
+        if (fn.body->outputs[k])
+          restoreOutputName(fn, k, names[f][k]);
+    }
+  }
+  return result;
+}
+
+std::string passHelpText() {
+  std::ostringstream os;
+  for (const PassInfo &p : passRegistry()) {
+    os << "  " << p.cliName << ": " << p.summary << "\n";
+    for (const PassOptionInfo &o : p.options) {
+      os << "      " << o.name << " (" << kindName(o.kind);
+      if (!o.defaultValue.empty())
+        os << ", default " << o.defaultValue;
+      os << "): " << o.help << "\n";
+    }
+  }
+  return os.str();
+}
+
+} // namespace anefit
