@@ -379,16 +379,16 @@ TEST(StateToIO, MakesTheRollUpdateStatic) {
     Value *old = b.slice("old", r, {0, 0, 1}, {1, 4, 3}, f16({1, 4, 2}));
     Value *rolled = b.concat("rolled", {old, x}, 2, f16({1, 4, 3}));
     Value *sh = b.op("shape", "sh", {{"x", {r}}}, i32({3}));
+    // Bounds as coremltools builds them: 1-D int32 pieces concatenated.
     Value *len =
         b.op("gather", "len",
-             {{"x", {sh}}, {"indices", {b.scalarInt("i2", 2)}}, {"axis", {b.scalarInt("a0", 0)}}},
-             Type::scalar(DType::I32));
-    Value *lastIdx = b.op("sub", "lastIdx", {{"x", {len}}, {"y", {b.scalarInt("one", 1)}}},
-                          Type::scalar(DType::I32));
-    Value *zero = b.scalarInt("zero", 0);
-    Value *begin =
-        b.op("concat", "begin",
-             {{"values", {zero, zero, lastIdx}}, {"axis", {b.scalarInt("a1", 0)}}}, i32({3}));
+             {{"x", {sh}}, {"indices", {b.ints("i2", {2})}}, {"axis", {b.scalarInt("a0", 0)}}},
+             i32({1}));
+    Value *lastIdx =
+        b.op("sub", "lastIdx", {{"x", {len}}, {"y", {b.scalarInt("one", 1)}}}, i32({1}));
+    Value *zeros = b.ints("zeros", {0, 0});
+    Value *begin = b.op("concat", "begin",
+                        {{"values", {zeros, lastIdx}}, {"axis", {b.scalarInt("a1", 0)}}}, i32({3}));
     Value *upd = b.op(
         "slice_update", "upd",
         {{"x", {rolled}}, {"update", {x}}, {"begin", {begin}}, {"end", {b.ints("end", {1, 4, 3})}}},
