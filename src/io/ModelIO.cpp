@@ -381,9 +381,17 @@ void saveModel(const Model &model, const std::string &path, const SaveOptions &o
   case ModelFormat::MLPackage:
     writePackage(path, [&](WeightWriter &weights) { return serializeModelProto(model, &weights); });
     return;
-  case ModelFormat::MLModel:
-    writeFileAtomically(out, serializeModelProto(model, nullptr));
+  case ModelFormat::MLModel: {
+    std::string bytes;
+    try {
+      bytes = serializeModelProto(model, nullptr);
+    } catch (const InputError &e) {
+      // The serializer names the op; the user also needs to know which output.
+      throw InputError::at(path, "", e.what());
+    }
+    writeFileAtomically(out, bytes);
     return;
+  }
   case ModelFormat::MilText:
     saveMilText(model, out);
     return;
