@@ -18,6 +18,7 @@
 #include "io/ModelIO.h"
 #endif
 #ifdef ANEFIT_HAVE_OPS
+#include "ops/OpDocs.h"
 #include "ops/OpVerifier.h"
 #endif
 #ifdef ANEFIT_HAVE_TRANSFORMS
@@ -184,8 +185,16 @@ int main(int argc, char **argv) {
   CLI::App app{"anefit-opt: reads a model (MIL text or any format anefit reads), verifies it, "
                "runs passes and prints MIL text."};
   Options opts;
-  app.add_option("INPUT", opts.input, "MIL text, .mlpackage, .mlmodel or .pte; '-' for stdin")
-      ->required();
+  CLI::Option *input =
+      app.add_option("INPUT", opts.input, "MIL text, .mlpackage, .mlmodel or .pte; '-' for stdin");
+#ifdef ANEFIT_HAVE_OPS
+  // The op table as markdown needs no input; docs/ops.md is its output.
+  bool listOps = false;
+  CLI::Option *listOpsFlag =
+      app.add_flag("--list-ops", listOps, "print the op table as markdown (docs/ops.md) and exit");
+  input->excludes(listOpsFlag);
+  listOpsFlag->excludes(input);
+#endif
   app.add_option("-o,--output", opts.output, "where to write the result (default: stdout)");
   app.add_flag("--verify", opts.verify,
                "check the program and description; print diagnostics, exit 1 on errors");
@@ -199,6 +208,16 @@ int main(int argc, char **argv) {
   } catch (const CLI::ParseError &e) {
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitInputError;
+  }
+#ifdef ANEFIT_HAVE_OPS
+  if (listOps) {
+    std::cout << opsMarkdown();
+    return kExitOk;
+  }
+#endif
+  if (input->count() == 0) {
+    std::cerr << "INPUT is required\nRun with --help for more information.\n";
+    return kExitInputError;
   }
   try {
     return run(opts);
