@@ -264,15 +264,16 @@ void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> 
   }
   for (size_t i = 0; i < r.ops.size(); ++i) {
     const OpReport &o = r.ops[i];
-    bool onAne = o.placement == Placement::Ane;
+    bool onAne = o.placement != Placement::CpuGpu;
     r.totalFlops += o.flops;
-    if (onAne) {
+    if (o.placement == Placement::Ane) {
       ++r.aneOps;
       r.aneFlops += o.flops;
     }
     if (r.segments.empty() || r.segments.back().onAne != onAne)
-      r.segments.push_back(Segment{onAne, i, i, 0, 0});
+      r.segments.push_back(Segment{onAne, false, i, i, 0, 0});
     Segment &s = r.segments.back();
+    s.compileFails |= o.placement == Placement::BlocksAneCompile;
     s.lastOp = i;
     ++s.opCount;
     s.flops += o.flops;

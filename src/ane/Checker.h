@@ -55,10 +55,13 @@ struct OpReport {
   double flops = 0;          ///< estimated floating-point operations
 };
 
-/// A maximal run of consecutive (program order) ops with the same placement class.
+/// A maximal run of consecutive (program order) ops on the same device. Ops
+/// that block the ANE compile belong to ANE segments: Core ML places them on
+/// the ANE, and then the compile of that segment fails.
 struct Segment {
   bool onAne = true;
-  size_t firstOp = 0; ///< index into FunctionReport::ops
+  bool compileFails = false; ///< an op of this ANE segment blocks its compile
+  size_t firstOp = 0;        ///< index into FunctionReport::ops
   size_t lastOp = 0;
   size_t opCount = 0;
   double flops = 0;

@@ -196,6 +196,7 @@ std::string renderJson(const CheckReport &report) {
     Json segs = Json::array();
     for (const Segment &s : f.segments)
       segs.push_back({{"device", s.onAne ? "ane" : "cpu-gpu"},
+                      {"compileFails", s.compileFails},
                       {"firstOp", f.ops[s.firstOp].name},
                       {"lastOp", f.ops[s.lastOp].name},
                       {"ops", s.opCount},

@@ -120,6 +120,10 @@ TEST(AneChecker, ShortConvStateFailsForStateReasons) {
   const OpReport *read = opNamed(r, "read_state_0");
   ASSERT_TRUE(read);
   EXPECT_EQ(read->placement, Placement::BlocksAneCompile);
+  // The state ops sit in the ANE segment whose compile fails; no boundary.
+  ASSERT_EQ(r.functions[0].segments.size(), 1u);
+  EXPECT_TRUE(r.functions[0].segments[0].compileFails);
+  EXPECT_EQ(r.functions[0].boundaries, 0u);
   const OpReport *sum = opNamed(r, "sum_0");
   ASSERT_TRUE(sum);
   EXPECT_EQ(sum->placement, Placement::Ane);
