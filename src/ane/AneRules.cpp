@@ -380,7 +380,7 @@ static void checkStateChainWrite(RuleContext &ctx, const Operation *) {
       continue;
     std::unordered_set<const Value *> reads;
     for (const Operation *o : it->second)
-      if (o->type == "read_state" || o->type == "coreml_update_state")
+      if ((o->type == "read_state" || o->type == "coreml_update_state") && !o->outputs.empty())
         reads.insert(o->output());
     for (const Operation *w : it->second) {
       const Value *v = writtenValue(*w);
@@ -474,6 +474,8 @@ static void checkIntCompute(RuleContext &ctx, const Operation *op) {
                        "coreml_update_state", "write_state", "slice_update"}))
     return;
   if (op->type == "cast") {
+    if (op->outputs.empty())
+      return;
     const Type *in = paramType(*op, "x");
     const Value *out = op->output();
     bool inInt = in && in->isTensor() && in->dtype() == DType::I32;
@@ -764,19 +766,20 @@ static void checkArgReduceAxis(RuleContext &ctx, const Operation *op) {
   auto shape = x ? shapeOf(*x) : std::nullopt;
   if (!shape || shape->empty())
     return;
-  int64_t len = 1;
+  double len = 1;
   auto axis = immediateInt(*op, "axis");
   if (axis) {
     int64_t a = *axis < 0 ? *axis + (int64_t)shape->size() : *axis;
     if (a < 0 || a >= (int64_t)shape->size())
       return;
-    len = (*shape)[a];
+    len = (double)(*shape)[a];
   } else {
     for (int64_t d : *shape)
-      len *= d;
+      len *= (double)d;
   }
   if (len > 2048)
-    ctx.report(op, "reduces over " + std::to_string(len) + " elements > 2048");
+    ctx.report(op, "reduces over " + std::to_string((long long)std::min(len, 9e18)) +
+                       " elements > 2048");
 }
 
 /// Conv weight shape [Cout, Cin/groups, spatial...] if static.
@@ -839,7 +842,7 @@ static void checkDepthwiseWide(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkDynamicWeightConv(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "conv" || !isRuntime(*op, "weight"))
+  if (!op || op->type != "conv" || !isRuntime(*op, "weight") || !op->inputValue("weight"))
     return;
   const Type *x = paramType(*op, "x");
   auto xs = x ? shapeOf(*x) : std::nullopt;
@@ -969,7 +972,7 @@ static void checkBlockwiseQuant(RuleContext &ctx, const Operation *op) {
                                          " quantizes axis " + std::to_string(i) + " in blocks of " +
                                          std::to_string((*ds)[i] / std::max<int64_t>(1, (*ss)[i])));
       // The consumers of the decompressed weight leave the ANE with it.
-      auto it = ctx.facts.users.find(op->output());
+      auto it = op->outputs.empty() ? ctx.facts.users.end() : ctx.facts.users.find(op->output());
       if (it != ctx.facts.users.end())
         f.related = it->second;
       return;

@@ -271,6 +271,35 @@ TEST(AneChecker, EnumeratedShapesCount) {
   }
 }
 
+TEST(AneChecker, ToleratesOddButParsableOps) {
+  // Ops without results, variadic bindings where one is expected and unknown
+  // op types come from user files; the checker must neither crash nor throw.
+  ProgramBuilder b;
+  Value *x = b.input("x", f16({2, 8, 4, 4}));
+  Value *s = b.input("s", Type::state(f16({1, 8, 2})));
+  auto bare = [&](const std::string &type, std::vector<std::pair<std::string, Binding>> params) {
+    auto op = std::make_unique<Operation>(type, type + "_bare");
+    for (auto &[param, bind] : params)
+      op->setInput(param, bind);
+    b.fn->body->append(std::move(op));
+  };
+  bare("cast", {{"x", val(x)}});
+  bare("read_state", {{"input", val(s)}});
+  bare("constexpr_blockwise_shift_scale", {{"data", val(x)}, {"scale", val(x)}});
+  bare("reduce_argmax", {{"x", val(x)}, {"axis", imm(Constant::scalarI32(99))}});
+  auto conv = std::make_unique<Operation>("conv", "conv_two_weights");
+  conv->setInput("x", val(x));
+  conv->setInput("weight", std::vector<Binding>{val(x), val(x)});
+  conv->addOutput("conv_two_weights", f16({2, 8, 4, 4}));
+  b.fn->body->append(std::move(conv));
+  b.op("no_such_op", "mystery", {{"x", val(x)}}, Type::unranked(DType::F16));
+  b.output(x);
+  CheckReport r;
+  EXPECT_NO_THROW(r = checkModel(b.model));
+  EXPECT_FALSE(renderJson(r).empty());
+  EXPECT_FALSE(renderSarif(r).empty());
+}
+
 TEST(AneChecker, UnknownFunctionIsInputError) {
   ProgramBuilder b;
   b.output(b.input("x", f16({1, 64})));
