@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 namespace anefit::runtime {
 namespace {
@@ -50,7 +52,43 @@ float fp8ToFloat(uint8_t v, bool e4m3) {
   return sign ? -r : r;
 }
 
-void freeAligned(void *p) { std::free(p); }
+/// Recycles tensor buffers by size: an interpreter step frees and allocates
+/// the same sizes op after op, so after the first step no op allocates.
+class BufferPool {
+public:
+  static BufferPool &get() {
+    static BufferPool *pool = new BufferPool(); // never destroyed: deleters may run late
+    return *pool;
+  }
+  void *take(size_t bytes) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(bytes);
+      if (it != free_.end() && !it->second.empty()) {
+        void *p = it->second.back();
+        it->second.pop_back();
+        pooled_ -= bytes;
+        return p;
+      }
+    }
+    return std::aligned_alloc(64, bytes);
+  }
+  void give(void *p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (pooled_ + bytes > kMaxPooledBytes) {
+      std::free(p);
+      return;
+    }
+    free_[bytes].push_back(p);
+    pooled_ += bytes;
+  }
+
+private:
+  static constexpr size_t kMaxPooledBytes = size_t(256) << 20;
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void *>> free_;
+  size_t pooled_ = 0;
+};
 
 /// float -> int64 truncating toward zero; NaN gives 0 and out-of-range values
 /// saturate, instead of the undefined behaviour of a plain cast.
@@ -115,11 +153,13 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
   t.numElements_ = static_cast<int64_t>(n);
   // 64-byte alignment keeps BLAS and vector loops on their fast paths.
   size_t alloc = static_cast<size_t>((bytes + 63) / 64 * 64);
-  void *p = std::aligned_alloc(64, alloc ? alloc : 64);
+  if (!alloc)
+    alloc = 64;
+  void *p = BufferPool::get().take(alloc);
   if (!p)
     throw std::bad_alloc();
-  std::memset(p, 0, alloc ? alloc : 64);
-  t.owner_ = std::shared_ptr<void>(p, freeAligned);
+  std::memset(p, 0, alloc);
+  t.owner_ = std::shared_ptr<void>(p, [alloc](void *q) { BufferPool::get().give(q, alloc); });
   t.data_ = static_cast<const uint8_t *>(p);
   t.owned_ = true;
   return t;

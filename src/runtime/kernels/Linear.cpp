@@ -302,8 +302,33 @@ void convOp(KernelContext &ctx) {
     loadRowsAsF32(w, kk, 0, cout, buf);
     wf = buf;
   }
+  if (cinG == 1 && coutG == 1) {
+    // Depthwise (the LFM2 short conv): one small filter per channel; direct
+    // loops beat thousands of tiny GEMMs.
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t c = 0; c < cout; ++c) {
+        const float *plane = xf + (b * cin + c) * g.inH * g.inW;
+        const float *k = wf + c * g.kH * g.kW;
+        float *dst = o + (b * cout + c) * hw;
+        for (int64_t oy = 0; oy < g.outH; ++oy)
+          for (int64_t ox = 0; ox < g.outW; ++ox) {
+            float acc = 0;
+            for (int64_t ky = 0; ky < g.kH; ++ky) {
+              int64_t iy = oy * g.sH - g.padTop + ky * g.dH;
+              if (iy < 0 || iy >= g.inH)
+                continue;
+              for (int64_t kx = 0; kx < g.kW; ++kx) {
+                int64_t ix = ox * g.sW - g.padLeft + kx * g.dW;
+                if (ix >= 0 && ix < g.inW)
+                  acc += plane[iy * g.inW + ix] * k[ky * g.kW + kx];
+              }
+            }
+            dst[oy * g.outW + ox] = acc;
+          }
+      }
+  }
   float *cols = scratch(static_cast<size_t>(kk * hw), 2);
-  for (int64_t b = 0; b < n; ++b) {
+  for (int64_t b = 0; b < n && !(cinG == 1 && coutG == 1); ++b) {
     for (int64_t grp = 0; grp < groups; ++grp) {
       // im2col: one row per (channel, ky, kx), one column per output pixel.
       for (int64_t c = 0; c < cinG; ++c) {

@@ -1,0 +1,410 @@
+//===- Npy.cpp - numpy .npy and .npz files --------------------------------===//
+//
+// A small .npy header parser (the header is a Python dict literal with three
+// keys) and a zip reader/writer covering what numpy produces: stored or
+// deflated members, zip64 extra fields for sizes and offsets.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Npy.h"
+
+#include "support/Error.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#ifdef ANEFIT_HAVE_ZLIB
+#include <zlib.h>
+#endif
+
+namespace anefit::runtime {
+namespace {
+
+/// One row per dtype numpy can describe: our dtype, numpy's descr code.
+struct NpyDType {
+  DType dtype;
+  const char *descr; ///< without the byte-order character
+};
+constexpr NpyDType kNpyDTypes[] = {
+    {DType::F32, "f4"}, {DType::F16, "f2"}, {DType::F64, "f8"}, {DType::I32, "i4"},
+    {DType::I64, "i8"}, {DType::I16, "i2"}, {DType::I8, "i1"},  {DType::U8, "u1"},
+    {DType::U16, "u2"}, {DType::U32, "u4"}, {DType::U64, "u8"}, {DType::Bool, "b1"},
+};
+
+uint16_t le16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+uint32_t le32(const uint8_t *p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+uint64_t le64(const uint8_t *p) {
+  return static_cast<uint64_t>(le32(p)) | (static_cast<uint64_t>(le32(p + 4)) << 32);
+}
+void put16(std::vector<uint8_t> &o, uint16_t v) {
+  o.push_back(v & 0xff);
+  o.push_back(v >> 8);
+}
+void put32(std::vector<uint8_t> &o, uint32_t v) {
+  for (int i = 0; i < 4; ++i)
+    o.push_back((v >> (8 * i)) & 0xff);
+}
+
+std::vector<uint8_t> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError::at(path, "", "cannot open file");
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Writes `bytes` to a temporary sibling of `path` and renames it into place.
+void writeFileAtomic(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::string tmp = path + ".tmp-anefit";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      throw InputError::at(path, "", "cannot create file");
+    out.write(reinterpret_cast<const char *>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+    if (!out)
+      throw InputError::at(path, "", "write failed");
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::filesystem::remove(tmp, ec);
+    throw InputError::at(path, "", "cannot rename the temporary file into place");
+  }
+}
+
+/// The value text following 'key': in a header dict.
+std::string headerValue(const std::string &header, const std::string &key,
+                        const std::string &where) {
+  size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos)
+    throw InputError::at(where, "npy header", "expected key '" + key + "', found none");
+  size_t colon = header.find(':', k);
+  if (colon == std::string::npos)
+    throw InputError::at(where, "npy header", "expected ':' after '" + key + "'");
+  size_t start = header.find_first_not_of(' ', colon + 1);
+  if (start == std::string::npos)
+    throw InputError::at(where, "npy header", "missing value for '" + key + "'");
+  size_t end;
+  if (header[start] == '(')
+    end = header.find(')', start) + 1;
+  else if (header[start] == '\'')
+    end = header.find('\'', start + 1) + 1;
+  else
+    end = header.find_first_of(",}", start);
+  if (end == std::string::npos || end == 0)
+    throw InputError::at(where, "npy header", "unterminated value for '" + key + "'");
+  return header.substr(start, end - start);
+}
+
+uint32_t crc32Of(const uint8_t *data, size_t n) {
+#ifdef ANEFIT_HAVE_ZLIB
+  return static_cast<uint32_t>(::crc32(0L, data, static_cast<uInt>(n)));
+#else
+  uint32_t c = 0xFFFFFFFFu;
+  for (size_t i = 0; i < n; ++i) {
+    c ^= data[i];
+    for (int k = 0; k < 8; ++k)
+      c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
+  }
+  return ~c;
+#endif
+}
+
+} // namespace
+
+Tensor parseNpy(std::span<const uint8_t> b, const std::string &where) {
+  static const uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (b.size() < 10 || std::memcmp(b.data(), kMagic, 6) != 0)
+    throw InputError::at(where, "offset 0", "expected the .npy magic \\x93NUMPY, found none");
+  int major = b[6];
+  size_t headerLen, headerStart;
+  if (major == 1) {
+    headerLen = le16(&b[8]);
+    headerStart = 10;
+  } else if (major == 2 || major == 3) {
+    if (b.size() < 12)
+      throw InputError::at(where, "offset 8", "truncated .npy header");
+    headerLen = le32(&b[8]);
+    headerStart = 12;
+  } else {
+    throw InputError::at(where, "offset 6",
+                         "expected .npy format version 1, 2 or 3, found " + std::to_string(major));
+  }
+  if (headerLen > b.size() - headerStart)
+    throw InputError::at(where, "npy header",
+                         "header length " + std::to_string(headerLen) + " runs past the end");
+  std::string header(reinterpret_cast<const char *>(&b[headerStart]), headerLen);
+  std::string descr = headerValue(header, "descr", where);
+  std::string fortran = headerValue(header, "fortran_order", where);
+  std::string shapeText = headerValue(header, "shape", where);
+  if (descr.size() < 4 || descr.front() != '\'' || descr.back() != '\'')
+    throw InputError::at(where, "npy header", "expected a dtype string, found " + descr);
+  descr = descr.substr(1, descr.size() - 2);
+  char order = descr[0];
+  std::string code = descr.substr(1);
+  if (order == '>' && code != "i1" && code != "u1" && code != "b1")
+    throw InputError::at(where, "npy header",
+                         "big-endian arrays are not supported (descr '" + descr + "')");
+  const NpyDType *dt = nullptr;
+  for (const NpyDType &row : kNpyDTypes)
+    if (code == row.descr)
+      dt = &row;
+  if (!dt)
+    throw InputError::at(where, "npy header",
+                         "expected a numeric or bool dtype, found '" + descr + "'");
+  if (fortran != "False")
+    throw InputError::at(where, "npy header",
+                         "Fortran-order arrays are not supported; save a C-contiguous array");
+  Shape shape;
+  if (shapeText.size() < 2 || shapeText.front() != '(')
+    throw InputError::at(where, "npy header", "expected a shape tuple, found " + shapeText);
+  std::string inner = shapeText.substr(1, shapeText.size() - 2);
+  size_t pos = 0;
+  while (pos < inner.size()) {
+    size_t next = inner.find(',', pos);
+    std::string item =
+        inner.substr(pos, next == std::string::npos ? std::string::npos : next - pos);
+    size_t a = item.find_first_not_of(" L"), z = item.find_last_not_of(" L");
+    if (a != std::string::npos) {
+      item = item.substr(a, z - a + 1);
+      if (item.empty() || item.size() > 18 ||
+          item.find_first_not_of("0123456789") != std::string::npos)
+        throw InputError::at(where, "npy header", "bad dimension '" + item + "' in shape");
+      shape.push_back(std::stoll(item));
+    }
+    if (next == std::string::npos)
+      break;
+    pos = next + 1;
+  }
+  // Check the element count against the bytes present before allocating.
+  uint64_t itemBytes = static_cast<uint64_t>(dtypeBits(dt->dtype) / 8);
+  uint64_t avail = b.size() - headerStart - headerLen, n = 1;
+  for (int64_t d : shape) {
+    if (d != 0 && n > avail / static_cast<uint64_t>(d))
+      n = UINT64_MAX;
+    else
+      n *= static_cast<uint64_t>(d);
+    if (n == UINT64_MAX)
+      break;
+  }
+  if (n == UINT64_MAX || n * itemBytes > avail)
+    throw InputError::at(where, "npy data",
+                         "shape " + shapeStr(shape) + " of " + descr + " needs more than the " +
+                             std::to_string(avail) + " data bytes present");
+  Tensor t = Tensor::zeros(dt->dtype, shape);
+  if (n)
+    std::memcpy(t.mutableBytes(), &b[headerStart + headerLen], n * itemBytes);
+  return t;
+}
+
+std::vector<uint8_t> encodeNpy(const Tensor &input) {
+  Tensor t = input;
+  const NpyDType *dt = nullptr;
+  for (const NpyDType &row : kNpyDTypes)
+    if (row.dtype == t.dtype())
+      dt = &row;
+  if (!dt) {
+    DType to = isFloat(t.dtype()) ? DType::F32 : (t.dtype() == DType::I4 ? DType::I8 : DType::U8);
+    t = t.convertTo(to);
+    for (const NpyDType &row : kNpyDTypes)
+      if (row.dtype == to)
+        dt = &row;
+  }
+  char order = dtypeBits(t.dtype()) == 8 ? '|' : '<';
+  std::string header =
+      std::string("{'descr': '") + order + dt->descr + "', 'fortran_order': False, 'shape': (";
+  // Python tuple syntax: "(3,)" for one dim, "(2, 3)" otherwise.
+  for (size_t i = 0; i < t.shape().size(); ++i)
+    header += (i ? ", " : "") + std::to_string(t.shape()[i]);
+  if (t.shape().size() == 1)
+    header += ",";
+  header += "), }";
+  // Pad with spaces so the data starts at a multiple of 64, ending in '\n'.
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  put16(out, static_cast<uint16_t>(header.size()));
+  out.insert(out.end(), header.begin(), header.end());
+  out.insert(out.end(), t.bytes(), t.bytes() + t.numBytes());
+  return out;
+}
+
+Tensor readNpy(const std::string &path) {
+  std::vector<uint8_t> bytes = readFile(path);
+  return parseNpy(bytes, path);
+}
+
+void writeNpy(const std::string &path, const Tensor &t) { writeFileAtomic(path, encodeNpy(t)); }
+
+std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string &where) {
+  // Find the end-of-central-directory record from the back (it may be
+  // followed by a comment of up to 64 KiB).
+  if (b.size() < 22)
+    throw InputError::at(where, "", "expected a zip archive (.npz), file is too short");
+  size_t eocd = SIZE_MAX;
+  size_t lowest = b.size() > 22 + 65535 ? b.size() - 22 - 65535 : 0;
+  for (size_t p = b.size() - 22 + 1; p-- > lowest;)
+    if (le32(&b[p]) == 0x06054b50) {
+      eocd = p;
+      break;
+    }
+  if (eocd == SIZE_MAX)
+    throw InputError::at(where, "", "expected a zip archive (.npz), found no end record");
+  uint64_t count = le16(&b[eocd + 10]);
+  uint64_t cdOffset = le32(&b[eocd + 16]);
+  if (cdOffset == 0xFFFFFFFFu || count == 0xFFFF) {
+    // zip64: locator right before the EOCD points at the zip64 EOCD record.
+    if (eocd < 20 || le32(&b[eocd - 20]) != 0x07064b50)
+      throw InputError::at(where, "zip end record", "zip64 locator missing");
+    uint64_t z = le64(&b[eocd - 20 + 8]);
+    if (z > b.size() - 56 || le32(&b[z]) != 0x06064b50)
+      throw InputError::at(where, "zip64 end record", "bad zip64 end record");
+    count = le64(&b[z + 32]);
+    cdOffset = le64(&b[z + 48]);
+  }
+  std::vector<NamedTensor> out;
+  uint64_t p = cdOffset;
+  for (uint64_t i = 0; i < count; ++i) {
+    std::string place = "central directory entry " + std::to_string(i);
+    if (p > b.size() || b.size() - p < 46 || le32(&b[p]) != 0x02014b50)
+      throw InputError::at(where, place, "expected a central directory header");
+    uint16_t method = le16(&b[p + 10]);
+    uint32_t crc = le32(&b[p + 16]);
+    uint64_t csize = le32(&b[p + 20]), usize = le32(&b[p + 24]);
+    uint16_t nameLen = le16(&b[p + 28]), extraLen = le16(&b[p + 30]), commentLen = le16(&b[p + 32]);
+    uint64_t local = le32(&b[p + 42]);
+    if (b.size() - p - 46 < static_cast<uint64_t>(nameLen) + extraLen + commentLen)
+      throw InputError::at(where, place, "entry runs past the end");
+    std::string name(reinterpret_cast<const char *>(&b[p + 46]), nameLen);
+    // zip64 extra field: the 0xFFFFFFFF fields, in order usize, csize, offset.
+    const uint8_t *ex = &b[p + 46 + nameLen];
+    for (uint32_t e = 0; e + 4 <= extraLen;) {
+      uint16_t id = le16(ex + e), len = le16(ex + e + 2);
+      if (e + 4 + len > extraLen)
+        break;
+      if (id == 0x0001) {
+        const uint8_t *f = ex + e + 4;
+        uint32_t used = 0;
+        if (usize == 0xFFFFFFFFu && used + 8 <= len)
+          usize = le64(f + used), used += 8;
+        if (csize == 0xFFFFFFFFu && used + 8 <= len)
+          csize = le64(f + used), used += 8;
+        if (local == 0xFFFFFFFFu && used + 8 <= len)
+          local = le64(f + used), used += 8;
+      }
+      e += 4 + len;
+    }
+    p += 46 + nameLen + extraLen + commentLen;
+    std::string member = where + ":" + name;
+    if (local > b.size() || b.size() - local < 30 || le32(&b[local]) != 0x04034b50)
+      throw InputError::at(where, place,
+                           "local header offset " + std::to_string(local) +
+                               " does not point at a local header");
+    uint64_t dataStart = local + 30 + le16(&b[local + 26]) + le16(&b[local + 28]);
+    if (dataStart > b.size() || b.size() - dataStart < csize)
+      throw InputError::at(member, "zip data", "member data runs past the end of the archive");
+    std::span<const uint8_t> data(&b[dataStart], csize);
+    std::vector<uint8_t> inflated;
+    if (method == 8) {
+#ifdef ANEFIT_HAVE_ZLIB
+      // The uncompressed size is bounded by deflate's ratio limit, so a
+      // lying header cannot make us allocate without bound.
+      if (usize / 1032 > csize + 1)
+        throw InputError::at(member, "zip data", "uncompressed size is implausible");
+      inflated.resize(usize);
+      z_stream zs{};
+      if (inflateInit2(&zs, -15) != Z_OK)
+        throw InputError::at(member, "zip data", "cannot start inflate");
+      zs.next_in = const_cast<Bytef *>(data.data());
+      zs.avail_in = static_cast<uInt>(csize);
+      zs.next_out = inflated.data();
+      zs.avail_out = static_cast<uInt>(usize);
+      int rc = inflate(&zs, Z_FINISH);
+      inflateEnd(&zs);
+      if (rc != Z_STREAM_END || zs.total_out != usize)
+        throw InputError::at(member, "zip data", "deflated member is corrupt");
+      data = inflated;
+#else
+      throw InputError::at(member, "zip data",
+                           "compressed members are not supported; save with numpy.savez "
+                           "instead of savez_compressed");
+#endif
+    } else if (method != 0) {
+      throw InputError::at(member, "zip data",
+                           "expected stored or deflated member, found method " +
+                               std::to_string(method));
+    } else if (usize != csize) {
+      throw InputError::at(member, "zip data", "stored member sizes differ");
+    }
+    if (crc32Of(data.data(), data.size()) != crc)
+      throw InputError::at(member, "zip data", "CRC mismatch");
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
+      name.resize(name.size() - 4);
+    out.push_back({name, parseNpy(data, member)});
+  }
+  return out;
+}
+
+std::vector<NamedTensor> readNpz(const std::string &path) {
+  std::vector<uint8_t> bytes = readFile(path);
+  return parseNpz(bytes, path);
+}
+
+void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors) {
+  std::vector<uint8_t> zip, central;
+  uint16_t count = 0;
+  for (const NamedTensor &nt : tensors) {
+    std::vector<uint8_t> data = encodeNpy(nt.tensor);
+    std::string name = nt.name + ".npy";
+    if (zip.size() > 0xFFFFFFF0u || data.size() > 0xFFFFFFF0u)
+      throw InputError::at(path, nt.name, "archive would exceed 4 GiB; write .npy files instead");
+    uint32_t crc = crc32Of(data.data(), data.size());
+    uint32_t offset = static_cast<uint32_t>(zip.size());
+    auto header = [&](std::vector<uint8_t> &o, bool isCentral) {
+      put32(o, isCentral ? 0x02014b50 : 0x04034b50);
+      if (isCentral)
+        put16(o, 20); // version made by
+      put16(o, 20);   // version needed
+      put16(o, 0);    // flags
+      put16(o, 0);    // stored
+      put16(o, 0);    // time
+      put16(o, 0x21); // date 1980-01-01: fixed, so equal arrays give equal files
+      put32(o, crc);
+      put32(o, static_cast<uint32_t>(data.size()));
+      put32(o, static_cast<uint32_t>(data.size()));
+      put16(o, static_cast<uint16_t>(name.size()));
+      put16(o, 0); // extra
+      if (isCentral) {
+        put16(o, 0); // comment
+        put16(o, 0); // disk
+        put16(o, 0); // internal attributes
+        put32(o, 0); // external attributes
+        put32(o, offset);
+      }
+      o.insert(o.end(), name.begin(), name.end());
+    };
+    header(zip, false);
+    zip.insert(zip.end(), data.begin(), data.end());
+    header(central, true);
+    ++count;
+  }
+  uint32_t cdOffset = static_cast<uint32_t>(zip.size());
+  zip.insert(zip.end(), central.begin(), central.end());
+  put32(zip, 0x06054b50);
+  put16(zip, 0);
+  put16(zip, 0);
+  put16(zip, count);
+  put16(zip, count);
+  put32(zip, static_cast<uint32_t>(central.size()));
+  put32(zip, cdOffset);
+  put16(zip, 0);
+  writeFileAtomic(path, zip);
+}
+
+} // namespace anefit::runtime

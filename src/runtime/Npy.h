@@ -1,0 +1,37 @@
+//===- Npy.h - numpy .npy and .npz files ------------------------*- C++ -*-===//
+//
+// Reading and writing the tensors users exchange with `anefit run`: .npy
+// (format versions 1, 2 and 3, little-endian, C order) and .npz archives (zip
+// files of .npy members; stored members, and deflated ones when built with
+// zlib). Every malformed file raises InputError naming the file and place.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/Interpreter.h"
+#include "runtime/Tensor.h"
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace anefit::runtime {
+
+/// Parses .npy bytes; `where` names the source in messages.
+Tensor parseNpy(std::span<const uint8_t> bytes, const std::string &where);
+/// Encodes a tensor as .npy (version 1 header). bf16 and fp8 are widened to
+/// fp32 and sub-byte integers to uint8/int8, since numpy has no such dtypes.
+std::vector<uint8_t> encodeNpy(const Tensor &t);
+
+Tensor readNpy(const std::string &path);
+void writeNpy(const std::string &path, const Tensor &t);
+
+/// The members of an .npz archive in archive order, names without ".npy".
+std::vector<NamedTensor> parseNpz(std::span<const uint8_t> bytes, const std::string &where);
+std::vector<NamedTensor> readNpz(const std::string &path);
+/// Writes an .npz of stored members (what numpy.savez writes), atomically
+/// (temporary sibling, then rename).
+void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors);
+
+} // namespace anefit::runtime
