@@ -26,6 +26,31 @@ namespace {
 /// parameters are short, and a huge one would only be a malformed model.
 constexpr uint64_t kMaxShapeConstElements = 1 << 16;
 
+/// Element count of a static shape with overflow checking; nullopt if any
+/// dim is not static or non-negative, or the product overflows.
+std::optional<int64_t> checkedCount(const Type &t) {
+  if (!t.isTensor() || !t.hasRank())
+    return std::nullopt;
+  int64_t n = 1;
+  for (const Dim &d : t.shape()) {
+    if (!d.isStatic() || d.size < 0 || __builtin_mul_overflow(n, d.size, &n))
+      return std::nullopt;
+  }
+  return n;
+}
+
+/// True if `c` is a small numeric tensor constant whose values may be read.
+bool isSmallNumeric(const Constant *c) {
+  if (!c || !c->isTensorLike() || c->type.dtype() == DType::String)
+    return false;
+  auto n = checkedCount(c->type);
+  if (!n || static_cast<uint64_t>(*n) > kMaxShapeConstElements)
+    return false;
+  // An immediate whose bytes do not cover its type is malformed; do not read it.
+  return c->kind != Constant::Kind::Tensor ||
+         c->bytes.size() >= storageBytes(c->type.dtype(), static_cast<uint64_t>(*n));
+}
+
 class InferCtx {
 public:
   InferCtx(const Operation &op, const OpDef &def, int ios, std::string &error)
@@ -76,8 +101,7 @@ public:
   /// Integer values of a small constant parameter; nullopt if not constant.
   std::optional<std::vector<int64_t>> ints(std::string_view p) const {
     const Constant *c = constant(p);
-    if (!c || !c->isTensorLike() || c->type.dtype() == DType::String ||
-        c->numElements() > kMaxShapeConstElements)
+    if (!isSmallNumeric(c))
       return std::nullopt;
     try {
       return c->asInts();
@@ -89,8 +113,7 @@ public:
 
   std::optional<std::vector<double>> doubles(std::string_view p) const {
     const Constant *c = constant(p);
-    if (!c || !c->isTensorLike() || c->type.dtype() == DType::String ||
-        c->numElements() > kMaxShapeConstElements)
+    if (!isSmallNumeric(c))
       return std::nullopt;
     try {
       return c->asDoubles();
@@ -710,8 +733,10 @@ ShapeArg shapeArg(InferCtx &c, std::string_view p) {
   a.values = c.ints(p);
   if (a.values) {
     a.length = static_cast<int64_t>(a.values->size());
-  } else if (const Type *t = c.type(p);
-             t && t->isTensor() && t->hasRank() && t->rank() == 1 && t->shape()[0].isStatic()) {
+  } else if (const Type *t = c.type(p); t && t->isTensor() && t->hasRank() && t->rank() == 1 &&
+                                        t->shape()[0].isStatic() && t->shape()[0].size >= 0 &&
+                                        t->shape()[0].size <= 64) {
+    // Only the length is known; shape-like parameters never exceed a few dims.
     a.length = t->shape()[0].size;
   }
   return a;
@@ -768,7 +793,7 @@ Result reshapeImpl(InferCtx &c) {
     }
     out.push_back(d);
   }
-  auto total = x->numElements();
+  auto total = checkedCount(*x);
   if (inferIndex >= 0) {
     if (total && allKnown) {
       if (known == 0 || *total % known != 0)
@@ -1345,7 +1370,7 @@ Result fillImpl(InferCtx &c) {
     }
     return one(Type::tensor(dt, std::move(out)));
   }
-  if (s.length && *s.length <= 64)
+  if (s.length)
     return one(Type::tensor(dt, std::vector<Dim>(*s.length, Dim::unknown())));
   return one(Type::unranked(dt));
 }
@@ -1861,6 +1886,141 @@ Result dequantizeImpl(InferCtx &c) {
   return one(in->withDType(scale->dtype()));
 }
 
+//===----------------------------------------------------------------------===//
+// Control flow and the less common ops
+//===----------------------------------------------------------------------===//
+
+Result condImpl(InferCtx &c) {
+  if (c.op.blocks.size() != 2)
+    return c.fail("has " + std::to_string(c.op.blocks.size()) + " blocks, expected 2");
+  const Block &t = *c.op.blocks[0], &f = *c.op.blocks[1];
+  if (t.outputs.size() != f.outputs.size())
+    return c.fail("the true block returns " + std::to_string(t.outputs.size()) +
+                  " values, the false block " + std::to_string(f.outputs.size()));
+  std::vector<Type> out;
+  for (size_t i = 0; i < t.outputs.size(); ++i) {
+    const Type &a = t.outputs[i]->type, &b = f.outputs[i]->type;
+    if (!typesCompatible(a, b) && !typesCompatible(b, a))
+      return c.fail("branch result " + std::to_string(i) + " is " + a.str() +
+                    " in the true block but " + b.str() + " in the false block");
+    out.push_back(a);
+  }
+  return out;
+}
+
+Result whileLoopImpl(InferCtx &c) {
+  if (c.op.blocks.size() != 2)
+    return c.fail("has " + std::to_string(c.op.blocks.size()) + " blocks, expected 2");
+  std::vector<Type> out;
+  for (const Value *v : c.op.blocks[1]->outputs)
+    out.push_back(v->type);
+  return out;
+}
+
+Result nonZeroImpl(InferCtx &c) {
+  const Type *x = tensorParam(c, "x");
+  if (!x)
+    return std::nullopt;
+  return one(Type::tensor(DType::I32, {Dim::unknown(), Dim::of(x->rank())}));
+}
+
+Result oneHotImpl(InferCtx &c) {
+  const Type *idx = tensorParam(c, "indices");
+  if (!idx)
+    return std::nullopt;
+  auto axis = c.intOr("axis", -1);
+  if (!axis)
+    return c.fail("'axis' must be a constant");
+  auto na = normAxis(*axis, idx->rank() + 1);
+  if (!na)
+    return axisError(c, *axis, idx->rank() + 1);
+  Dim size = Dim::unknown();
+  if (auto n = c.ints("one_hot_vector_size"); n && n->size() == 1) {
+    if ((*n)[0] < 0)
+      return c.fail("negative one_hot_vector_size");
+    size = Dim::of((*n)[0]);
+  }
+  std::vector<Dim> out = idx->shape();
+  out.insert(out.begin() + *na, size);
+  const Type *on = c.type("on_value");
+  return one(Type::tensor(on ? on->dtype() : DType::I32, std::move(out)));
+}
+
+Result slidingWindowsImpl(InferCtx &c) {
+  const Type *x = tensorParam(c, "x");
+  if (!x)
+    return std::nullopt;
+  auto axis = c.intOr("axis", 0);
+  auto size = c.intOr("size", 1);
+  auto stride = c.intOr("stride", 1);
+  if (!c.has("axis") || !c.has("size") || !axis || !size || !stride || *size < 1 || *stride < 1)
+    return c.fail("'axis', 'size' and 'stride' must be positive constants");
+  auto na = normAxis(*axis, x->rank());
+  if (!na)
+    return axisError(c, *axis, x->rank());
+  std::vector<Dim> out(x->shape().begin(), x->shape().begin() + *na);
+  const Dim &d = x->shape()[static_cast<size_t>(*na)];
+  if (d.isStatic()) {
+    if (d.size < *size)
+      return c.fail("window " + std::to_string(*size) + " exceeds axis size " +
+                    std::to_string(d.size));
+    out.push_back(Dim::of((d.size - *size) / *stride + 1));
+  } else {
+    out.push_back(Dim::unknown());
+  }
+  out.push_back(Dim::of(*size));
+  out.insert(out.end(), x->shape().begin() + *na + 1, x->shape().end());
+  return one(Type::tensor(x->dtype(), std::move(out)));
+}
+
+Result cropImpl(InferCtx &c) {
+  const Type *x = tensorParam(c, "x");
+  if (!x)
+    return std::nullopt;
+  if (x->rank() < 3)
+    return c.fail("x rank " + std::to_string(x->rank()) + " is below 3");
+  std::vector<Dim> out = x->shape();
+  const char *names[2] = {"crop_height", "crop_width"};
+  for (size_t i = 0; i < 2; ++i) {
+    auto v = c.ints(names[i]);
+    if (!v || v->size() != 2 || (*v)[0] < 0 || (*v)[1] < 0)
+      return c.fail(std::string("'") + names[i] + "' must be two non-negative constants");
+    Dim &d = out[out.size() - 2 + i];
+    if (!d.isStatic()) {
+      d = Dim::unknown();
+      continue;
+    }
+    int64_t o = d.size - (*v)[0] - (*v)[1];
+    if (o < 0)
+      return c.fail(std::string(names[i]) + " removes more than the dim of size " +
+                    std::to_string(d.size));
+    d = Dim::of(o);
+  }
+  return one(Type::tensor(x->dtype(), std::move(out)));
+}
+
+Result randomImpl(InferCtx &c) {
+  // The distribution parameters (type domain T) decide the dtype; fp32 by default.
+  DType dt = DType::F32;
+  for (const ParamSpec &p : c.def.params)
+    if (p.domain == "T")
+      if (const Type *t = c.type(p.name))
+        dt = t->dtype();
+  ShapeArg s = shapeArg(c, "shape");
+  if (s.values) {
+    std::vector<Dim> out;
+    for (int64_t v : *s.values) {
+      if (v < 0)
+        return c.fail("negative shape value " + std::to_string(v));
+      out.push_back(Dim::of(v));
+    }
+    return one(Type::tensor(dt, std::move(out)));
+  }
+  if (s.length)
+    return one(Type::tensor(dt, std::vector<Dim>(*s.length, Dim::unknown())));
+  return one(Type::unranked(dt));
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -1940,6 +2100,13 @@ ANEFIT_RULE(ConstexprBlockwiseShiftScale, constexprBlockwiseImpl(c))
 ANEFIT_RULE(ConstexprLutToSparse, constexprLutToSparseImpl(c))
 ANEFIT_RULE(ConstexprSparseBlockwiseShiftScale, constexprSparseBlockwiseImpl(c))
 ANEFIT_RULE(Quantize, quantizeImpl(c))
+ANEFIT_RULE(Cond, condImpl(c))
+ANEFIT_RULE(WhileLoop, whileLoopImpl(c))
+ANEFIT_RULE(NonZero, nonZeroImpl(c))
+ANEFIT_RULE(OneHot, oneHotImpl(c))
+ANEFIT_RULE(SlidingWindows, slidingWindowsImpl(c))
+ANEFIT_RULE(Crop, cropImpl(c))
+ANEFIT_RULE(Random, randomImpl(c))
 ANEFIT_RULE(Dequantize, dequantizeImpl(c))
 
 #undef ANEFIT_RULE

@@ -936,6 +936,105 @@ TEST(TypeInference, AbsurdShapesDoNotOverflow) {
   });
 }
 
+TEST(TypeInference, MalformedLengthsDoNotAllocate) {
+  // Negative or huge lengths of runtime shape operands come from malformed
+  // types; they must neither crash nor size allocations.
+  runCases({
+      {"reshape negative length",
+       "reshape",
+       15,
+       {{"x", "fp32(2)"}, {"shape", "int32(-4)"}},
+       {"fp32(*)"}},
+      {"reshape huge length",
+       "reshape",
+       15,
+       {{"x", "fp32(2)"}, {"shape", "int32(4000000000)"}},
+       {"fp32(*)"}},
+      {"fill negative length", "fill", 15, {{"shape", "int32(-4)"}}, {"fp32(*)"}},
+      {"pad negative length",
+       "pad",
+       15,
+       {{"x", "fp32(3, 4)"}, {"pad", "int32(-4)"}},
+       {"fp32(?, ?)"}},
+      {"random huge length", "random_normal", 15, {{"shape", "int32(9000000000000)"}}, {"fp32(*)"}},
+  });
+}
+
+TEST(TypeInference, LessCommonOps) {
+  runCases({
+      {"non_zero", "non_zero", 15, {{"x", "fp32(3, 4)"}}, {"int32(?, 2)"}},
+      {"one_hot",
+       "one_hot",
+       15,
+       {{"indices", "int32(2, 3)"}, {"one_hot_vector_size", i32(5)}},
+       {"int32(2, 3, 5)"}},
+      {"one_hot axis and value",
+       "one_hot",
+       15,
+       {{"indices", "int32(2)"},
+        {"one_hot_vector_size", i32(4)},
+        {"axis", i32(0)},
+        {"on_value", f32(1)}},
+       {"fp32(4, 2)"}},
+      {"sliding_windows",
+       "sliding_windows",
+       15,
+       {{"x", "fp32(2, 10, 3)"}, {"axis", i32(1)}, {"size", i32(4)}, {"stride", i32(2)}},
+       {"fp32(2, 4, 4, 3)"}},
+      {"crop",
+       "crop",
+       15,
+       {{"x", "fp32(1, 3, 10, 10)"}, {"crop_height", ints({1, 2})}, {"crop_width", ints({0, 4})}},
+       {"fp32(1, 3, 7, 6)"}},
+      {"crop too much",
+       "crop",
+       15,
+       {{"x", "fp32(1, 3, 2, 2)"}, {"crop_height", ints({1, 2})}, {"crop_width", ints({0, 0})}},
+       {},
+       "removes more"},
+      {"random_uniform",
+       "random_uniform",
+       15,
+       {{"shape", ints({2, 3})}, {"low", f32(0)}},
+       {"fp32(2, 3)"}},
+  });
+}
+
+TEST(TypeInference, ControlFlow) {
+  OpHarness h;
+  Value *pred = h.fn->addInput("p", ty("bool"));
+  Value *x = h.fn->addInput("x", ty("fp32(2)"));
+  auto cond = std::make_unique<Operation>("cond", "c");
+  cond->setInput("pred", Binding::of(pred));
+  Block *t = cond->addBlock();
+  Block *f = cond->addBlock();
+  t->outputs.push_back(x);
+  f->outputs.push_back(x);
+  Operation *c = h.fn->body->append(std::move(cond));
+  std::string error;
+  auto types = inferOutputTypes(*c, 18, error);
+  ASSERT_TRUE(types) << error;
+  ASSERT_EQ(types->size(), 1u);
+  EXPECT_EQ((*types)[0], ty("fp32(2)"));
+
+  // The branches must agree.
+  Value *other = h.fn->addInput("y", ty("int32(2)"));
+  f->outputs[0] = other;
+  EXPECT_FALSE(inferOutputTypes(*c, 18, error));
+  EXPECT_NE(error.find("false block"), std::string::npos) << error;
+
+  auto loop = std::make_unique<Operation>("while_loop", "w");
+  loop->setInput("loop_vars", Binding::of(x));
+  Block *condBlock = loop->addBlock();
+  Block *body = loop->addBlock();
+  condBlock->outputs.push_back(pred);
+  body->outputs.push_back(body->addInput("x_x0", ty("fp32(2)")));
+  Operation *w = h.fn->body->append(std::move(loop));
+  types = inferOutputTypes(*w, 18, error);
+  ASSERT_TRUE(types) << error;
+  EXPECT_EQ((*types)[0], ty("fp32(2)"));
+}
+
 TEST(TypeInference, Compatibility) {
   EXPECT_TRUE(typesCompatible(ty("fp16(1, s0, 8)"), ty("fp16(1, 5, 8)")));
   EXPECT_TRUE(typesCompatible(ty("fp16(1, 5, 8)"), ty("fp16(1, ?, 8)")));
