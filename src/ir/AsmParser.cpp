@@ -661,7 +661,8 @@ private:
     std::vector<Dim> dims;
     while (true) {
       const Token &t = peek();
-      if (t.kind == Token::Ident && isPunct(1, ")") && dtypeFromName(t.text)) {
+      // The last item is the dtype; a symbol cannot end a shape.
+      if (t.kind == Token::Ident && isPunct(1, ")")) {
         DType dt = parseDType();
         next();
         return Type::tensor(dt, std::move(dims));

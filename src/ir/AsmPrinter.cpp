@@ -259,6 +259,31 @@ std::string hexBytes(std::span<const uint8_t> bytes) {
   return s + "\")";
 }
 
+/// The TensorValue field coremltools writes for a dtype (formats.md §3):
+/// 1 floats, 2 ints, 3 bools, 4 strings, 5 longInts, 6 doubles, 7 bytes. An
+/// encoding equal to it is not printed: for writers it means the same as 0.
+uint8_t usualEncoding(DType t) {
+  switch (t) {
+  case DType::F32:
+    return 1;
+  case DType::I32:
+  case DType::I16:
+  case DType::U16:
+    return 2;
+  case DType::Bool:
+    return 3;
+  case DType::String:
+    return 4;
+  case DType::I64:
+  case DType::U64:
+    return 5;
+  case DType::F64:
+    return 6;
+  default:
+    return 7;
+  }
+}
+
 /// Text of a constant. `inferred` receives the type the parser would give
 /// the text without a suffix (nullopt: the text needs one).
 std::string constantBody(const Constant &c, std::optional<Type> &inferred);
@@ -279,12 +304,14 @@ std::string constantText(const Constant &c, const Type *context) {
     else
       s += ":" + typeToText(c.type);
   }
-  if (c.protoEncoding != 0 || !c.docString.empty()) {
+  bool printEnc =
+      c.protoEncoding != 0 && c.isTensorLike() && c.protoEncoding != usualEncoding(c.type.dtype());
+  if (printEnc || !c.docString.empty()) {
     s += "{";
-    if (c.protoEncoding != 0)
+    if (printEnc)
       s += "enc=" + std::to_string(c.protoEncoding);
     if (!c.docString.empty())
-      s += std::string(c.protoEncoding != 0 ? ", " : "") + "doc=" + quote(c.docString);
+      s += std::string(printEnc ? ", " : "") + "doc=" + quote(c.docString);
     s += "}";
   }
   return s;
