@@ -67,6 +67,23 @@ def load_npz(path):
         return {k: z[k] for k in z.files}
 
 
+def fixture_functions(name):
+    """[(function, info dict with inputs/outputs/states, inputs path, expected path)].
+    Single-function fixtures give one entry named "main" with inputs.npz/expected.npz;
+    multi-function fixtures use those files for the default function and
+    inputs.<function>.npz / expected.<function>.npz for the others."""
+    info = fixture_info(name)
+    d = os.path.join(FIXTURES_DIR, name)
+    if "functions" not in info:
+        return [("main", info, os.path.join(d, "inputs.npz"), os.path.join(d, "expected.npz"))]
+    out = []
+    for fn, fio in info["functions"].items():
+        suffix = "" if fn == info["default_function"] else "." + fn
+        out.append((fn, fio, os.path.join(d, f"inputs{suffix}.npz"),
+                    os.path.join(d, f"expected{suffix}.npz")))
+    return out
+
+
 def fixture_steps(arrays):
     """Split step-keyed arrays ("step3/x", "step3/state/s") into a list per step of
     {rest_of_key: array}. Arrays without a step prefix come back as step 0."""
@@ -122,12 +139,32 @@ class LoadedModel:
         def arr(t):
             return (tuple(int(s) for s in t.shape), names.get(t.dataType, str(t.dataType)))
 
+        def io(d):
+            return {
+                "inputs": {f.name: arr(f.type.multiArrayType) for f in d.input},
+                "outputs": {f.name: arr(f.type.multiArrayType) for f in d.output},
+                "states": {f.name: arr(f.type.stateType.arrayType) for f in d.state},
+            }
+
         d = self.spec.description
-        return {
-            "inputs": {f.name: arr(f.type.multiArrayType) for f in d.input},
-            "outputs": {f.name: arr(f.type.multiArrayType) for f in d.output},
-            "states": {f.name: arr(f.type.stateType.arrayType) for f in d.state},
-        }
+        if len(d.functions) == 0:
+            return io(d)
+        # multi-function model: the default function's description
+        return io(next(f for f in d.functions if f.name == d.defaultFunctionName))
+
+    def functions_io(self):
+        """{function name: io()-style dict} for every function ("main" for a
+        single-function model)."""
+        d = self.spec.description
+        if len(d.functions) == 0:
+            return {"main": self.io()}
+        saved = d.defaultFunctionName
+        out = {}
+        for f in d.functions:
+            d.defaultFunctionName = f.name
+            out[f.name] = self.io()
+        d.defaultFunctionName = saved
+        return out
 
 
 def load_with_coremltools(path):

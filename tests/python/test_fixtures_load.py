@@ -10,6 +10,7 @@ import pytest
 
 from conftest import (
     EXAMPLES_DIR,
+    fixture_functions,
     fixture_info,
     fixture_names,
     fixture_package,
@@ -30,6 +31,7 @@ REQUIRED_FIXTURES = [
     "cnn_small",
     "vit_small",
     "lfm2_multilayer",
+    "lfm2_shortconv_multifunction",
 ]
 
 NAMES = fixture_names()
@@ -70,21 +72,26 @@ def test_loads_in_coremltools_with_declared_io(name):
     for kind in ("inputs", "outputs", "states"):
         want = {k: (tuple(v["shape"]), v["dtype"]) for k, v in info[kind].items()}
         assert io[kind] == want, f"{name}: {kind} differ"
-    # The program parsed by the milproto loader agrees with the description.
+    # The program parsed by the milproto loader agrees with the description,
+    # function by function.
     fio = program_function_io(model.program)
-    assert list(fio) == ["main"]
-    ins, outs = fio["main"]
-    assert sorted(n for n, *_ in ins) == sorted(list(info["inputs"]) + list(info["states"]))
-    for n, kind, shape, dtype in ins:
-        if n in info["states"]:
-            assert kind == "state"
-            assert list(shape) == info["states"][n]["shape"]
-            assert dtype == info["states"][n]["dtype"]
-        else:
-            assert kind == "tensor"
-            assert list(shape) == info["inputs"][n]["shape"]
-            assert dtype == info["inputs"][n]["dtype"]
-    assert outs == list(info["outputs"])
+    functions = {fn: fdesc for fn, fdesc, _, _ in fixture_functions(name)}
+    assert sorted(fio) == sorted(functions)
+    if "functions" in info:
+        assert model.spec.description.defaultFunctionName == info["default_function"]
+        assert model.functions_io() == {
+            fn: {kind: {k: (tuple(v["shape"]), v["dtype"]) for k, v in fdesc[kind].items()}
+                 for kind in ("inputs", "outputs", "states")}
+            for fn, fdesc in functions.items()}
+    for fn, fdesc in functions.items():
+        ins, outs = fio[fn]
+        assert sorted(n for n, *_ in ins) == sorted(list(fdesc["inputs"]) + list(fdesc["states"]))
+        for n, kind, shape, dtype in ins:
+            decl = fdesc["states"].get(n) or fdesc["inputs"][n]
+            assert kind == ("state" if n in fdesc["states"] else "tensor")
+            assert list(shape) == decl["shape"]
+            assert dtype == decl["dtype"]
+        assert outs == list(fdesc["outputs"])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -102,7 +109,8 @@ def test_program_text_lists_every_non_const_op(name):
     info = fixture_info(name)
     text = open(os.path.join(os.path.dirname(__file__), "..", "fixtures", name,
                              "program.coremltools.txt")).read()
-    assert text.startswith("main[CoreML")
+    heads = re.findall(r"^(\w+)\[CoreML\d+\]\(", text, flags=re.M)
+    assert sorted(heads) == sorted(fn for fn, *_ in fixture_functions(name))
     found = {}
     for m in re.finditer(r"\) = (\w+)\(", text):
         found[m.group(1)] = found.get(m.group(1), 0) + 1
@@ -112,33 +120,57 @@ def test_program_text_lists_every_non_const_op(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_npz_keys_match_io(name):
-    """inputs.npz / expected.npz follow the key convention of tests/fixtures/README.md
-    and carry arrays of the declared shapes and dtypes."""
+    """inputs.npz / expected.npz (and inputs.<function>.npz / expected.<function>.npz of a
+    multi-function fixture) follow the key convention of tests/fixtures/README.md and
+    carry arrays of the declared shapes and dtypes."""
     info = fixture_info(name)
-    d = os.path.join(os.path.dirname(__file__), "..", "fixtures", name)
-    inputs = load_npz(os.path.join(d, "inputs.npz"))
-    expected = load_npz(os.path.join(d, "expected.npz"))
-    if "steps" in info:
-        in_steps = fixture_steps(inputs)
-        ex_steps = fixture_steps(expected)
-        assert len(in_steps) == len(ex_steps) == info["steps"]
-        assert all(k.startswith("step") for k in list(inputs) + list(expected))
-    else:
-        in_steps, ex_steps = [inputs], [expected]
-    for step_in, step_ex in zip(in_steps, ex_steps):
-        assert set(step_in) == set(info["inputs"])
-        want_ex = set(info["outputs"])
-        if info.get("stateful"):
-            want_ex |= {"state/" + s for s in info["states"]}
-        assert set(step_ex) == want_ex
-        for k, v in step_in.items():
-            assert list(v.shape) == info["inputs"][k]["shape"], k
-            assert v.dtype == DTYPES[info["inputs"][k]["dtype"]], k
-        for k, v in step_ex.items():
-            decl = info["states"][k[6:]] if k.startswith("state/") else info["outputs"][k]
-            assert list(v.shape) == decl["shape"], k
-            assert v.dtype == DTYPES[decl["dtype"]], k
-            assert np.all(np.isfinite(v)), k
+    for fn, fdesc, in_path, ex_path in fixture_functions(name):
+        inputs = load_npz(in_path)
+        expected = load_npz(ex_path)
+        if "steps" in info:
+            in_steps = fixture_steps(inputs)
+            ex_steps = fixture_steps(expected)
+            want_steps = info.get("function_steps", {}).get(fn, info["steps"])
+            assert len(in_steps) == len(ex_steps) == want_steps
+            assert all(k.startswith("step") for k in list(inputs) + list(expected))
+        else:
+            in_steps, ex_steps = [inputs], [expected]
+        for step_in, step_ex in zip(in_steps, ex_steps):
+            assert set(step_in) == set(fdesc["inputs"])
+            want_ex = set(fdesc["outputs"])
+            if info.get("stateful"):
+                want_ex |= {"state/" + s for s in fdesc["states"]}
+            assert set(step_ex) == want_ex
+            for k, v in step_in.items():
+                assert list(v.shape) == fdesc["inputs"][k]["shape"], k
+                assert v.dtype == DTYPES[fdesc["inputs"][k]["dtype"]], k
+            for k, v in step_ex.items():
+                decl = fdesc["states"][k[6:]] if k.startswith("state/") else fdesc["outputs"][k]
+                assert list(v.shape) == decl["shape"], k
+                assert v.dtype == DTYPES[decl["dtype"]], k
+                assert np.all(np.isfinite(v)), k
+
+
+def test_prefill_equals_decode_steps():
+    """In the multi-function fixture, prefill over 4 tokens gives what 4 decode steps
+    over the same tokens give (up to the fp16 rounding of the state between decode
+    steps), and leaves the same state."""
+    fns = {fn: (load_npz(i), load_npz(e))
+           for fn, _, i, e in fixture_functions("lfm2_shortconv_multifunction")}
+    dec_in, dec_ex = (fixture_steps(a) for a in fns["decode"])
+    pre_in, pre_ex = (fixture_steps(a) for a in fns["prefill"])
+    t = pre_in[0]["x"].shape[1]
+    assert len(pre_in) * t == len(dec_in)
+    tol = fixture_info("lfm2_shortconv_multifunction")["tolerance"]
+    for k in range(len(pre_in)):
+        xs = np.concatenate([dec_in[k * t + j]["x"] for j in range(t)], axis=1)
+        np.testing.assert_array_equal(pre_in[k]["x"], xs)
+        outs = np.concatenate([dec_ex[k * t + j]["out"] for j in range(t)], axis=1)
+        np.testing.assert_allclose(pre_ex[k]["out"], outs, rtol=tol["rtol"], atol=tol["atol"])
+        # the state after the prefill call holds the last two Bx columns, like decode's
+        np.testing.assert_allclose(pre_ex[k]["state/conv_state"].astype(np.float64),
+                                   dec_ex[k * t + t - 1]["state/conv_state"].astype(np.float64),
+                                   rtol=1e-2, atol=1e-3)
 
 
 def test_state_and_io_shortconv_agree():

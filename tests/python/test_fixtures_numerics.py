@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 
 from conftest import (
+    fixture_functions,
     fixture_info,
     fixture_names,
     fixture_package,
@@ -101,8 +102,8 @@ _DTYPES = {"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": bo
 class MilEvaluator:
     """Runs the main function of a pymil Program on numpy inputs, states persisting."""
 
-    def __init__(self, program):
-        self.fn = program.functions["main"]
+    def __init__(self, program, function="main"):
+        self.fn = program.functions[function]
         self.states = {}
         self._consts = {}
         from coremltools.converters.mil.mil import types
@@ -261,28 +262,32 @@ def _load(name):
 def test_package_reproduces_expected(name):
     info = fixture_info(name)
     prog = _load(name)
-    ev = MilEvaluator(prog)
-    inputs = load_npz(os.path.join(FIXTURES, name, "inputs.npz"))
-    expected = load_npz(os.path.join(FIXTURES, name, "expected.npz"))
-    in_steps = fixture_steps(inputs) if "steps" in info else [inputs]
-    ex_steps = fixture_steps(expected) if "steps" in info else [expected]
     worst = 0.0
-    for k, (si, se) in enumerate(zip(in_steps, ex_steps)):
-        outs = ev.run(si)
-        for oname in info["outputs"]:
-            want = se[oname].astype(np.float64)
-            got = outs[oname].astype(se[oname].dtype).astype(np.float64)
-            scale = max(1.0, float(np.max(np.abs(want))))
-            err = float(np.max(np.abs(got - want))) / scale
-            worst = max(worst, err)
-            assert err < 1e-5, f"{name} step {k} output {oname}: max rel error {err}"
-        for sname in info["states"] if info.get("stateful") else []:
-            want = se["state/" + sname]
-            got = ev.states[sname].astype(np.float16)
-            # fp16 storage: allow one fp16 ulp where float64 sums differ in the last bit
-            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
-                                       rtol=2 ** -10, atol=2 ** -24,
-                                       err_msg=f"{name} step {k} state {sname}")
+    checked = 0
+    for fn, fdesc, in_path, ex_path in fixture_functions(name):
+        ev = MilEvaluator(prog, fn)            # every function starts from zero states
+        inputs = load_npz(in_path)
+        expected = load_npz(ex_path)
+        in_steps = fixture_steps(inputs) if "steps" in info else [inputs]
+        ex_steps = fixture_steps(expected) if "steps" in info else [expected]
+        for k, (si, se) in enumerate(zip(in_steps, ex_steps)):
+            outs = ev.run(si)
+            for oname in fdesc["outputs"]:
+                want = se[oname].astype(np.float64)
+                got = outs[oname].astype(se[oname].dtype).astype(np.float64)
+                scale = max(1.0, float(np.max(np.abs(want))))
+                err = float(np.max(np.abs(got - want))) / scale
+                worst = max(worst, err)
+                checked += 1
+                assert err < 1e-5, f"{name} {fn} step {k} output {oname}: max rel error {err}"
+            for sname in fdesc["states"] if info.get("stateful") else []:
+                want = se["state/" + sname]
+                got = ev.states[sname].astype(np.float16)
+                # fp16 storage: allow one fp16 ulp where float64 sums differ in the last bit
+                np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                                           rtol=2 ** -10, atol=2 ** -24,
+                                           err_msg=f"{name} {fn} step {k} state {sname}")
+    assert checked >= 1
     assert worst < 1e-5
 
 
