@@ -771,15 +771,20 @@ Result reshapeImpl(InferCtx &c) {
     if (v < -1)
       return c.fail("shape value " + std::to_string(v) + " is negative");
     if (v == 0) {
-      // 0 copies the input dim at the same index; iOS17 pads a shorter input with 1s.
-      if (!x->hasRank())
+      // 0 copies an input dim. iOS15: the one at the same index, and the ranks
+      // must match. iOS17: aligned from the right, 1 where x has no such dim.
+      if (!x->hasRank()) {
         d = Dim::unknown();
-      else if (i < x->shape().size())
+      } else if (c.ios >= 17) {
+        size_t fromRight = s.values->size() - 1 - i;
+        d = fromRight < x->shape().size() ? x->shape()[x->shape().size() - 1 - fromRight]
+                                          : Dim::of(1);
+      } else if (x->shape().size() == s.values->size()) {
         d = x->shape()[i];
-      else if (c.ios >= 17)
-        d = Dim::of(1);
-      else
-        return c.fail("shape value 0 at index " + std::to_string(i) + " has no input dim to copy");
+      } else {
+        return c.fail("shape contains 0, so x rank " + std::to_string(x->shape().size()) +
+                      " must equal the shape length " + std::to_string(s.values->size()));
+      }
     } else {
       d = Dim::of(v);
     }
