@@ -59,6 +59,11 @@ public:
              "unknown op '" + op.type + "' loaded as opaque with its declared types");
       return;
     }
+    // The coreml dialect and proto-only ops carry states, which need iOS18.
+    if (def->opset == 0 && ios < 18) {
+      error(op, "op '" + op.type + "' needs iOS18 but the function's opset is " + fn.opset);
+      return;
+    }
     checkParams(op, *def);
     checkOutputs(op);
   }

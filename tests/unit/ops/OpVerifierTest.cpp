@@ -65,6 +65,13 @@ TEST(OpVerifier, OpFromANewerOpsetIsAnError) {
   ASSERT_EQ(ds.size(), 1u);
   EXPECT_EQ(ds[0].severity, Diagnostic::Severity::Error);
   EXPECT_NE(ds[0].message.find("needs iOS18"), std::string::npos) << ds[0].message;
+
+  // State ops of the coreml dialect and the proto-only write_state likewise.
+  OpHarness older("CoreML7");
+  older.add("write_state", {{"input", "state fp16(4)"}, {"data", "fp16(4)"}});
+  ds = verifyOps(older.program);
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_NE(ds[0].message.find("'write_state' needs iOS18"), std::string::npos) << ds[0].message;
 }
 
 TEST(OpVerifier, ParameterChecks) {
