@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <unordered_map>
 
@@ -166,7 +167,25 @@ bool tensorFieldFits(DType t, int f) {
   }
 }
 
-std::string quoted(const std::string &s) { return "'" + s + "'"; }
+/// A name from the file, quoted for a message: control and non-ASCII bytes
+/// escaped so the message stays one printable line, and cut after 80 bytes.
+std::string quoted(const std::string &s) {
+  constexpr size_t kMaxShown = 80;
+  std::string out = "'";
+  for (size_t i = 0; i < s.size() && i < kMaxShown; ++i) {
+    unsigned char ch = static_cast<unsigned char>(s[i]);
+    if (ch >= 0x20 && ch < 0x7f && ch != '\\') {
+      out += static_cast<char>(ch);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", ch);
+      out += buf;
+    }
+  }
+  if (s.size() > kMaxShown)
+    out += "...";
+  return out + "'";
+}
 
 /// Number of elements of a static shape, or nullopt if some dim is not static.
 /// Shapes are checked against overflow when read, so the product fits.
@@ -558,7 +577,8 @@ Value *ProtoReader::lookup(const std::string &name) const {
 
 void ProtoReader::readOperation(const mil::Operation &pop, Block &block, size_t index,
                                 const std::string &blockPlace) {
-  std::string opPlace = blockPlace + ": op #" + std::to_string(index) + " (" + pop.type() + ")";
+  std::string opPlace =
+      blockPlace + ": op #" + std::to_string(index) + " (" + quoted(pop.type()) + ")";
   auto nameIt = pop.attributes().find("name");
   if (nameIt == pop.attributes().end())
     fail(opPlace, "expected a 'name' attribute, found none");

@@ -654,6 +654,13 @@ TEST(MilProto, RefusesUndefinedValueName) {
   std::string msg = errorOf([&] { parse(serializeModelProto(*model, nullptr)); });
   EXPECT_EQ(msg, "model.mlmodel: function 'main': op 'relu_0': input 'x': refers to undefined "
                  "value 'ghost'");
+
+  // Names from the file are escaped so the message stays on one line.
+  Value odd("bad\nname", kVec4);
+  model->program->functions[0]->body->ops[0]->setInput("x", Binding::of(&odd));
+  msg = errorOf([&] { parse(serializeModelProto(*model, nullptr)); });
+  EXPECT_NE(msg.find("refers to undefined value 'bad\\x0aname'"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
 }
 
 TEST(MilProto, RefusesUseBeforeDefinitionAndUndefinedBlockOutput) {
@@ -792,7 +799,7 @@ TEST(MilProto, RefusesMalformedOperations) {
   // An op without a name attribute.
   Wire unnamed = Wire().bytes(1, "relu");
   EXPECT_EQ(errorOf([&] { parse(wireModel({unnamed}, {})); }),
-            "model.mlmodel: function 'main': op #0 (relu): expected a 'name' attribute, found "
+            "model.mlmodel: function 'main': op #0 ('relu'): expected a 'name' attribute, found "
             "none");
   // An empty binding.
   Wire op = Wire().bytes(1, "relu");
