@@ -108,6 +108,31 @@ def test_schema_decodes_coremltools_model_without_unknown_fields(tmp_path):
     assert 'key: "com.github.apple.coremltools.version"' in text
 
 
+def test_schema_encodes_what_coremltools_decodes(tmp_path):
+    """Text decoded with our schema, encoded again with our schema, parses in coremltools'
+    own generated classes to exactly the original message: the field types agree too."""
+    protoc = _protoc()
+    ct = _coremltools()
+    package = _build_package(ct, str(tmp_path))
+    with open(os.path.join(package, "Data", "com.apple.CoreML", "model.mlmodel"), "rb") as f:
+        data = f.read()
+    text = _decode(protoc, "anefit.coreml.Model", "Model.proto", data)
+
+    result = subprocess.run(
+        [protoc, "-I", PROTO_DIR, "--encode=anefit.coreml.Model", os.path.join(PROTO_DIR, "Model.proto")],
+        input=text.encode(),
+        capture_output=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr.decode()
+
+    original = ct.proto.Model_pb2.Model()
+    original.ParseFromString(data)
+    reencoded = ct.proto.Model_pb2.Model()
+    reencoded.ParseFromString(result.stdout)
+    assert reencoded == original
+
+
 def test_schema_reports_other_model_kinds_as_unknown_fields(tmp_path):
     """A NeuralNetwork model is not declared in our schema: its field 500 stays unknown,
     which is exactly what the reader relies on to refuse it."""

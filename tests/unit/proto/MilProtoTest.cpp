@@ -842,3 +842,92 @@ TEST(MilProto, KeepsUninterpretedFeatureTypes) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(MilProto, RoundTripsLoopBlocksSubByteAndBlobBindings) {
+  auto store = std::make_shared<MemoryStore>();
+  store->add(64, DType::U4, {0x21, 0x43, 0x05});         // uint4 [5]: 1..5, 4 padding bits
+  store->add(192, DType::F16, {0x00, 0x3c, 0x00, 0x40}); // fp16 [2]
+  auto model = std::make_unique<Model>();
+  model->specificationVersion = 9;
+  model->program = std::make_unique<Program>();
+  Function *f = model->program->addFunction("main");
+  f->opset = "CoreML8";
+  Type i32 = Type::scalar(DType::I32);
+  Value *n = f->addInput("n", i32);
+  Block &b = *f->body;
+
+  // while_loop(loop_vars=[n]) { cond: n_x0 < 10 } { body: n_x0 + 1 }
+  Operation *loop = addOp(b, "while_loop", "loop", {{"loop_vars", Binding::of(n)}}, {i32});
+  Block *cond = loop->addBlock();
+  Value *cx = cond->addInput("n_x0", i32);
+  Value *lt = addOp(*cond, "less", "lt",
+                    {{"x", Binding::of(cx)}, {"y", Binding::of(ref(Constant::scalarI32(10)))}},
+                    {Type::scalar(DType::Bool)})
+                  ->output();
+  cond->outputs.push_back(lt);
+  Block *body = loop->addBlock();
+  Value *bx = body->addInput("n_x0_1", i32);
+  Value *inc =
+      addOp(*body, "add", "inc",
+            {{"x", Binding::of(bx)}, {"y", Binding::of(ref(Constant::scalarI32(1)))}}, {i32})
+          ->output();
+  body->outputs.push_back(inc);
+  body->attributes["note"] = ref(Constant::scalarString("body"));
+
+  // iOS18 constexpr ops take blob-backed values as immediate bindings.
+  Type u4 = Type::tensor(DType::U4, std::vector<int64_t>{5});
+  Type h2 = Type::tensor(DType::F16, std::vector<int64_t>{2});
+  Constant packed;
+  packed.type = Type::tensor(DType::U4, std::vector<int64_t>{3});
+  packed.bytes = {0x21, 0x03};
+  addConst(b, "small", packed); // sub-byte immediates travel as bytes
+  addOp(b, "constexpr_lut_to_dense", "lut",
+        {{"indices",
+          Binding::of(ref(Constant::fromBlob(u4, BlobRef{kDefaultWeightFileName, 64, store})))},
+         {"lut",
+          Binding::of(ref(Constant::fromBlob(h2, BlobRef{kDefaultWeightFileName, 192, store})))}},
+        {Type::tensor(DType::F16, std::vector<int64_t>{5})});
+  b.outputs = {loop->output()};
+
+  TempFile weights("loop");
+  WeightWriter writer(weights.path());
+  std::string bytes = serializeModelProto(*model, &writer);
+  writer.finish();
+  EXPECT_EQ(writer.count(), 2u);
+  auto file = WeightFile::open(weights.path());
+  auto parsed = parse(bytes, [&](const std::string &) { return file; });
+  expectSameModel(*model, *parsed);
+
+  const Block &pb = *parsed->program->functions[0]->body;
+  const Operation &ploop = *pb.ops[0];
+  ASSERT_EQ(ploop.blocks.size(), 2u);
+  // Loop-block inputs resolve inside their block.
+  EXPECT_EQ(ploop.blocks[0]->ops[0]->inputValue("x"), ploop.blocks[0]->inputs[0].get());
+  EXPECT_EQ(ploop.blocks[1]->outputs[0], ploop.blocks[1]->ops[0]->output());
+  EXPECT_EQ(pb.ops[1]->attribute("val")->protoEncoding, 7);
+  EXPECT_EQ(pb.ops[1]->attribute("val")->asInts(), (std::vector<int64_t>{1, 2, 3}));
+  const Constant *indices = pb.ops[2]->input("indices")->bindings[0].constant.get();
+  ASSERT_TRUE(indices);
+  EXPECT_EQ(indices->kind, Constant::Kind::Blob);
+  EXPECT_EQ(indices->asInts(), (std::vector<int64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(file->record(indices->blob.offset).paddingBits, 4u);
+}
+
+TEST(MilProto, RefusesSubByteImmediateOfWrongSize) {
+  auto model = std::make_unique<Model>();
+  model->program = std::make_unique<Program>();
+  Function *f = model->program->addFunction("main");
+  f->opset = "CoreML8";
+  Constant packed;
+  packed.type = Type::tensor(DType::U4, std::vector<int64_t>{5}); // needs 3 bytes
+  packed.bytes = {0x21, 0x43};
+  addConst(*f->body, "c", packed);
+  EXPECT_NE(errorOf([&] {
+              parse(serializeModelProto(*model, nullptr));
+            }).find("expected 3 bytes for (5,uint4), found 2"),
+            std::string::npos);
+}
+
+} // namespace
