@@ -107,6 +107,24 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
            std::to_string(f.segments.size()) + " segments, " + std::to_string(f.boundaries) +
            " boundaries, " + std::to_string(f.states) + " states, weights " +
            humanBytes(f.weightBytes) + "\n";
+    for (size_t i = 0; i < f.segments.size() && i < options.maxSegments; ++i) {
+      const Segment &s = f.segments[i];
+      out += "  segment " + std::to_string(i + 1) + ": " + (s.onAne ? "ane" : "cpu-gpu") + " " +
+             f.ops[s.firstOp].name + (s.opCount > 1 ? " .. " + f.ops[s.lastOp].name : "") + " (" +
+             std::to_string(s.opCount) + (s.opCount == 1 ? " op, " : " ops, ") +
+             humanFlops(s.flops) + ")" + (s.compileFails ? ", compile fails" : "") + "\n";
+    }
+    if (f.segments.size() > options.maxSegments)
+      out += "  ... and " + std::to_string(f.segments.size() - options.maxSegments) +
+             " more segments\n";
+    if (options.placement)
+      for (const OpReport &o : f.ops) {
+        out +=
+            "    " + std::string(placementName(o.placement)) + "  " + o.type + " '" + o.name + "'";
+        for (RuleId id : o.rules)
+          out += " " + std::string(ruleInfo(id).code);
+        out += "\n";
+      }
   }
   // Group findings by rule; findings are already most severe first.
   std::vector<std::pair<RuleId, std::vector<const Finding *>>> groups;

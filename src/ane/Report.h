@@ -20,6 +20,10 @@ struct TextOptions {
   bool color = false;
   /// Findings printed per rule before "... and N more".
   size_t maxPerRule = 8;
+  /// Segments listed per function before "... and N more".
+  size_t maxSegments = 12;
+  /// Also print every op with its placement and deciding rules.
+  bool placement = false;
 };
 
 std::string renderText(const CheckReport &report, const TextOptions &options = {});

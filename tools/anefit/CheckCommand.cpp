@@ -27,6 +27,7 @@ struct CheckCliOptions {
   std::string failOn = "compile-fail";
   std::string format = "text";
   bool json = false;
+  bool placement = false;
   std::string function;
 };
 
@@ -75,7 +76,8 @@ int runCheck(const CheckCliOptions &o) {
   else if (format == "sarif")
     std::cout << ane::renderSarif(report);
   else
-    std::cout << ane::renderText(report, ane::TextOptions{.color = useColor()});
+    std::cout << ane::renderText(report,
+                                 ane::TextOptions{.color = useColor(), .placement = o.placement});
   return report.hasFindingAtLeast(*failOn) ? kExitFindings : kExitOk;
 }
 
@@ -98,6 +100,8 @@ void registerCheck(CLI::App &parent, VerbResult &result) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Same as --format json");
   cmd->add_option("--function", o->function, "Check only this function");
+  cmd->add_flag("--placement", o->placement,
+                "Text output: also list every op with its predicted placement and rules");
   cmd->footer("Weight files are never opened. Rules: 'anefit rules' or docs/rules.md.\n"
               "Exit codes: 0 no finding at or above --fail-on, 1 findings, 2 usage or input "
               "error.");

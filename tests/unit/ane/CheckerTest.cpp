@@ -327,6 +327,11 @@ TEST(AneReport, JsonAndSarifCarryFindings) {
   std::string text = renderText(r);
   EXPECT_NE(text.find("compile-fail ANE-STATE-004"), std::string::npos) << text;
   EXPECT_EQ(text.find("\033["), std::string::npos) << "no colour unless asked";
+  EXPECT_NE(text.find("segment 1: ane read_state_0 .. sum_0 (5 ops"), std::string::npos) << text;
+  EXPECT_EQ(text.find("blocks-ane-compile  read_state"), std::string::npos);
+  EXPECT_NE(renderText(r, TextOptions{.placement = true})
+                .find("blocks-ane-compile  read_state 'read_state_0' ANE-STATE-004 ANE-STATE-005"),
+            std::string::npos);
   EXPECT_NE(renderText(r, TextOptions{.color = true}).find("\033["), std::string::npos);
 }
 
