@@ -244,6 +244,30 @@ class MilEvaluator:
             if m is not None:
                 s = np.where(m, s, -np.inf) if m.dtype == bool else s + m
             return _softmax(s, -1) @ v
+        if t == "constexpr_blockwise_shift_scale":
+            # dense = (data - offset) * scale, scale/offset repeated over each block
+            data = a["data"].astype(np.float64)
+            def expand(p):
+                for ax in range(data.ndim):
+                    p = np.repeat(p, data.shape[ax] // p.shape[ax], axis=ax)
+                return p
+            off = a.get("offset")
+            if off is not None:
+                data = data - expand(off.astype(np.float64))
+            dense = data * expand(a["scale"])
+            # the op's output is an fp16 (or fp32) tensor: the weights are stored rounded
+            from coremltools.converters.mil.mil import types
+            dt = _DTYPES[types.builtin_to_string(op.outputs[0].dtype)]
+            return dense.astype(dt).astype(np.float64)
+        if t == "constexpr_lut_to_dense":
+            # lut [G0, ..., G(r-1), palette, vector]; each axis of indices is split in
+            # groups, and an element takes its group's palette entry
+            idx = a["indices"].astype(np.int64)
+            lut = a["lut"]
+            assert lut.shape[-1] == 1, "vector palettes are not used by the fixtures"
+            grid = np.indices(idx.shape)
+            group = tuple(grid[ax] // (idx.shape[ax] // lut.shape[ax]) for ax in range(idx.ndim))
+            return lut[group + (idx, 0)]
         raise NotImplementedError(f"evaluator has no kernel for {t}")
 
 

@@ -16,9 +16,9 @@ from conftest import EXAMPLES_DIR, FIXTURES_DIR, REPO_ROOT, have_coremltools
 
 # Small and quick, and between them every fixture family's code path that the
 # others share (short conv with and without state, the example copy, KV cache,
-# multi-function packages).
+# multi-function packages, coremltools' weight compression).
 CHECKED = ["lfm2_shortconv", "lfm2_shortconv_2layer", "kv_cache_slice_update", "cnn_small",
-           "lfm2_shortconv_multifunction"]
+           "lfm2_shortconv_multifunction", "lfm2_shortconv_int8", "lfm2_shortconv_palettized"]
 
 
 def _files(root):
