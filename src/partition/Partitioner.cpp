@@ -1,0 +1,368 @@
+//===- Partitioner.cpp - Split functions between the ANE and the CPU ------===//
+#include "partition/Partitioner.h"
+
+#include "ir/AsmParser.h"
+#include "ir/Clone.h"
+#include "support/Error.h"
+
+#include <algorithm>
+#include <array>
+#include <functional>
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace anefit::partition {
+namespace {
+
+double typeBytes(const Type &t) {
+  if (!(t.isTensor() || t.isState()))
+    return 0;
+  auto n = t.numElements();
+  if (!n)
+    return 0;
+  return static_cast<double>(storageBytes(t.dtype(), static_cast<uint64_t>(*n)));
+}
+
+/// Bytes an op moves: what it reads (activations and constants) and writes.
+double opBytes(const Operation &op) {
+  double bytes = 0;
+  for (const OpInput &in : op.inputs)
+    for (const Binding &b : in.bindings)
+      bytes += b.isValue() ? typeBytes(b.value->type) : typeBytes(b.constant->type);
+  for (const auto &out : op.outputs)
+    bytes += typeBytes(out->type);
+  return bytes;
+}
+
+double costMs(double flops, double bytes, double gflops, double gbps) {
+  return std::max(flops / (gflops * 1e6), bytes / (gbps * 1e6));
+}
+
+bool isConst(const Operation *op) { return op && op->type == "const"; }
+
+/// Every value `op` (and its nested blocks) reads from outside itself.
+void collectOperands(const Operation &op, std::vector<const Value *> &out) {
+  std::set<const Value *> inner;
+  std::function<void(const Operation &)> visit = [&](const Operation &o) {
+    for (const Value *v : o.operandValues())
+      if (!inner.count(v))
+        out.push_back(v);
+    for (const auto &b : o.blocks) {
+      for (const auto &in : b->inputs)
+        inner.insert(in.get());
+      for (const auto &inner_op : b->ops) {
+        visit(*inner_op);
+        for (const auto &r : inner_op->outputs)
+          inner.insert(r.get());
+      }
+      for (const Value *v : b->outputs)
+        if (!inner.count(v))
+          out.push_back(v);
+    }
+  };
+  visit(op);
+}
+
+/// Runs of consecutive ops with the same target: (first, last) inclusive.
+std::vector<std::pair<size_t, size_t>> runsOf(const std::vector<Target> &targets) {
+  std::vector<std::pair<size_t, size_t>> runs;
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (runs.empty() || targets[runs.back().first] != targets[i])
+      runs.emplace_back(i, i);
+    else
+      runs.back().second = i;
+  }
+  return runs;
+}
+
+std::string describeOp(const PlacedOp &p) {
+  std::string s = p.op->type + " '" + p.op->name + "'";
+  if (p.absorbed)
+    return s + " is cheaper on the CPU than the boundaries around it";
+  s += p.checkerPlacement == ane::Placement::BlocksAneCompile ? " would block the ANE compile"
+                                                              : " falls back to the CPU";
+  if (!p.rules.empty()) {
+    s += " (";
+    for (size_t i = 0; i < p.rules.size(); ++i)
+      s += (i ? ", " : "") + p.rules[i];
+    s += ")";
+  }
+  return s;
+}
+
+FunctionPlan planFunction(const Function &fn, const ane::FunctionReport &fr,
+                          const PartitionOptions &options) {
+  FunctionPlan plan;
+  plan.function = fn.name;
+  std::unordered_map<std::string, const ane::OpReport *> byName;
+  for (const auto &r : fr.ops)
+    byName[r.name] = &r;
+
+  std::vector<PlacedOp> ops;
+  std::vector<Target> targets;
+  for (const auto &opPtr : fn.body->ops) {
+    const Operation &op = *opPtr;
+    if (isConst(&op))
+      continue;
+    PlacedOp p;
+    p.op = &op;
+    p.bytes = opBytes(op);
+    auto it = byName.find(op.name);
+    if (it != byName.end()) {
+      p.checkerPlacement = it->second->placement;
+      p.flops = it->second->flops;
+      if (p.checkerPlacement != ane::Placement::Ane)
+        for (ane::RuleId id : it->second->rules)
+          p.rules.emplace_back(ane::ruleInfo(id).code);
+    }
+    targets.push_back(p.checkerPlacement == ane::Placement::Ane ? Target::Ane : Target::Cpu);
+    ops.push_back(std::move(p));
+  }
+
+  const CostModel &cm = options.cost;
+  auto runCost = [&](size_t a, size_t b, Target t) {
+    double c = 0;
+    for (size_t i = a; i <= b; ++i)
+      c += t == Target::Ane ? costMs(ops[i].flops, ops[i].bytes, cm.aneGflops, cm.aneGBps)
+                            : costMs(ops[i].flops, ops[i].bytes, cm.cpuGflops, cm.cpuGBps);
+    return c;
+  };
+
+  // Absorb ANE runs into the CPU while that saves more in boundaries than it
+  // costs in compute; the best saving first, until none is left.
+  if (options.absorbSmallRegions) {
+    for (;;) {
+      auto runs = runsOf(targets);
+      double bestGain = 0;
+      size_t best = runs.size();
+      for (size_t r = 0; r < runs.size(); ++r) {
+        auto [a, b] = runs[r];
+        if (targets[a] != Target::Ane)
+          continue;
+        int saved = (r > 0 ? 1 : 0) + (r + 1 < runs.size() ? 1 : 0);
+        double gain =
+            saved * cm.boundaryMs + runCost(a, b, Target::Ane) - runCost(a, b, Target::Cpu);
+        if (saved > 0 && gain > bestGain) {
+          bestGain = gain;
+          best = r;
+        }
+      }
+      if (best == runs.size())
+        break;
+      for (size_t i = runs[best].first; i <= runs[best].second; ++i) {
+        targets[i] = Target::Cpu;
+        ops[i].absorbed = true;
+      }
+    }
+  }
+
+  // Regions, and where each op ended up.
+  std::map<const Operation *, size_t> regionOf;
+  for (auto [a, b] : runsOf(targets)) {
+    Region region;
+    region.index = plan.regions.size();
+    region.target = targets[a];
+    for (size_t i = a; i <= b; ++i) {
+      regionOf[ops[i].op] = region.index;
+      region.flops += ops[i].flops;
+      region.ops.push_back(ops[i]);
+    }
+    region.costMs = runCost(a, b, region.target);
+    plan.regions.push_back(std::move(region));
+  }
+  plan.cpuOnlyCostMs = ops.empty() ? 0 : runCost(0, ops.size() - 1, Target::Cpu);
+
+  // Region inputs, states, and the values later regions (or the function) need.
+  std::map<const Value *, std::set<size_t>> usedBy;
+  std::map<const Value *, std::set<size_t>> stateUsers;
+  for (Region &region : plan.regions) {
+    std::set<const Value *> seen;
+    for (const PlacedOp &p : region.ops) {
+      std::vector<const Value *> operands;
+      collectOperands(*p.op, operands);
+      for (const Value *v : operands) {
+        if (v->type.isState()) {
+          if (std::find(region.states.begin(), region.states.end(), v) == region.states.end())
+            region.states.push_back(v);
+          stateUsers[v].insert(region.index);
+          continue;
+        }
+        if (isConst(v->definingOp))
+          continue;
+        auto def = regionOf.find(v->definingOp);
+        bool inside = def != regionOf.end() && def->second == region.index;
+        if (!inside && seen.insert(v).second)
+          region.inputs.push_back(v);
+        usedBy[v].insert(region.index);
+      }
+    }
+  }
+  std::set<const Value *> returned(fn.body->outputs.begin(), fn.body->outputs.end());
+  for (Region &region : plan.regions)
+    for (const PlacedOp &p : region.ops)
+      for (const auto &out : p.op->outputs) {
+        const Value *v = out.get();
+        auto users = usedBy.find(v);
+        bool usedLater =
+            users != usedBy.end() && std::any_of(users->second.begin(), users->second.end(),
+                                                 [&](size_t r) { return r != region.index; });
+        if (usedLater || returned.count(v))
+          region.outputs.push_back(v);
+      }
+  for (const auto &[state, users] : stateUsers)
+    if (users.size() > 1)
+      plan.warnings.push_back("state '" + state->name + "' is used by " +
+                              std::to_string(users.size()) +
+                              " regions; split models cannot share a Core ML state: run "
+                              "`anefit fix --passes state-to-io` first");
+
+  // Boundaries and their reasons.
+  for (size_t r = 0; r + 1 < plan.regions.size(); ++r) {
+    const Region &from = plan.regions[r];
+    const Region &to = plan.regions[r + 1];
+    Boundary b;
+    b.fromRegion = r;
+    b.toRegion = r + 1;
+    for (const Value *v : to.inputs) {
+      auto def = regionOf.find(v->definingOp);
+      if (def != regionOf.end() && def->second <= r)
+        b.values.push_back(v->name);
+    }
+    const Region &cpu = to.target == Target::Cpu ? to : from;
+    const PlacedOp *blamed = nullptr;
+    for (const PlacedOp &p : cpu.ops)
+      if (!p.absorbed) {
+        blamed = &p;
+        break;
+      }
+    const PlacedOp &why = blamed ? *blamed : cpu.ops.front();
+    b.reason =
+        (to.target == Target::Cpu ? "to the CPU: " : "back to the ANE after: ") + describeOp(why);
+    plan.boundaries.push_back(std::move(b));
+  }
+  plan.planCostMs = plan.boundaries.size() * cm.boundaryMs;
+  for (const Region &region : plan.regions)
+    plan.planCostMs += region.costMs;
+  return plan;
+}
+
+} // namespace
+
+std::string_view targetName(Target t) { return t == Target::Ane ? "ane" : "cpu"; }
+
+std::string atenOpOf(std::string_view opName) {
+  std::string name(opName);
+  if (name.rfind("aten_", 0) != 0)
+    return "";
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  // coremltools appends dtype casts and uniquing counters to torch node names.
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (std::string_view suffix : {"_cast_fp16", "_cast_fp32", "_cast_int32", "_cast_bool"})
+      if (name.size() > suffix.size() && name.ends_with(suffix)) {
+        name.resize(name.size() - suffix.size());
+        changed = true;
+      }
+    size_t u = name.rfind('_');
+    if (u != std::string::npos && u + 1 < name.size() &&
+        std::all_of(name.begin() + u + 1, name.end(), [](char c) { return std::isdigit(c); })) {
+      name.resize(u);
+      changed = true;
+    }
+  }
+  std::string body = name.substr(5);
+  // Overload names of aten ops, longest first (lower case, as ExecuTorch compares them).
+  static constexpr std::array<std::string_view, 21> kOverloads = {
+      "scalar_tensor", "tensor_tensor", "tensor_scalar", "dim_intlist", "tensor_mode",
+      "scalar_mode",   "using_ints",    "dim_int",       "tensor_out",  "scalar_out",
+      "default",       "tensor",        "scalar",        "intlist",     "int",
+      "dim",           "self",          "src",           "value",       "str",
+      "out"};
+  for (std::string_view ov : kOverloads) {
+    std::string suffix = "_" + std::string(ov);
+    if (body.size() > suffix.size() && body.ends_with(suffix))
+      return "aten." + body.substr(0, body.size() - suffix.size()) + "." + std::string(ov);
+  }
+  return "aten." + body + ".default";
+}
+
+Plan makePlan(const Model &model, const ane::CheckReport &report, const PartitionOptions &options) {
+  Plan plan;
+  plan.modelPath = model.sourcePath;
+  std::map<std::string, SkipOp> skips;
+  for (const ane::FunctionReport &fr : report.functions) {
+    const Function *fn = model.program ? model.program->findFunction(fr.name) : nullptr;
+    if (!fn)
+      continue;
+    plan.functions.push_back(planFunction(*fn, fr, options));
+    for (const Region &region : plan.functions.back().regions)
+      for (const PlacedOp &p : region.ops) {
+        if (region.target != Target::Cpu || p.absorbed || p.rules.empty())
+          continue;
+        std::string aten = atenOpOf(p.op->name);
+        if (aten.empty()) {
+          plan.unmappedCpuOps.push_back(fr.name + "/" + p.op->name);
+          continue;
+        }
+        SkipOp &s = skips[aten];
+        s.atenOp = aten;
+        s.milOps.push_back(p.op->name);
+        for (const std::string &r : p.rules)
+          if (std::find(s.rules.begin(), s.rules.end(), r) == s.rules.end())
+            s.rules.push_back(r);
+      }
+  }
+  for (auto &[name, s] : skips)
+    plan.skipOps.push_back(std::move(s));
+  return plan;
+}
+
+std::unique_ptr<Model> extractRegion(const Model &model, const FunctionPlan &plan, size_t r) {
+  if (r >= plan.regions.size())
+    throw InputError("region " + std::to_string(r) + " out of range (" +
+                     std::to_string(plan.regions.size()) + " regions)");
+  const Function *src = model.program->findFunction(plan.function);
+  if (!src)
+    throw InputError("function '" + plan.function + "' not in the model");
+  const Region &region = plan.regions[r];
+
+  auto out = std::make_unique<Model>();
+  out->program = std::make_unique<Program>();
+  out->program->version = model.program->version;
+  out->program->attributes = model.program->attributes;
+  Function *fn = out->program->addFunction("main");
+  fn->opset = src->opset;
+
+  ValueMapping mapping;
+  for (const Value *v : region.inputs)
+    mapping[v] = fn->addInput(v->name, v->type);
+  for (const Value *v : region.states)
+    mapping[v] = fn->addInput(v->name, v->type);
+
+  // Constants the region reads, copied in their original order.
+  std::set<const Operation *> consts;
+  for (const PlacedOp &p : region.ops) {
+    std::vector<const Value *> operands;
+    collectOperands(*p.op, operands);
+    for (const Value *v : operands)
+      if (isConst(v->definingOp))
+        consts.insert(v->definingOp);
+  }
+  for (const auto &op : src->body->ops)
+    if (consts.count(op.get()))
+      fn->body->append(cloneOperation(*op, mapping));
+  for (const PlacedOp &p : region.ops)
+    fn->body->append(cloneOperation(*p.op, mapping));
+  for (const Value *v : region.outputs)
+    fn->body->outputs.push_back(mapping.at(v));
+
+  synthesizeDescription(*out);
+  out->specificationVersion = std::max(out->specificationVersion, model.specificationVersion);
+  out->weightFiles = model.weightFiles;
+  out->sourcePath = model.sourcePath + "#" + plan.function + "/region" + std::to_string(r);
+  return out;
+}
+
+} // namespace anefit::partition

@@ -1,0 +1,113 @@
+//===- Partitioner.h - Split functions between the ANE and the CPU -*- C++ -*-===//
+//
+// `anefit split`: starting from the checker's per-op placement, groups each
+// function's ops into contiguous regions that run on the ANE or on the CPU.
+// A roofline cost model (compute and bytes per target, a fixed penalty per
+// ANE <-> CPU boundary) may pull a small ANE-able run into the CPU region
+// around it when the boundaries it would need cost more than it saves; ops
+// the checker blames never move onto the ANE. Every boundary carries the
+// reason it exists. Regions in program order form a chain: running them one
+// after the other, each fed with the values earlier ones produced, computes
+// exactly what the function computes.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ane/Checker.h"
+#include "ir/Model.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace anefit::partition {
+
+enum class Target : uint8_t { Ane, Cpu };
+std::string_view targetName(Target t);
+
+/// Relative costs, in milliseconds. Defaults: the Core ML segmenter's anchors
+/// (ANE 800 GFLOP/s and 50 GB/s, CPU 20 GFLOP/s and 10 GB/s) and a measured
+/// ~0.72 ms per extra ANE region (reference ane_constraints.md §3d, ANE-PL-01).
+struct CostModel {
+  double aneGflops = 800;
+  double aneGBps = 50;
+  double cpuGflops = 20;
+  double cpuGBps = 10;
+  double boundaryMs = 0.72;
+};
+
+struct PartitionOptions {
+  CostModel cost;
+  /// Let the cost model move ANE-able ops to the CPU to save boundaries.
+  bool absorbSmallRegions = true;
+};
+
+/// An op of a region, with why it is where it is.
+struct PlacedOp {
+  const Operation *op = nullptr;
+  ane::Placement checkerPlacement = ane::Placement::Ane;
+  std::vector<std::string> rules; ///< rule codes that put it off the ANE
+  bool absorbed = false;          ///< ANE-able, moved to the CPU by the cost model
+  double flops = 0;
+  double bytes = 0;
+};
+
+struct Region {
+  size_t index = 0;
+  Target target = Target::Ane;
+  std::vector<PlacedOp> ops;          ///< compute ops in program order (consts excluded)
+  std::vector<const Value *> inputs;  ///< values read from outside, first use order
+  std::vector<const Value *> outputs; ///< values used after the region or returned
+  std::vector<const Value *> states;  ///< state inputs the region touches
+  double costMs = 0;
+  double flops = 0;
+};
+
+struct Boundary {
+  size_t fromRegion = 0;
+  size_t toRegion = 0;
+  std::vector<std::string> values; ///< tensors crossing it
+  /// Why it exists, e.g. "gather 'aten_index_select_default' falls back to
+  /// CPU (ANE-GATHER-001)".
+  std::string reason;
+};
+
+struct FunctionPlan {
+  std::string function;
+  std::vector<Region> regions;
+  std::vector<Boundary> boundaries;
+  double planCostMs = 0; ///< regions + boundaries
+  double cpuOnlyCostMs = 0;
+  std::vector<std::string> warnings;
+};
+
+/// An aten op for ExecuTorch's CoreMLPartitioner skip list.
+struct SkipOp {
+  std::string atenOp;              ///< "aten.index_put.default"
+  std::vector<std::string> milOps; ///< the Core ML ops it was recognised in
+  std::vector<std::string> rules;  ///< rule codes that blamed them
+};
+
+struct Plan {
+  std::string modelPath;
+  std::vector<FunctionPlan> functions;
+  std::vector<SkipOp> skipOps;
+  /// Ops placed on the CPU whose names carry no PyTorch node.
+  std::vector<std::string> unmappedCpuOps;
+};
+
+/// Plans every checked function of `model` from `report` (made by
+/// ane::checkModel on the same model).
+Plan makePlan(const Model &model, const ane::CheckReport &report,
+              const PartitionOptions &options = {});
+
+/// The aten op an op name carries: "aten_index_put_default_3" ->
+/// "aten.index_put.default"; empty if the name carries none.
+std::string atenOpOf(std::string_view opName);
+
+/// Region `r` of `plan` as a model of its own: one function "main" whose
+/// inputs are the region's inputs (and states), whose body copies the region's
+/// ops and the constants they use, and whose outputs are the region's outputs.
+std::unique_ptr<Model> extractRegion(const Model &model, const FunctionPlan &plan, size_t r);
+
+} // namespace anefit::partition

@@ -1,0 +1,313 @@
+//===- SplitCommand.cpp - anefit split: partition between ANE and CPU -----===//
+//
+// Runs the checker, partitions each function into ANE and CPU regions with
+// the cost model of src/partition, and reports why each boundary exists.
+// Emits the plan as JSON ("anefit.split/1"), the skip list for ExecuTorch's
+// CoreMLPartitioner, and optionally each region as its own .mlpackage, proven
+// equal to the original by running both in the interpreter.
+//
+//===----------------------------------------------------------------------===//
+#include "Command.h"
+
+#include "ane/Checker.h"
+#include "io/ModelIO.h"
+#include "partition/Partitioner.h"
+#include "runtime/Interpreter.h"
+#include "runtime/RandomInput.h"
+#include "support/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+namespace anefit::cli {
+namespace {
+
+struct SplitCliOptions {
+  std::string model;
+  std::string function;
+  std::string planOut;
+  std::string emitDir;
+  bool json = false;
+  bool skipList = false;
+  bool verify = false;
+  bool noAbsorb = false;
+  int steps = 3;
+  uint64_t seed = 0;
+  double boundaryMs = partition::CostModel().boundaryMs;
+};
+
+std::string regionFileName(const partition::FunctionPlan &fp, const partition::Region &r) {
+  return fp.function + "_region" + std::to_string(r.index) + "_" +
+         std::string(partition::targetName(r.target)) + ".mlpackage";
+}
+
+nlohmann::json valueList(const std::vector<const Value *> &values) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Value *v : values)
+    a.push_back({{"name", v->name}, {"type", v->type.str()}});
+  return a;
+}
+
+std::string pythonSkipList(const partition::Plan &plan) {
+  std::ostringstream os;
+  os << "from executorch.backends.apple.coreml.partition import CoreMLPartitioner\n\n"
+     << "partitioner = CoreMLPartitioner(\n"
+     << "    compile_specs=compile_specs,  # as before\n"
+     << "    skip_ops_for_coreml_delegation=[\n";
+  for (const auto &s : plan.skipOps) {
+    os << "        \"" << s.atenOp << "\",  # ";
+    for (size_t i = 0; i < s.rules.size(); ++i)
+      os << (i ? ", " : "") << s.rules[i];
+    os << "\n";
+  }
+  os << "    ],\n)\n";
+  return os.str();
+}
+
+nlohmann::json planJson(const partition::Plan &plan, const partition::CostModel &cm,
+                        bool withFiles) {
+  nlohmann::json j;
+  j["schema"] = "anefit.split/1";
+  j["model"] = plan.modelPath;
+  j["costModel"] = {{"aneGflops", cm.aneGflops},
+                    {"aneGBps", cm.aneGBps},
+                    {"cpuGflops", cm.cpuGflops},
+                    {"cpuGBps", cm.cpuGBps},
+                    {"boundaryMs", cm.boundaryMs}};
+  j["functions"] = nlohmann::json::array();
+  for (const auto &fp : plan.functions) {
+    nlohmann::json f;
+    f["function"] = fp.function;
+    f["planCostMs"] = fp.planCostMs;
+    f["cpuOnlyCostMs"] = fp.cpuOnlyCostMs;
+    f["regions"] = nlohmann::json::array();
+    for (const auto &r : fp.regions) {
+      nlohmann::json rj;
+      rj["index"] = r.index;
+      rj["target"] = partition::targetName(r.target);
+      rj["costMs"] = r.costMs;
+      rj["flops"] = r.flops;
+      rj["inputs"] = valueList(r.inputs);
+      rj["outputs"] = valueList(r.outputs);
+      rj["states"] = valueList(r.states);
+      if (withFiles)
+        rj["model"] = regionFileName(fp, r);
+      rj["ops"] = nlohmann::json::array();
+      for (const auto &p : r.ops)
+        rj["ops"].push_back({{"name", p.op->name},
+                             {"type", p.op->type},
+                             {"checker", ane::placementName(p.checkerPlacement)},
+                             {"rules", p.rules},
+                             {"absorbed", p.absorbed}});
+      f["regions"].push_back(rj);
+    }
+    f["boundaries"] = nlohmann::json::array();
+    for (const auto &b : fp.boundaries)
+      f["boundaries"].push_back(
+          {{"from", b.fromRegion}, {"to", b.toRegion}, {"values", b.values}, {"reason", b.reason}});
+    f["warnings"] = fp.warnings;
+    j["functions"].push_back(f);
+  }
+  j["skipOps"] = nlohmann::json::array();
+  std::vector<std::string> names;
+  for (const auto &s : plan.skipOps) {
+    j["skipOps"].push_back({{"aten", s.atenOp}, {"coremlOps", s.milOps}, {"rules", s.rules}});
+    names.push_back(s.atenOp);
+  }
+  j["skip_ops_for_coreml_delegation"] = names;
+  j["unmappedCpuOps"] = plan.unmappedCpuOps;
+  return j;
+}
+
+void printText(std::ostream &os, const partition::Plan &plan) {
+  os << std::fixed << std::setprecision(3);
+  for (const auto &fp : plan.functions) {
+    size_t ane = 0;
+    for (const auto &r : fp.regions)
+      ane += r.target == partition::Target::Ane;
+    os << "function " << fp.function << ": " << fp.regions.size() << " regions (" << ane << " ANE, "
+       << fp.regions.size() - ane << " CPU), " << fp.boundaries.size() << " boundaries, estimated "
+       << fp.planCostMs << " ms (CPU only " << fp.cpuOnlyCostMs << " ms)\n";
+    for (const auto &r : fp.regions) {
+      size_t absorbed = 0;
+      for (const auto &p : r.ops)
+        absorbed += p.absorbed;
+      os << "  region " << r.index << "  " << partition::targetName(r.target) << "  "
+         << r.ops.size() << " ops";
+      if (absorbed)
+        os << " (" << absorbed << " absorbed)";
+      os << "  " << r.inputs.size() << " in, " << r.outputs.size() << " out";
+      if (!r.states.empty())
+        os << ", " << r.states.size() << " states";
+      os << "  ~" << r.costMs << " ms\n";
+    }
+    for (const auto &b : fp.boundaries)
+      os << "  boundary " << b.fromRegion << " -> " << b.toRegion << ": " << b.reason << "\n";
+    for (const auto &w : fp.warnings)
+      os << "  warning: " << w << "\n";
+  }
+  if (!plan.skipOps.empty()) {
+    os << "\nExecuTorch: keep these ops out of the Core ML delegate:\n\n" << pythonSkipList(plan);
+  } else {
+    os << "\nExecuTorch: no op needs skip_ops_for_coreml_delegation.\n";
+  }
+  if (!plan.unmappedCpuOps.empty()) {
+    os << "\nCPU ops without a PyTorch node name (not in the skip list):";
+    for (const auto &n : plan.unmappedCpuOps)
+      os << " " << n;
+    os << "\n";
+  }
+}
+
+/// Runs the original function and its regions chained in plan order on the
+/// same random inputs for `steps` steps, states carried across steps; returns
+/// the largest absolute output difference.
+double verifyChain(const Model &model, const partition::FunctionPlan &fp,
+                   const std::vector<std::unique_ptr<Model>> &regions, int steps, uint64_t seed) {
+  const Function &fn = *model.program->findFunction(fp.function);
+  runtime::Interpreter original(fn);
+  std::vector<std::unique_ptr<runtime::Interpreter>> chain;
+  for (const auto &m : regions)
+    chain.push_back(std::make_unique<runtime::Interpreter>(*m->program->functions.front()));
+  runtime::StateContext originalStates, chainStates;
+  FunctionDescription desc = model.description.describe(fn.name);
+  std::mt19937_64 rng(seed);
+  double worst = 0;
+  for (int step = 0; step < steps; ++step) {
+    runtime::TensorMap feed;
+    for (const auto &in : fn.inputs) {
+      if (in->type.isState())
+        continue;
+      const FeatureDescription *fd = nullptr;
+      for (const auto &d : desc.inputs)
+        if (d.name == in->name)
+          fd = &d;
+      feed[in->name] = runtime::randomInput(*in, fd, rng);
+    }
+    auto expected = original.run(feed, originalStates);
+    runtime::TensorMap values = feed;
+    for (auto &interp : chain) {
+      runtime::TensorMap regionFeed;
+      for (const auto &in : interp->function().inputs)
+        if (!in->type.isState())
+          regionFeed[in->name] = values.at(in->name);
+      for (auto &out : interp->run(regionFeed, chainStates))
+        values[out.name] = std::move(out.tensor);
+    }
+    for (const auto &e : expected) {
+      auto it = values.find(e.name);
+      if (it == values.end())
+        throw InputError("split verification: output '" + e.name + "' not produced by any region");
+      auto a = e.tensor.toFloats(), b = it->second.toFloats();
+      if (a.size() != b.size())
+        throw InputError("split verification: output '" + e.name + "' changed shape");
+      for (size_t i = 0; i < a.size(); ++i) {
+        double d = std::fabs(static_cast<double>(a[i]) - b[i]);
+        if (std::isnan(a[i]) != std::isnan(b[i]))
+          d = INFINITY;
+        if (!(std::isnan(a[i]) && std::isnan(b[i])))
+          worst = std::max(worst, d);
+      }
+    }
+  }
+  return worst;
+}
+
+int runSplit(const SplitCliOptions &o) {
+  bool needWeights = !o.emitDir.empty() || o.verify;
+  std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = needWeights});
+  ane::CheckOptions checkOptions;
+  checkOptions.function = o.function;
+  ane::CheckReport report = ane::checkModel(*model, checkOptions);
+
+  partition::PartitionOptions options;
+  options.cost.boundaryMs = o.boundaryMs;
+  options.absorbSmallRegions = !o.noAbsorb;
+  partition::Plan plan = partition::makePlan(*model, report, options);
+  plan.modelPath = o.model;
+  bool withFiles = !o.emitDir.empty();
+
+  int exitCode = kExitOk;
+  if (withFiles) {
+    std::filesystem::create_directories(o.emitDir);
+    for (const auto &fp : plan.functions) {
+      std::vector<std::unique_ptr<Model>> regions;
+      for (size_t r = 0; r < fp.regions.size(); ++r) {
+        regions.push_back(partition::extractRegion(*model, fp, r));
+        saveModel(*regions.back(),
+                  (std::filesystem::path(o.emitDir) / regionFileName(fp, fp.regions[r])).string());
+      }
+      if (o.verify) {
+        double worst = verifyChain(*model, fp, regions, o.steps, o.seed);
+        std::cerr << "verify " << fp.function << ": " << fp.regions.size()
+                  << " regions chained over " << o.steps << " steps, max |difference| = " << worst
+                  << "\n";
+        if (worst > 0)
+          exitCode = kExitFindings;
+      }
+    }
+  } else if (o.verify) {
+    throw InputError("--verify needs --emit-models DIR (it runs the emitted region models)");
+  }
+
+  nlohmann::json j = planJson(plan, options.cost, withFiles);
+  if (!o.planOut.empty()) {
+    std::string tmp = o.planOut + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << j.dump(2) << "\n";
+      if (!f)
+        throw InputError::at(o.planOut, "", "cannot write the plan");
+    }
+    std::filesystem::rename(tmp, o.planOut);
+  }
+  if (o.json)
+    std::cout << j.dump(2) << "\n";
+  else if (o.skipList)
+    std::cout << pythonSkipList(plan);
+  else
+    printText(std::cout, plan);
+  return exitCode;
+}
+
+} // namespace
+
+void registerSplit(CLI::App &parent, VerbResult &result) {
+  auto o = std::make_shared<SplitCliOptions>();
+  CLI::App *cmd = parent.add_subcommand(
+      "split", "Partition a model between ANE and CPU; emit a plan, split models and an "
+               "ExecuTorch skip list");
+  cmd->add_option("MODEL", o->model, "Model: .mlpackage, .mlmodel, .mil or .pte")->required();
+  cmd->add_option("--function", o->function, "Split only this function");
+  cmd->add_option("-o,--plan", o->planOut, "Write the plan (anefit.split/1 JSON) to this file");
+  cmd->add_flag("--json", o->json, "Print the plan as JSON");
+  cmd->add_flag("--skip-list", o->skipList,
+                "Print only the CoreMLPartitioner snippet with skip_ops_for_coreml_delegation");
+  cmd->add_option("--emit-models", o->emitDir,
+                  "Write each region as DIR/<fn>_region<k>_<target>"
+                  ".mlpackage");
+  cmd->add_flag("--verify", o->verify,
+                "Run the original and the chained regions in the interpreter on random inputs "
+                "and fail (exit 1) on any difference; needs --emit-models");
+  cmd->add_option("--steps", o->steps, "Steps for --verify (states carried)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000));
+  cmd->add_option("--seed", o->seed, "Random seed for --verify")->capture_default_str();
+  cmd->add_option("--boundary-ms", o->boundaryMs, "Cost of one ANE <-> CPU boundary, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_flag("--no-absorb", o->noAbsorb,
+                "Keep every ANE-able op on the ANE, whatever the boundaries cost");
+  cmd->footer("The plan format is documented in docs/split.md. Exit codes: 0 ok, 1 verification "
+              "found a difference, 2 usage or input error.");
+  cmd->callback([o, &result] { result.exitCode = runGuarded([&] { return runSplit(*o); }); });
+}
+
+} // namespace anefit::cli
