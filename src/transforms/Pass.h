@@ -127,4 +127,8 @@ private:
 /// Help text listing every pass with its summary and options (for --help).
 std::string passHelpText();
 
+/// docs/passes.md, generated from Passes.def (a unit test keeps the file
+/// equal to this text).
+std::string passesMarkdown();
+
 } // namespace anefit

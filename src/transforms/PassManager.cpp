@@ -299,4 +299,34 @@ std::string passHelpText() {
   return os.str();
 }
 
+std::string passesMarkdown() {
+  std::ostringstream os;
+  os << "# Passes\n\n"
+     << "<!-- Generated from src/transforms/Passes.def; do not edit. Regenerate with\n"
+     << "     ANEFIT_UPDATE_DOCS=1 anefit-unit-transforms --gtest_filter=Docs.* -->\n\n"
+     << "Passes rewrite a model. `anefit fix` runs the pipeline `" << kDefaultFixPipeline
+     << "` unless `--passes` names another; `anefit-opt --passes` runs any pipeline on MIL "
+     << "text. A pipeline is a comma-separated list of pass names, each optionally followed "
+     << "by options in braces separated by spaces: `state-to-io{keep-largest "
+     << "output-suffix=_next},canonicalize,dce`. A bare option name sets a flag; list values "
+     << "are comma-separated (`states=conv_*,kv`). Passes never rename existing function "
+     << "outputs.\n\n"
+     << "| pass | summary |\n| --- | --- |\n";
+  for (const PassInfo &p : passRegistry())
+    os << "| [`" << p.cliName << "`](#" << p.cliName << ") | " << p.summary << " |\n";
+  for (const PassInfo &p : passRegistry()) {
+    os << "\n## " << p.cliName << "\n\n" << p.summary << ".\n\n" << p.description << "\n";
+    if (!p.options.empty()) {
+      os << "\n| option | kind | default | meaning |\n| --- | --- | --- | --- |\n";
+      for (const PassOptionInfo &o : p.options)
+        os << "| `" << o.name << "` | " << kindName(o.kind) << " | "
+           << (o.defaultValue.empty() ? std::string("(none)")
+                                      : "`" + std::string(o.defaultValue) + "`")
+           << " | " << o.help << " |\n";
+    }
+    os << "\nBefore:\n\n```\n" << p.before << "\n```\n\nAfter:\n\n```\n" << p.after << "\n```\n";
+  }
+  return os.str();
+}
+
 } // namespace anefit
