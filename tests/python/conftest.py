@@ -55,7 +55,8 @@ def fixture_package(name, generate=True):
         path = os.path.join(GENERATED_DIR, name, "model.mlpackage")
         if not os.path.isdir(path) and generate and have_coremltools():
             subprocess.run(["bash", os.path.join(REPO_ROOT, "scripts", "gen_fixtures.sh"), name],
-                           check=False, capture_output=True, timeout=600)
+                           check=False, capture_output=True, timeout=600,
+                           env=dict(os.environ, PYTHON=sys.executable))
     else:
         path = os.path.join(FIXTURES_DIR, name, "model.mlpackage")
     return path if os.path.isdir(path) else None
