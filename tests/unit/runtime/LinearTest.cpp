@@ -1,0 +1,240 @@
+//===- LinearTest.cpp - linear, matmul, conv and attention kernels --------===//
+//
+// Checks the BLAS-backed kernels against naive loops written in the test,
+// with fp32 and in-place fp16 weights, over the shapes converters emit.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeTestUtil.h"
+
+#include <cmath>
+#include <random>
+
+using namespace anefit;
+using namespace anefit::test;
+
+namespace {
+
+std::vector<float> randomValues(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> v(n);
+  for (float &f : v)
+    f = d(rng);
+  return v;
+}
+
+/// fp16-representable values, so fp16 and fp32 weights give the same result.
+std::vector<float> halfValues(size_t n, uint32_t seed) {
+  std::vector<float> v = randomValues(n, seed);
+  for (float &f : v)
+    f = halfToFloat(floatToHalf(f));
+  return v;
+}
+
+class LinearWeights : public ::testing::TestWithParam<std::tuple<bool, int64_t>> {};
+
+TEST_P(LinearWeights, MatchesNaiveLoop) {
+  auto [half, rows] = GetParam();
+  const int64_t k = 37, n = 70; // not multiples of the vector width or tile
+  std::vector<float> x = randomValues(rows * k, 1), w = halfValues(n * k, 2),
+                     bias = randomValues(n, 3);
+  ProgramBuilder b;
+  Value *in = b.input("x", DType::F32, {rows, k});
+  ConstantRef weight = half ? constF16(w, {n, k}) : constF32(w, {n, k});
+  b.output(b.op("linear", {{"x", in}, {"weight", weight}, {"bias", constF32(bias, {n})}},
+                DType::F32, {rows, n}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32(x, {rows, k})}});
+  std::vector<float> want(rows * n);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias[j];
+      for (int64_t c = 0; c < k; ++c)
+        s += double(x[i * k + c]) * w[j * k + c];
+      want[i * n + j] = static_cast<float>(s);
+    }
+  expectNear(out[0], want, {rows, n}, 1e-5f, 1e-5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(Weights, LinearWeights,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(1, 3, 9)),
+                         [](const auto &info) {
+                           return std::string(std::get<0>(info.param) ? "fp16" : "fp32") + "_rows" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+TEST(Matmul, BatchedBroadcastAndTranspose) {
+  // x [2, 3, 4] @ y^T with y [5, 4] broadcast over the batch.
+  std::vector<float> x = randomValues(24, 4), y = randomValues(20, 5);
+  ProgramBuilder b;
+  Value *in = b.input("x", DType::F32, {2, 3, 4});
+  b.output(b.op("matmul",
+                {{"x", in}, {"y", constF32(y, {5, 4})}, {"transpose_y", scalarBool(true)}},
+                DType::F32, {2, 3, 5}));
+  b.output(b.op("matmul",
+                {{"x", in}, {"y", constF16(y, {5, 4})}, {"transpose_y", scalarBool(true)}},
+                DType::F32, {2, 3, 5}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32(x, {2, 3, 4})}});
+  std::vector<float> want(30), wantHalf(30);
+  for (int bt = 0; bt < 2; ++bt)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 5; ++j) {
+        double s = 0, sh = 0;
+        for (int c = 0; c < 4; ++c) {
+          s += double(x[(bt * 3 + i) * 4 + c]) * y[j * 4 + c];
+          sh += double(x[(bt * 3 + i) * 4 + c]) * halfToFloat(floatToHalf(y[j * 4 + c]));
+        }
+        want[(bt * 3 + i) * 5 + j] = static_cast<float>(s);
+        wantHalf[(bt * 3 + i) * 5 + j] = static_cast<float>(sh);
+      }
+  expectNear(out[0], want, {2, 3, 5});
+  expectNear(out[1], wantHalf, {2, 3, 5});
+}
+
+TEST(Matmul, RankOneOperandsDropTheirDim) {
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::F32, {3});
+  b.output(
+      b.op("matmul", {{"x", x}, {"y", constF32({1, 2, 3, 4, 5, 6}, {3, 2})}}, DType::F32, {2}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32({1, 1, 1}, {3})}});
+  expectNear(out[0], {9, 12}, {2});
+}
+
+/// Naive NCHW convolution for the checks below.
+std::vector<float> naiveConv(const std::vector<float> &x, const std::vector<float> &w, int64_t n,
+                             int64_t cin, int64_t h, int64_t wd, int64_t cout, int64_t kh,
+                             int64_t kw, int64_t stride, int64_t padT, int64_t padL, int64_t groups,
+                             int64_t oh, int64_t ow) {
+  std::vector<float> out(n * cout * oh * ow, 0);
+  int64_t cinG = cin / groups, coutG = cout / groups;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t co = 0; co < cout; ++co)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          double s = 0;
+          int64_t g = co / coutG;
+          for (int64_t ci = 0; ci < cinG; ++ci)
+            for (int64_t ky = 0; ky < kh; ++ky)
+              for (int64_t kx = 0; kx < kw; ++kx) {
+                int64_t iy = y * stride - padT + ky, ix = xx * stride - padL + kx;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd)
+                  continue;
+                s += double(x[((b * cin + g * cinG + ci) * h + iy) * wd + ix]) *
+                     w[((co * cinG + ci) * kh + ky) * kw + kx];
+              }
+          out[((b * cout + co) * oh + y) * ow + xx] = static_cast<float>(s);
+        }
+  return out;
+}
+
+TEST(Conv, TwoDimensionalCustomPadAndStride) {
+  std::vector<float> x = randomValues(2 * 3 * 5 * 5, 6), w = halfValues(4 * 3 * 3 * 3, 7);
+  ProgramBuilder b;
+  Value *in = b.input("x", DType::F32, {2, 3, 5, 5});
+  b.output(b.op("conv",
+                {{"x", in},
+                 {"weight", constF16(w, {4, 3, 3, 3})},
+                 {"strides", constI32({2, 2}, {2})},
+                 {"pad_type", constStr("custom")},
+                 {"pad", constI32({1, 1, 1, 1}, {4})}},
+                DType::F32, {2, 4, 3, 3}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32(x, {2, 3, 5, 5})}});
+  expectNear(out[0], naiveConv(x, w, 2, 3, 5, 5, 4, 3, 3, 2, 1, 1, 1, 3, 3), {2, 4, 3, 3});
+}
+
+TEST(Conv, SamePaddingWithBias) {
+  std::vector<float> x = randomValues(1 * 2 * 4 * 4, 8), w = randomValues(2 * 2 * 3 * 3, 9);
+  ProgramBuilder b;
+  Value *in = b.input("x", DType::F32, {1, 2, 4, 4});
+  b.output(b.op("conv",
+                {{"x", in},
+                 {"weight", constF32(w, {2, 2, 3, 3})},
+                 {"bias", constF32({1, -1}, {2})},
+                 {"pad_type", constStr("same")}},
+                DType::F32, {1, 2, 4, 4}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32(x, {1, 2, 4, 4})}});
+  std::vector<float> want = naiveConv(x, w, 1, 2, 4, 4, 2, 3, 3, 1, 1, 1, 1, 4, 4);
+  for (int i = 0; i < 32; ++i)
+    want[i] += i < 16 ? 1 : -1;
+  expectNear(out[0], want, {1, 2, 4, 4});
+}
+
+TEST(Conv, DepthwiseOneDimensional) {
+  // The LFM2 short conv: groups == channels, kernel 3 along time.
+  std::vector<float> x = randomValues(1 * 4 * 6, 10), w = randomValues(4 * 1 * 3, 11);
+  ProgramBuilder b;
+  Value *in = b.input("x", DType::F32, {1, 4, 6});
+  b.output(b.op("conv", {{"x", in}, {"weight", constF32(w, {4, 1, 3})}, {"groups", scalarI32(4)}},
+                DType::F32, {1, 4, 4}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32(x, {1, 4, 6})}});
+  expectNear(out[0], naiveConv(x, w, 1, 4, 1, 6, 4, 1, 3, 1, 0, 0, 4, 1, 4), {1, 4, 4});
+}
+
+TEST(Conv, TransposeUpsamplesByStride) {
+  // One input channel, one output channel, kernel 2, stride 2: each input
+  // pixel stamps the kernel scaled by its value.
+  ProgramBuilder b;
+  Value *in = b.input("x", DType::F32, {1, 1, 1, 2});
+  b.output(b.op("conv_transpose",
+                {{"x", in},
+                 {"weight", constF32({1, 2, 3, 4}, {1, 1, 2, 2})},
+                 {"strides", constI32({2, 2}, {2})}},
+                DType::F32, {1, 1, 2, 4}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32({1, 10}, {1, 1, 1, 2})}});
+  expectNear(out[0], {1, 2, 10, 20, 3, 4, 30, 40}, {1, 1, 2, 4});
+}
+
+TEST(Attention, SdpaWithBoolMaskMatchesNaive) {
+  const int64_t l = 3, s = 4, e = 8;
+  std::vector<float> q = randomValues(2 * l * e, 12), k = randomValues(2 * s * e, 13),
+                     v = randomValues(2 * s * e, 14);
+  std::vector<bool> mask;
+  for (int i = 0; i < l; ++i)
+    for (int j = 0; j < s; ++j)
+      mask.push_back(j <= i + 1);
+  ProgramBuilder b;
+  Value *qi = b.input("q", DType::F32, {2, l, e});
+  b.output(b.op("scaled_dot_product_attention",
+                {{"query", qi},
+                 {"key", constF32(k, {2, s, e})},
+                 {"value", constF32(v, {2, s, e})},
+                 {"attn_mask", constBool(mask, {l, s})}},
+                DType::F32, {2, l, e}));
+  auto out = runOnce(b, {{"q", Tensor::fromF32(q, {2, l, e})}});
+  std::vector<float> want(2 * l * e);
+  for (int bt = 0; bt < 2; ++bt)
+    for (int i = 0; i < l; ++i) {
+      std::vector<double> sc(s);
+      double mx = -1e30, sum = 0;
+      for (int j = 0; j < s; ++j) {
+        double d = 0;
+        for (int c = 0; c < e; ++c)
+          d += double(q[(bt * l + i) * e + c]) * k[(bt * s + j) * e + c];
+        sc[j] = mask[i * s + j] ? d / std::sqrt(double(e)) : -1e30;
+        mx = std::max(mx, sc[j]);
+      }
+      for (int j = 0; j < s; ++j)
+        sum += (sc[j] = mask[i * s + j] ? std::exp(sc[j] - mx) : 0);
+      for (int c = 0; c < e; ++c) {
+        double o = 0;
+        for (int j = 0; j < s; ++j)
+          o += sc[j] / sum * v[(bt * s + j) * e + c];
+        want[(bt * l + i) * e + c] = static_cast<float>(o);
+      }
+    }
+  expectNear(out[0], want, {2, l, e});
+}
+
+TEST(Linear, MismatchedFeaturesIsInputError) {
+  ProgramBuilder b;
+  Value *in = b.input("x", DType::F32, {1, 3});
+  b.output(
+      b.op("linear", {{"x", in}, {"weight", constF32({1, 2, 3, 4}, {2, 2})}}, DType::F32, {1, 2}));
+  try {
+    runOnce(b, {{"x", Tensor::fromF32({1, 2, 3}, {1, 3})}});
+    FAIL() << "expected InputError";
+  } catch (const InputError &e) {
+    EXPECT_NE(std::string(e.what()).find("op 'linear_0' (linear)"), std::string::npos) << e.what();
+  }
+}
+
+} // namespace
