@@ -13,19 +13,30 @@ is importable, else numpy (both call an optimized BLAS for the matmuls). The
 benchmark reports the time of one decode step for both, their ratio, and anefit's
 peak resident memory against the weight bytes.
 
-    python3 bench/run_lfm2_350m.py --anefit build-run/tools/anefit/anefit [--steps 8]
+    python3 bench/run_lfm2_350m.py --anefit build/tools/anefit/anefit [--steps 4]
+
+Both sides use one thread unless BENCH_THREADS says otherwise (0 = library defaults).
 """
 
-import argparse
 import os
-import resource
+
+# Threads for both sides, fixed before numpy loads its BLAS: on a shared machine
+# oversubscribed BLAS threads spin and distort both wall and CPU time.
+# BENCH_THREADS=0 leaves the libraries' defaults.
+_THREADS = os.environ.get("BENCH_THREADS", "1")
+if _THREADS != "0":
+    for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = _THREADS
+
+import argparse  # noqa: E402
+import resource  # noqa: E402
 import struct
 import subprocess
 import sys
 import tempfile
 import time
 
-import numpy as np
+import numpy as np  # noqa: E402
 
 D, LAYERS, FFN, VOCAB = 1024, 16, 4608, 65536
 HEADS, KV_HEADS, HEAD_DIM, CACHE = 16, 8, 64, 128
@@ -290,7 +301,7 @@ def main():
         got = z[f"step{args.steps}/{logits_name}"].astype(np.float32)
     err = float(np.max(np.abs(got.reshape(-1) - logits.reshape(-1)))) / float(np.max(np.abs(logits)))
 
-    print(f"baseline: {baseline_note}")
+    print(f"baseline: {baseline_note}; threads: {_THREADS if _THREADS != '0' else 'default'}")
     print(f"anefit run:  {anefit_step * 1e3:8.1f} ms/step wall, {anefit_cpu * 1e3:8.1f} ms/step CPU "
           f"(1 step {t1:.2f} s, {1 + args.steps} steps {tn:.2f} s, load included)")
     print(f"{base.name:11s}: {base_step * 1e3:8.1f} ms/step wall, {base_cpu * 1e3:8.1f} ms/step CPU "
