@@ -1244,6 +1244,8 @@ Result gatherNdImpl(InferCtx &c) {
   const Dim &last = idx->shape().back();
   if (!last.isStatic())
     return one(Type::unranked(x->dtype()));
+  if (last.size < 0)
+    return c.fail("indices have a negative last dim");
   auto from = addChecked(*batchDims, last.size);
   if (!from || *from > x->rank())
     return c.fail("indices address " + last.str() + " dims after " + std::to_string(*batchDims) +
@@ -1276,7 +1278,7 @@ Result scatterImpl(InferCtx &c, int kind) {
     if (idx->rank() < 1 || !idx->shape().back().isStatic())
       return one(*data);
     int64_t k = idx->shape().back().size;
-    if (k > data->rank())
+    if (k < 0 || k > data->rank())
       return c.fail("indices address " + std::to_string(k) + " dims of a rank " +
                     std::to_string(data->rank()) + " tensor");
     expect.assign(idx->shape().begin(), idx->shape().end() - 1);
