@@ -284,8 +284,9 @@ using nlohmann::json;
 class Parser {
 public:
   Parser(std::vector<Token> tokens, const std::string &file, const WeightOpener &openWeights,
-         Model &model)
-      : toks(std::move(tokens)), file(file), openWeights(openWeights), model(model) {}
+         const ParseOptions &options, Model &model)
+      : toks(std::move(tokens)), file(file), openWeights(openWeights), options(options),
+        model(model) {}
 
   void parseProgram() {
     model.program = std::make_unique<Program>();
@@ -304,7 +305,10 @@ private:
   size_t pos = 0;
   const std::string &file;
   const WeightOpener &openWeights;
+  const ParseOptions &options;
   Model &model;
+  /// The function being parsed (placeholders for hidden constants go there).
+  Function *currentFunction = nullptr;
   std::vector<std::unordered_map<std::string, Value *>> scopes;
   std::map<std::string, std::shared_ptr<const BlobStore>> stores;
 
@@ -374,14 +378,30 @@ private:
   // Values and scopes
   //===--------------------------------------------------------------------===//
 
-  Value *lookup(const Token &ref) const {
+  Value *lookup(const Token &ref) {
     for (auto it = scopes.rbegin(); it != scopes.rend(); ++it) {
       auto found = it->find(ref.text);
       if (found != it->end())
         return found->second;
     }
-    fail(ref, "undefined value '%" + ref.text + "'");
+    if (!options.allowUndefinedValues || !currentFunction)
+      fail(ref, "undefined value '%" + ref.text + "'");
+    return placeholder(ref.text);
   }
+
+  /// coremltools hides const ops and prints large constants as %name; such a
+  /// name becomes a const op without a value (and of unknown type) at the
+  /// start of the function, so the rest of the program can still be read.
+  Value *placeholder(const std::string &name) {
+    auto op = std::make_unique<Operation>("const", name);
+    Value *v = op->addOutput(name, Type::unranked(DType::F32));
+    Block &body = *currentFunction->body;
+    op->parent = &body;
+    body.ops.insert(body.ops.begin() + static_cast<std::ptrdiff_t>(placeholders++), std::move(op));
+    scopes.front()[name] = v;
+    return v;
+  }
+  size_t placeholders = 0;
 
   void define(Value *v) { scopes.back()[v->name] = v; }
 
@@ -422,6 +442,8 @@ private:
     if (p.findFunction(name))
       fail(nameTok, "function '" + name + "' is defined twice");
     Function *f = p.addFunction(name);
+    currentFunction = f;
+    placeholders = 0;
     expectPunct("[");
     if (peek().kind == Token::Ident)
       f->opset = next().text;
@@ -451,6 +473,7 @@ private:
     }
     expectPunct("}");
     scopes.pop_back();
+    currentFunction = nullptr;
   }
 
   /// `%name: type`
@@ -1492,11 +1515,17 @@ void synthesizeDescription(Model &model) {
 
 std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &fileName,
                                       const WeightOpener &openWeights) {
+  return parseModelText(text, fileName, openWeights, ParseOptions{});
+}
+
+std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &fileName,
+                                      const WeightOpener &openWeights,
+                                      const ParseOptions &options) {
   Lexer lexer(text, fileName);
   std::vector<Token> tokens = lexer.run();
   auto model = std::make_unique<Model>();
   model->sourcePath = fileName;
-  Parser(std::move(tokens), fileName, openWeights, *model).parseProgram();
+  Parser(std::move(tokens), fileName, openWeights, options, *model).parseProgram();
   if (lexer.headerLine)
     HeaderReader(fileName, lexer.headerLine).read(lexer.headerJson, *model);
   else

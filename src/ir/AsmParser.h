@@ -25,6 +25,19 @@ namespace anefit {
 std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &fileName,
                                       const WeightOpener &openWeights);
 
+struct ParseOptions {
+  /// Accept `%name` references to values the text never defines, as in
+  /// coremltools' print output, which hides const ops and shows constants of
+  /// more than 10 elements by name. Each such name becomes a const op without
+  /// a value, of unknown type, at the start of its function (the verifier
+  /// reports it). Off by default: an undefined name is an error.
+  bool allowUndefinedValues = false;
+};
+
+/// parseModelText with options.
+std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &fileName,
+                                      const WeightOpener &openWeights, const ParseOptions &options);
+
 /// Fills in `model.specificationVersion` and `model.description` from its
 /// program as parseModelText does for text without a header.
 void synthesizeDescription(Model &model);

@@ -33,7 +33,10 @@ public:
     names.clear();
     visible.clear();
     int opset = opsetNumber(f.opset);
-    if (opset < 5 || opset > 9)
+    if (opset >= 1 && opset < 5)
+      error("",
+            "opset '" + f.opset + "' predates ML Programs; expected CoreML5 (iOS15) to CoreML9");
+    else if (opset < 5 || opset > 9)
       error("", "unknown opset '" + f.opset + "'; expected CoreML5 to CoreML9");
     for (const auto &in : f.inputs)
       declare(in.get(), "function input");
@@ -51,6 +54,7 @@ public:
 private:
   Diagnostics &diags;
   const Function *fn = nullptr;
+  /// Names of the values in scope, each unique (SSA, no shadowing).
   std::unordered_map<std::string, const Value *> names;
   std::unordered_set<const Value *> visible;
 
@@ -90,10 +94,15 @@ private:
       else if (out->type.isState())
         error("", "block output '%" + out->name + "' is a state; states cannot be returned");
     }
-    // Values of this block go out of scope; their names stay taken, as
-    // names are unique in the whole function.
-    for (const Value *v : local)
+    // Values of this block go out of scope, names included: sibling blocks
+    // may reuse them (coremltools gives a while_loop's cond and body blocks
+    // inputs of the same names).
+    for (const Value *v : local) {
       visible.erase(v);
+      auto it = names.find(v->name);
+      if (it != names.end() && it->second == v)
+        names.erase(it);
+    }
   }
 
   void verifyOp(const Operation &op) {

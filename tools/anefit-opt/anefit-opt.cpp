@@ -46,6 +46,7 @@ struct Options {
   bool verify = false;
   std::string passes;
   std::string emit = "mil";
+  bool allowUndefined = false;
 };
 
 /// Weight files named "@model_path/..." are looked up next to the text file
@@ -69,10 +70,10 @@ WeightOpener weightOpenerFor(const fs::path &modelDir) {
   };
 }
 
-std::unique_ptr<Model> readInput(const std::string &input) {
+std::unique_ptr<Model> readInput(const std::string &input, const ParseOptions &parseOptions) {
   if (input == "-") {
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    return parseModelText(text, "<stdin>", weightOpenerFor(fs::current_path()));
+    return parseModelText(text, "<stdin>", weightOpenerFor(fs::current_path()), parseOptions);
   }
   fs::path path(input);
   std::error_code ec;
@@ -93,7 +94,7 @@ std::unique_ptr<Model> readInput(const std::string &input) {
     throw InputError::at(input, "", "cannot open the file for reading");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   fs::path dir = path.has_parent_path() ? path.parent_path() : fs::current_path();
-  return parseModelText(text, input, weightOpenerFor(dir));
+  return parseModelText(text, input, weightOpenerFor(dir), parseOptions);
 }
 
 /// Prints diagnostics; returns true if any is an error.
@@ -155,7 +156,9 @@ void writeTextAtomically(const std::string &path, const std::string &text) {
 }
 
 int run(const Options &opts) {
-  std::unique_ptr<Model> model = readInput(opts.input);
+  ParseOptions parseOptions;
+  parseOptions.allowUndefinedValues = opts.allowUndefined;
+  std::unique_ptr<Model> model = readInput(opts.input, parseOptions);
   if (opts.verify && report(verifyAll(*model)))
     return kExitVerifyFailed;
   runPasses(*model, opts.passes);
@@ -200,6 +203,9 @@ int main(int argc, char **argv) {
                "check the program and description; print diagnostics, exit 1 on errors");
   app.add_option("--passes", opts.passes,
                  "comma-separated pipeline of passes, e.g. 'state-to-io{keep-largest},dce'");
+  app.add_flag("--allow-undefined", opts.allowUndefined,
+               "read coremltools' print output, whose large constants are hidden: undefined "
+               "%names become const ops without a value");
   app.add_option("--emit", opts.emit, "output form: mil (text) or package")
       ->check(CLI::IsMember({"mil", "package"}));
   app.footer("Exit codes: 0 ok, 1 verifier errors, 2 usage or input error.");

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "ir/AsmParser.h"
 #include "ir/AsmPrinter.h"
+#include "support/Error.h"
 
 #include <gtest/gtest.h>
 
@@ -77,8 +78,9 @@ void expectSameConstant(const Constant &a, const Constant &b) {
   EXPECT_EQ(a.bytes, b.bytes);
   EXPECT_EQ(a.strings, b.strings);
   // The usual encoding of a dtype is not printed; it reads back as 0 (same meaning).
-  if (a.protoEncoding != 0)
+  if (a.protoEncoding != 0) {
     EXPECT_EQ(a.protoEncoding, b.protoEncoding);
+  }
   EXPECT_EQ(a.docString, b.docString);
   EXPECT_EQ(a.blob.fileName, b.blob.fileName);
   EXPECT_EQ(a.blob.offset, b.blob.offset);
@@ -437,4 +439,31 @@ TEST(AsmRoundTrip, PrintWithoutConstsLooksLikeCoremltools) {
   } -> (%y)
 }
 )");
+}
+
+TEST(AsmRoundTrip, HiddenConstantsOfCoremltoolsText) {
+  const char *text = R"(main[CoreML8](%x: (2,fp32)(Tensor), %p: (bool)(Scalar)) {
+  block0() {
+    %y: (2,fp32)(Tensor) = add(x=%x, y=%w, name="y")
+    %c: (2,fp32)(Tensor) = cond(pred=%p, name="c")
+      c_true() {
+        %z: (2,fp32)(Tensor) = mul(x=%y, y=%v, name="z")
+      } -> (%z)
+      c_false() {
+      } -> (%w)
+  } -> (%c)
+})";
+  EXPECT_THROW(parse(text), InputError);
+  ParseOptions options;
+  options.allowUndefinedValues = true;
+  auto m = parseModelText(text, "t.mil", nullptr, options);
+  const Block &body = *m->program->functions[0]->body;
+  ASSERT_EQ(body.ops.size(), 4u);
+  EXPECT_EQ(body.ops[0]->type, "const");
+  EXPECT_EQ(body.ops[0]->name, "w");
+  EXPECT_EQ(body.ops[0]->output()->type, Type::unranked(DType::F32));
+  EXPECT_EQ(body.ops[1]->name, "v");
+  EXPECT_EQ(body.ops[2]->inputValue("y"), body.ops[0]->output());
+  // The same name used twice refers to one placeholder.
+  EXPECT_EQ(body.ops[3]->blocks[1]->outputs[0], body.ops[0]->output());
 }
