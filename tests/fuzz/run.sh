@@ -11,9 +11,15 @@ cxx=${CXX:-$(command -v clang++ || command -v clang++-14)}
 cc=${CC:-$(command -v clang || command -v clang-14)}
 jobs=${JOBS:-2}
 
-cmake -G Ninja -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
-  -DANEFIT_FUZZ=ON -DANEFIT_BUILD_BENCH=OFF >/dev/null
+# The compiler can only be chosen when the build directory is new: changing it
+# later makes CMake drop its cache (and with it ANEFIT_FUZZ).
+if [ -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$src" -B "$build" -DANEFIT_FUZZ=ON >/dev/null
+else
+  cmake -G Ninja -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
+    -DANEFIT_FUZZ=ON -DANEFIT_BUILD_BENCH=OFF >/dev/null
+fi
 
 targets="anefit-fuzz-weightfile anefit-fuzz-manifest"
 if [ -f "$src/src/io/MilProto.cpp" ]; then
@@ -28,6 +34,12 @@ for t in $targets; do
   corpus="$build/fuzz-corpus/$t"
   seeds="$src/tests/fuzz/corpus/${t#anefit-fuzz-}"
   mkdir -p "$corpus"
+  # The committed fixtures are good seeds for the protobuf reader.
+  if [ "$t" = anefit-fuzz-modelproto ]; then
+    for m in "$src"/tests/fixtures/*/model.mlpackage/Data/com.apple.CoreML/model.mlmodel; do
+      [ -f "$m" ] && cp "$m" "$corpus/seed-$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$m")")")")").mlmodel"
+    done
+  fi
   echo "== $t: ${seconds}s"
   # -rss_limit_mb catches allocations driven by sizes in the input.
   if ! "$build/tests/fuzz/$t" "$corpus" $( [ -d "$seeds" ] && echo "$seeds" ) \
