@@ -909,7 +909,6 @@ Result concatImpl(InferCtx &c) {
   auto axis = c.intOr("axis", 0);
   if (!c.has("axis") || !axis)
     return c.fail("'axis' must be a constant");
-  auto interleave = c.boolOr("interleave", false);
   const Type *first = values[0];
   for (const Type *t : values)
     if (!t->isTensor() || !t->hasRank())
@@ -948,7 +947,7 @@ Result concatImpl(InferCtx &c) {
       out[static_cast<size_t>(d)] = *u;
     }
   }
-  (void)interleave; // interleaving changes the order of elements, not the shape
+  // interleave changes the order of elements, not the shape.
   if (values.size() == 1)
     out[static_cast<size_t>(*na)] = first->shape()[static_cast<size_t>(*na)];
   else
