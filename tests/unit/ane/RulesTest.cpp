@@ -39,6 +39,26 @@ TEST(AneRules, RowsAreWellFormed) {
   EXPECT_FALSE(ruleFromCode("ANE-NOPE-000"));
 }
 
+TEST(AneRules, FixHintsNameExistingPasses) {
+  // A fix hint may only name a rewrite that `anefit fix --passes` knows.
+  std::set<std::string> passes;
+#define PASS(Id, CliName, ...) passes.insert(CliName);
+#include "transforms/Passes.def"
+#undef PASS
+#undef PASS_OPTION
+  ASSERT_TRUE(passes.count("state-to-io"));
+  const std::string marker = "anefit fix --passes ";
+  for (const RuleInfo &r : allRules()) {
+    std::string fix(r.fix);
+    for (size_t at = fix.find(marker); at != std::string::npos; at = fix.find(marker, at + 1)) {
+      size_t begin = at + marker.size();
+      size_t end = fix.find_first_of("` ,", begin);
+      std::string name = fix.substr(begin, end == std::string::npos ? end : end - begin);
+      EXPECT_TRUE(passes.count(name)) << r.code << " names unknown pass '" << name << "'";
+    }
+  }
+}
+
 TEST(AneRules, NamesRoundTrip) {
   for (Effect e : {Effect::Slow, Effect::Fallback, Effect::WrongNumerics, Effect::CompileFail,
                    Effect::RuntimeFail})
