@@ -219,7 +219,8 @@ class NumpyBaseline:
                 kc = self.state.setdefault(pre + "k", np.zeros((KV_HEADS, CACHE, HEAD_DIM), np.float32))
                 vc = self.state.setdefault(pre + "v", np.zeros((KV_HEADS, CACHE, HEAD_DIM), np.float32))
                 kc[:, pos], vc[:, pos] = k, v
-                s = q @ kc.transpose(0, 2, 1) / np.sqrt(HEAD_DIM) + mask
+                # A Python float keeps float32 (a numpy float64 scalar would promote).
+                s = q @ kc.transpose(0, 2, 1) * (HEAD_DIM ** -0.5) + mask
                 s = np.exp(s - s.max(-1, keepdims=True))
                 s /= s.sum(-1, keepdims=True)
                 y = (s @ vc).reshape(1, D) @ w[pre + "o"].T
@@ -235,6 +236,7 @@ class NumpyBaseline:
             g = xn @ w[pre + "w1"].T
             m = g / (1 + np.exp(-g)) * (xn @ w[pre + "w3"].T)
             x = x + m @ w[pre + "w2"].T
+        assert x.dtype == np.float32, x.dtype
         return self.rms(x, w["final_norm"]) @ w["embed"].T
 
 
