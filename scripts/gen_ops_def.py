@@ -38,7 +38,7 @@ INFER = {
     "layer_norm": "LayerNorm", "cond": "Cond", "while_loop": "WhileLoop",
     "non_zero": "NonZero", "one_hot": "OneHot", "sliding_windows": "SlidingWindows",
     "crop": "Crop", "random_bernoulli": "Random", "random_normal": "Random",
-    "random_uniform": "Random",
+    "random_uniform": "Random", "gru": "Recurrent", "lstm": "Recurrent", "rnn": "Recurrent",
     "constexpr_affine_dequantize": "ConstexprAffineDequantize",
     "constexpr_cast": "ConstexprCast", "constexpr_lut_to_dense": "ConstexprLutToDense",
     "constexpr_sparse_to_dense": "ConstexprSparseToDense",

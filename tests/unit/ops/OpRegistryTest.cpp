@@ -103,7 +103,7 @@ TEST(OpRegistry, ParamsCarryFlagsDomainsAndDefaults) {
 
   EXPECT_EQ(findOp("read_state", 18)->param("input")->kind, ParamKind::State);
   EXPECT_EQ(findOp("const", 15)->param("val")->kind, ParamKind::Attribute);
-  EXPECT_EQ(findOp("gru", 15)->infer, nullptr);
+  EXPECT_EQ(findOp("crop_resize", 15)->infer, nullptr);
 }
 
 TEST(OpRegistry, OpsetStrings) {
