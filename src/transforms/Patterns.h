@@ -39,4 +39,10 @@ void populateSliceOfConcatPatterns(PatternList &patterns);
 std::unique_ptr<RewritePattern>
 createStaticSliceUpdatePattern(const std::unordered_set<const Operation *> *only = nullptr);
 
+/// slice_update writing one row at a runtime position (begin = concat of
+/// zeros and one int32 position) -> select(equal(iota, pos), update, x), so
+/// no runtime-indexed write remains. When `only` is not null, only those ops.
+std::unique_ptr<RewritePattern>
+createMaskedSliceUpdatePattern(const std::unordered_set<const Operation *> *only = nullptr);
+
 } // namespace anefit

@@ -362,14 +362,19 @@ void StateToIOPass::run(Model &model, PassResult &result) {
       Block &body = *fn.body;
       body.outputs.push_back(final);
       size_t outIndex = body.outputs.size() - 1;
-      if (options_.flag("static-updates")) {
+      if (options_.flag("static-updates") || options_.flag("masked-updates")) {
         std::unordered_set<const Operation *> updates;
         collectUpdateOps(final, updates);
         if (!updates.empty()) {
           PatternList patterns;
           populateFoldPatterns(patterns);
           populateSliceOfConcatPatterns(patterns);
-          patterns.push_back(createStaticSliceUpdatePattern(&updates));
+          if (options_.flag("static-updates"))
+            patterns.push_back(createStaticSliceUpdatePattern(&updates));
+          // Constant bounds first (benefit order is stable): a write that
+          // folds to static bounds needs no mask.
+          if (options_.flag("masked-updates"))
+            patterns.push_back(createMaskedSliceUpdatePattern(&updates));
           // Shape arithmetic feeding the bounds has to fold first; the
           // driver revisits the slice_update once its operands change.
           auto countUpdates = [&] {
@@ -417,7 +422,8 @@ void StateToIOPass::run(Model &model, PassResult &result) {
   }
   if (staticRewrites)
     result.changes.push_back("state-to-io: made " + std::to_string(staticRewrites) +
-                             " state updates static (slice_update -> concat + slice_by_index)");
+                             " state updates static (slice_update -> concat + slice_by_index, or a "
+                             "one-hot select for a runtime position)");
   for (const std::string &k : kept)
     if (std::find(result.stateMap.keptStates.begin(), result.stateMap.keptStates.end(), k) ==
         result.stateMap.keptStates.end())

@@ -117,6 +117,36 @@ private:
       set(v);
     } else if (t == "identity") {
       set(get(op, "x"));
+    } else if (t == "equal" || t == "select") {
+      // Numpy broadcasting over 2 or 3 operands.
+      std::vector<Tensor> ins;
+      for (const char *p : t == "equal" ? std::vector<const char *>{"x", "y"}
+                                        : std::vector<const char *>{"cond", "a", "b"})
+        ins.push_back(get(op, p));
+      size_t rank = 0;
+      for (auto &in : ins)
+        rank = std::max(rank, in.shape.size());
+      std::vector<int64_t> shape(rank, 1);
+      for (auto &in : ins)
+        for (size_t d = 0; d < in.shape.size(); ++d) {
+          int64_t &s = shape[rank - in.shape.size() + d];
+          s = std::max(s, in.shape[d]);
+        }
+      auto at = [&](const Tensor &in, const std::vector<int64_t> &idx) {
+        auto st = stridesOf(in.shape);
+        int64_t o = 0;
+        for (size_t d = 0; d < in.shape.size(); ++d)
+          o += (in.shape[d] == 1 ? 0 : idx[rank - in.shape.size() + d]) * st[d];
+        return in.data[o];
+      };
+      Tensor r{shape, {}};
+      forEachIndex(shape, [&](const std::vector<int64_t> &idx, int64_t) {
+        if (t == "equal")
+          r.data.push_back(at(ins[0], idx) == at(ins[1], idx) ? 1.0 : 0.0);
+        else
+          r.data.push_back(at(ins[0], idx) != 0 ? at(ins[1], idx) : at(ins[2], idx));
+      });
+      set(r);
     } else if (t == "relu") {
       Tensor x = get(op, "x");
       for (double &v : x.data)

@@ -414,6 +414,63 @@ TEST(StateToIO, MakesTheRollUpdateStatic) {
   expectSameOverSteps(*original, *m, r.stateMap, "main", 8);
 }
 
+/// A KV cache written at a runtime position with bounds built the way
+/// exporters build them (concat of zeros and the position): once moved, its
+/// write becomes a one-hot select blend, exact for every valid position,
+/// negative ones included.
+TEST(StateToIO, BlendsARuntimePositionWriteOfAMovedCache) {
+  auto build = [] {
+    auto m = newModel();
+    FnBuilder b(newFunction(*m, "main"));
+    Value *k = b.input("k", f16({1, 2, 1, 4}));
+    Value *pos = b.input("pos", i32({1}));
+    Value *st = b.state("kv", f16({1, 2, 8, 4}));
+    Value *r = b.read("kv_read", st);
+    Value *zeros2 = b.ints("z2", {0, 0});
+    Value *zero1 = b.ints("z1", {0});
+    Value *begin =
+        b.op("concat", "begin",
+             {{"values", {zeros2, pos, zero1}}, {"axis", {b.scalarInt("a0", 0)}}}, i32({4}));
+    Value *next = b.op("add", "next", {{"x", {pos}}, {"y", {b.scalarInt("one", 1)}}}, i32({1}));
+    Value *end = b.op("concat", "end",
+                      {{"values", {b.ints("e2", {1, 2}), next, b.ints("e1", {4})}},
+                       {"axis", {b.scalarInt("a1", 0)}}},
+                      i32({4}));
+    Value *u =
+        b.op("slice_update", "kv_upd",
+             {{"x", {r}}, {"update", {k}}, {"begin", {begin}}, {"end", {end}}}, f16({1, 2, 8, 4}));
+    b.write("kv_write", st, u);
+    b.output(b.op("mul", "y", {{"x", {u}}, {"y", {u}}}, f16({1, 2, 8, 4})));
+    describe(*m);
+    return m;
+  };
+  auto m = build();
+  auto original = build();
+  PassResult r = runPipeline(*m, "state-to-io,canonicalize,dce");
+  Function &fn = *m->program->findFunction("main");
+  EXPECT_EQ(countOps(fn, "slice_update"), 0);
+  EXPECT_EQ(countOps(fn, "select"), 2);
+  EXPECT_TRUE(r.diagnostics.empty());
+  EXPECT_EQ(m->specificationVersion, 8);
+  // expectSameOverSteps feeds positions 0..7 (step % 8) along axis 2.
+  expectSameOverSteps(*original, *m, r.stateMap, "main", 10);
+
+  // Negative positions count from the end in slice_update (pos = -2 writes
+  // row 6, with end = pos + 1 = -1); the blend agrees. (-1 would give the
+  // empty range [-1, 0), which is not a valid write.)
+  const Function &fo = *original->program->findFunction("main");
+  for (int p : {-2, -8, 3}) {
+    std::map<std::string, Tensor> in = {{"k", pattern({1, 2, 1, 4}, p + 20)},
+                                        {"pos", Tensor{{1}, {double(p)}}}};
+    MiniEval orig, rewritten;
+    auto want = orig.run(fo, in);
+    in["kv"] = Tensor{{1, 2, 8, 4}, std::vector<double>(64, 0.0)};
+    auto got = rewritten.run(fn, in);
+    EXPECT_EQ(got["y"].data, want["y"].data) << "position " << p;
+    EXPECT_EQ(got["kv_out"].data, orig.states["kv"].data) << "position " << p;
+  }
+}
+
 TEST(StateToIO, WarnsWhenAMovedStateKeepsARuntimeWrite) {
   auto m = newModel();
   FnBuilder b(newFunction(*m, "main"));
