@@ -158,3 +158,18 @@ def test_host_loop_matches_original_and_reference(fixed, tool, name, tmp_path):
             carried[e["input"]] = got[e["output"]]
         kept = {key[len("state/"):]: v for key, v in got.items() if key.startswith("state/")}
     assert compared >= 8
+
+
+def test_moving_every_state_clears_the_multilayer_model(tool, tmp_path):
+    """With every state moved (KV caches too), their runtime-position writes become
+    one-hot blends: no blocking state finding is left, and the fix still verifies."""
+    if "lfm2_multilayer" not in FIXTURES or fixture_package("lfm2_multilayer") is None:
+        pytest.skip("lfm2_multilayer is not available")
+    dst = tmp_path / "all.mlpackage"
+    proc = tool("fix", fixture_package("lfm2_multilayer"), "-o", dst, "--passes",
+                "state-to-io,canonicalize,dce", check=True)
+    assert ": same outputs" in proc.stdout
+    report = json.loads(tool("check", dst, "--format", "json", check=False).stdout)
+    blocking = [f for f in report["findings"] if f["effect"] in ("compile-fail", "runtime-fail")]
+    assert blocking == []
+    assert load_with_coremltools(dst).io()["states"] == {}
