@@ -663,6 +663,16 @@ static void checkIoAlignment(RuleContext &ctx, const Operation *) {
     check(*out, "output");
 }
 
+// ANE-SHAPE-007: coremltools FAQ: a static reshape turned dynamic by the
+// conversion blocks the Neural Engine.
+static void checkDynamicReshape(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "reshape" || !isRuntime(*op, "shape"))
+    return;
+  const Value *shape = op->inputValue("shape");
+  ctx.report(op, "reshape target shape" + (shape ? " '" + shape->name + "'" : std::string()) +
+                     " is computed at run time");
+}
+
 static void checkScatterOp(RuleContext &ctx, const Operation *op) {
   reportIfType(ctx, op, {"scatter", "scatter_nd", "scatter_along_axis"},
                "has no ANE path on any chip (index_put with tensor indices lowers to scatter_nd)");
@@ -931,6 +941,27 @@ static void checkTinyOp(RuleContext &ctx, const Operation *op) {
       inputs += *m;
   if (inputs <= 4096)
     ctx.report(op, "produces only " + std::to_string(*n) + " elements; the cost model prefers CPU");
+}
+
+// ANE-CONV-011: Apple's layer guidelines: strides should factor into 2s and 3s.
+static void checkStrideFactor(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"conv", "conv_transpose", "max_pool", "avg_pool", "l2_pool"}))
+    return;
+  auto strides = immediateInts(*op, "strides");
+  if (!strides)
+    return;
+  for (int64_t s : *strides) {
+    int64_t r = s;
+    while (r > 1 && r % 2 == 0)
+      r /= 2;
+    while (r > 1 && r % 3 == 0)
+      r /= 3;
+    if (s > 0 && r != 1) {
+      ctx.report(op, "strides " + dimsStr(*strides) + " include " + std::to_string(s) +
+                         ", which does not factor into 2s and 3s");
+      return;
+    }
+  }
 }
 
 static void checkSdpaIos26(RuleContext &ctx, const Operation *op) {
