@@ -129,6 +129,9 @@ int runRun(const RunOptions &opts) {
   if (opts.steps < 0)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   std::unique_ptr<Model> model = loadModel(opts.model);
+  if (!model->program || model->program->functions.empty())
+    throw InputError(opts.model + ": expected an ML Program, found a model without one "
+                                  "(anefit run executes ML Programs only)");
   const Function *fn = opts.function.empty() ? model->defaultFunction()
                                              : model->program->findFunction(opts.function);
   if (!fn) {

@@ -231,6 +231,15 @@ void concatOp(KernelContext &ctx) {
   std::vector<const Tensor *> values = ctx.variadic("values");
   if (values.empty())
     ctx.fail("concat needs at least one value");
+  // coremltools concatenates scalars into a vector (shape arithmetic such as
+  // concat(values=(0, 0, %n, 0))): a scalar counts as a 1-element vector.
+  std::vector<Tensor> lifted;
+  lifted.reserve(values.size());
+  for (const Tensor *&v : values)
+    if (v->rank() == 0) {
+      lifted.push_back(v->reshaped({1}));
+      v = &lifted.back();
+    }
   const Tensor &first = *values[0];
   int64_t axis = ctx.axis(ctx.intArg("axis", 0), first.rank());
   bool interleave = ctx.boolArg("interleave", false);
@@ -934,6 +943,120 @@ void slidingWindowsOp(KernelContext &ctx) {
                     x.bytes() + ((b * s.size + wdw * stride + k) * s.inner) * eb, chunk);
         pos += chunk;
       }
+  ctx.setOutput(0, std::move(out));
+}
+
+void cropOp(KernelContext &ctx) {
+  // x[..., top:H-bottom, left:W-right]
+  const Tensor &x = ctx.in("x");
+  if (x.rank() < 2)
+    ctx.fail("x must have rank >= 2");
+  std::vector<int64_t> ch = intsOfLength(ctx, "crop_height", 2);
+  std::vector<int64_t> cw = intsOfLength(ctx, "crop_width", 2);
+  int64_t r = x.rank(), h = x.dim(r - 2), w = x.dim(r - 1);
+  if (ch[0] < 0 || ch[1] < 0 || cw[0] < 0 || cw[1] < 0 || ch[0] + ch[1] > h || cw[0] + cw[1] > w)
+    ctx.fail("crop " + shapeStr(ch) + " x " + shapeStr(cw) + " does not fit " +
+             shapeStr(x.shape()));
+  SliceSpec s;
+  for (int64_t d = 0; d < r; ++d) {
+    s.begin.push_back(d == r - 2 ? ch[0] : d == r - 1 ? cw[0] : 0);
+    s.step.push_back(1);
+    s.length.push_back(d == r - 2 ? h - ch[0] - ch[1] : d == r - 1 ? w - cw[0] - cw[1] : x.dim(d));
+  }
+  int64_t offset;
+  std::vector<int64_t> strides;
+  sliceView(x.shape(), s, offset, strides);
+  Tensor out = Tensor::zeros(x.dtype(), s.length);
+  gatherStrided(x.bytes(), out.mutableBytes(), elemBytes(x), s.length, strides, offset);
+  ctx.setOutput(0, std::move(out));
+}
+
+void resizeNearestOp(KernelContext &ctx) {
+  // Output pixel i reads input pixel floor(i * in / out) along each axis.
+  const Tensor &x = ctx.in("x");
+  if (x.rank() < 3)
+    ctx.fail("x must have rank >= 3");
+  int64_t outH = ctx.intArg("target_size_height", 1), outW = ctx.intArg("target_size_width", 1);
+  if (outH < 1 || outW < 1)
+    ctx.fail("target sizes must be positive");
+  int64_t r = x.rank(), inH = x.dim(r - 2), inW = x.dim(r - 1);
+  Shape shape = x.shape();
+  shape[r - 2] = outH, shape[r - 1] = outW;
+  Tensor out = Tensor::zeros(x.dtype(), shape);
+  int64_t planes = x.numElements() / std::max<int64_t>(inH * inW, 1);
+  int eb = elemBytes(x);
+  for (int64_t p = 0; p < planes && inH && inW; ++p)
+    for (int64_t y = 0; y < outH; ++y)
+      for (int64_t xx = 0; xx < outW; ++xx) {
+        int64_t iy = y * inH / outH, ix = xx * inW / outW;
+        std::memcpy(out.mutableBytes() + ((p * outH + y) * outW + xx) * eb,
+                    x.bytes() + ((p * inH + iy) * inW + ix) * eb, eb);
+      }
+  ctx.setOutput(0, std::move(out));
+}
+
+void nonZeroOp(KernelContext &ctx) {
+  // [N, rank] int32 coordinates of the non-zero elements, in row-major order.
+  const Tensor &x = ctx.in("x");
+  std::vector<int64_t> strides = stridesOf(x.shape());
+  std::vector<int32_t> coords;
+  int64_t count = 0;
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    if (x.floatAt(i) == 0.0f)
+      continue;
+    ++count;
+    int64_t rem = i;
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      coords.push_back(static_cast<int32_t>(rem / strides[d]));
+      rem %= strides[d];
+    }
+  }
+  ctx.setOutput(0, Tensor::fromI32(coords, {count, x.rank()}));
+}
+
+void pixelUnshuffleOp(KernelContext &ctx) {
+  // Inverse of pixel_shuffle: [N, C, H*r, W*r] -> [N, C*r*r, H, W].
+  const Tensor &x = ctx.in("x");
+  int64_t f = ctx.intArg("downscale_factor", 1);
+  if (x.rank() != 4 || f < 1 || x.dim(2) % f || x.dim(3) % f)
+    ctx.fail("x " + shapeStr(x.shape()) + " does not fit downscale factor " + std::to_string(f));
+  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2) / f, w = x.dim(3) / f;
+  Tensor out = Tensor::zeros(x.dtype(), {n, c * f * f, h, w});
+  int eb = elemBytes(x);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t y = 0; y < h * f; ++y)
+        for (int64_t xx = 0; xx < w * f; ++xx) {
+          int64_t oc = ch * f * f + (y % f) * f + xx % f;
+          std::memcpy(out.mutableBytes() + (((b * c * f * f + oc) * h + y / f) * w + xx / f) * eb,
+                      x.bytes() + (((b * c + ch) * h * f + y) * w * f + xx) * eb, eb);
+        }
+  ctx.setOutput(0, std::move(out));
+}
+
+void reverseSequenceOp(KernelContext &ctx) {
+  // For each batch b, reverse the first lengths[b] entries along seq_axis.
+  const Tensor &x = ctx.in("x");
+  const Tensor &lengths = ctx.in("lengths");
+  int64_t seqAxis = ctx.axis(ctx.intArg("seq_axis", 0), x.rank(), "seq_axis");
+  int64_t batchAxis = ctx.axis(ctx.intArg("batch_axis", 0), x.rank(), "batch_axis");
+  if (seqAxis == batchAxis || lengths.numElements() != x.dim(batchAxis))
+    ctx.fail("lengths must have one value per batch and seq_axis differ from batch_axis");
+  std::vector<int64_t> strides = stridesOf(x.shape());
+  Tensor out = x.clone();
+  int eb = elemBytes(x);
+  for (int64_t i = 0; i < x.numElements(); ++i) {
+    int64_t b = (i / strides[batchAxis]) % x.dim(batchAxis);
+    int64_t s = (i / strides[seqAxis]) % x.dim(seqAxis);
+    int64_t len = lengths.intAt(b);
+    if (len < 0 || len > x.dim(seqAxis))
+      ctx.fail("length " + std::to_string(len) + " exceeds the sequence of " +
+               std::to_string(x.dim(seqAxis)));
+    if (s < len) {
+      int64_t src = i + (len - 1 - 2 * s) * strides[seqAxis];
+      std::memcpy(out.mutableBytes() + i * eb, x.bytes() + src * eb, eb);
+    }
+  }
   ctx.setOutput(0, std::move(out));
 }
 

@@ -270,3 +270,52 @@ TEST(Shape, UpsampleNearestAndBilinear) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Shape, CropResizeNonZero) {
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::F32, {1, 1, 2, 3});
+  b.output(b.op(
+      "crop",
+      {{"x", x}, {"crop_height", constI32({1, 0}, {2})}, {"crop_width", constI32({0, 1}, {2})}},
+      DType::F32, {1, 1, 1, 2}));
+  b.output(
+      b.op("resize_nearest_neighbor",
+           {{"x", x}, {"target_size_height", scalarI32(1)}, {"target_size_width", scalarI32(6)}},
+           DType::F32, {1, 1, 1, 6}));
+  b.output(b.op("non_zero", {{"x", x}}, DType::I32, {3, 4}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32({0, 1, 0, 2, 0, 3}, {1, 1, 2, 3})}});
+  expectNear(out[0], {2, 0}, {1, 1, 1, 2});
+  expectNear(out[1], {0, 0, 1, 1, 0, 0}, {1, 1, 1, 6});
+  expectInts(out[2], {0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 1, 2}, {3, 4});
+}
+
+TEST(Shape, PixelUnshuffleInvertsPixelShuffle) {
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::F32, {1, 4, 1, 2});
+  Value *up =
+      b.op("pixel_shuffle", {{"x", x}, {"upscale_factor", scalarI32(2)}}, DType::F32, {1, 1, 2, 4});
+  b.output(up);
+  b.output(b.op("pixel_unshuffle", {{"x", up}, {"downscale_factor", scalarI32(2)}}, DType::F32,
+                {1, 4, 1, 2}));
+  std::vector<float> v = {0, 1, 2, 3, 4, 5, 6, 7};
+  auto out = runOnce(b, {{"x", Tensor::fromF32(v, {1, 4, 1, 2})}});
+  expectNear(out[0], {0, 2, 1, 3, 4, 6, 5, 7}, {1, 1, 2, 4});
+  expectNear(out[1], v, {1, 4, 1, 2});
+}
+
+TEST(Shape, ReverseSequencePerBatchLength) {
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::I32, {2, 3});
+  b.output(b.op("reverse_sequence",
+                {{"x", x},
+                 {"lengths", constI32({2, 3}, {2})},
+                 {"seq_axis", scalarI32(1)},
+                 {"batch_axis", scalarI32(0)}},
+                DType::I32, {2, 3}));
+  auto out = runOnce(b, {{"x", Tensor::fromI32({1, 2, 3, 4, 5, 6}, {2, 3})}});
+  expectInts(out[0], {2, 1, 3, 6, 5, 4}, {2, 3});
+}
+
+} // namespace
