@@ -83,6 +83,14 @@ std::string verdictSentence(const FunctionReport &f, ComputeUnits cu) {
   return "";
 }
 
+/// "1 segment", "2 segments", "0 boundaries".
+std::string plural(size_t n, std::string_view noun) {
+  std::string s = std::to_string(n) + " " + std::string(noun);
+  if (n == 1)
+    return s;
+  return noun.back() == 'y' ? s.substr(0, s.size() - 1) + "ies" : s + "s";
+}
+
 std::string osLabel(TargetOs os) { return std::string(osName(os)); }
 
 } // namespace
@@ -104,9 +112,8 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
            "\n  " + verdictSentence(f, o.computeUnits) + "\n";
     out += "  " + std::to_string(f.ops.size()) + " ops (" + std::to_string(f.aneOps) +
            " placed on the ANE), " + humanFlops(f.totalFlops) + ", " +
-           std::to_string(f.segments.size()) + " segments, " + std::to_string(f.boundaries) +
-           " boundaries, " + std::to_string(f.states) + " states, weights " +
-           humanBytes(f.weightBytes) + "\n";
+           plural(f.segments.size(), "segment") + ", " + plural(f.boundaries, "boundary") + ", " +
+           plural(f.states, "state") + ", weights " + humanBytes(f.weightBytes) + "\n";
     for (size_t i = 0; i < f.segments.size() && i < options.maxSegments; ++i) {
       const Segment &s = f.segments[i];
       out += "  segment " + std::to_string(i + 1) + ": " + (s.onAne ? "ane" : "cpu-gpu") + " " +
