@@ -15,9 +15,16 @@
 #include "MIL.pb.h"
 #include "Model.pb.h"
 
+#include <google/protobuf/arena.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <google/protobuf/stubs/common.h>
 #include <google/protobuf/unknown_field_set.h>
+// Protobuf 3.x can silence its own log while we parse untrusted bytes.
+#if GOOGLE_PROTOBUF_VERSION < 4022000 && __has_include(<google/protobuf/stubs/logging.h>)
+#include <google/protobuf/stubs/logging.h>
+#define ANEFIT_PROTOBUF_HAS_LOG_SILENCER 1
+#endif
 
 #include <algorithm>
 #include <climits>
@@ -1219,10 +1226,23 @@ std::unique_ptr<Model> parseModelProto(std::span<const uint8_t> bytes, const std
     throw InputError::at(fileName, "",
                          "not a valid Core ML model protobuf (larger than 2 GiB, found " +
                              std::to_string(bytes.size()) + " bytes)");
-  pb::Model pm;
-  if (!pm.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+  // The parsed message is thrown away as soon as the IR is built: an arena
+  // makes that one free instead of one per field.
+  google::protobuf::Arena arena;
+  pb::Model &pm = *google::protobuf::Arena::CreateMessage<pb::Model>(&arena);
+  bool parsed;
+  {
+#ifdef ANEFIT_PROTOBUF_HAS_LOG_SILENCER
+    // The problem is reported once, as an InputError; protobuf would also log
+    // it to stderr (e.g. a name that is not UTF-8).
+    google::protobuf::LogSilencer quiet;
+#endif
+    parsed = pm.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()));
+  }
+  if (!parsed)
     throw InputError::at(fileName, "",
-                         "not a valid Core ML model protobuf (truncated or corrupt wire data in " +
+                         "not a valid Core ML model protobuf (truncated or corrupt wire data, or "
+                         "text that is not UTF-8, in " +
                              std::to_string(bytes.size()) + " bytes)");
 
   // Other model kinds are not in our schema, so they show up as unknown fields.
@@ -1250,7 +1270,8 @@ std::unique_ptr<Model> parseModelProto(std::span<const uint8_t> bytes, const std
 }
 
 std::string serializeModelProto(const Model &model, WeightWriter *weights) {
-  pb::Model pm;
+  google::protobuf::Arena arena;
+  pb::Model &pm = *google::protobuf::Arena::CreateMessage<pb::Model>(&arena);
   ProtoWriter writer(weights);
   writer.writeModel(model, pm);
 

@@ -725,6 +725,18 @@ TEST(MilProto, ReadsHandEncodedConstsAtTheFormatsFieldNumbers) {
   EXPECT_EQ(i16->protoEncoding, 2);
 }
 
+TEST(MilProto, RefusesNonUtf8NamesQuietly) {
+  Wire op = Wire().bytes(1, "relu");
+  op.msg(5, Wire().bytes(1, "name").msg(2, stringValue("bad\xff")));
+  std::string bytes = wireModel({op}, {});
+  testing::internal::CaptureStderr();
+  std::string msg = errorOf([&] { parse(bytes); });
+  std::string logged = testing::internal::GetCapturedStderr();
+  EXPECT_NE(msg.find("model.mlmodel: not a valid Core ML model protobuf"), std::string::npos)
+      << msg;
+  EXPECT_EQ(logged, "");
+}
+
 TEST(MilProto, RefusesUnknownDataType) {
   Wire input = Wire().bytes(1, "x").msg(2, tensorType(99, {1}));
   std::string msg = errorOf([&] { parse(wireModel({}, {}, {input})); });
