@@ -91,9 +91,11 @@ std::optional<int64_t> Type::numElements() const {
   auto s = staticShape();
   if (!s)
     return std::nullopt;
+  // Shapes come from files: an absurd shape must not overflow into a small count.
   int64_t n = 1;
   for (int64_t d : *s)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      return std::nullopt;
   return n;
 }
 

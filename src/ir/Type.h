@@ -69,7 +69,8 @@ public:
   bool hasStaticShape() const;
   /// Static shape as integers; nullopt if any dim is not static or the rank is unknown.
   std::optional<std::vector<int64_t>> staticShape() const;
-  /// Element count for a static shape.
+  /// Element count for a static shape; nullopt if not static, a dim is
+  /// negative, or the count overflows int64.
   std::optional<int64_t> numElements() const;
 
   /// State: the wrapped tensor type. List: element type. Dict: key type.

@@ -48,3 +48,10 @@ TEST(DType, HalfConversions) {
   for (uint32_t h = 0; h < 0x7C00; ++h)
     EXPECT_EQ(floatToHalf(halfToFloat(static_cast<uint16_t>(h))), h);
 }
+
+TEST(Type, ElementCountOverflowIsNotACount) {
+  Type huge = Type::tensor(DType::F16, std::vector<int64_t>{1ll << 40, 1ll << 40});
+  EXPECT_FALSE(huge.numElements());
+  Type negative = Type::tensor(DType::F16, std::vector<int64_t>{2, -3});
+  EXPECT_FALSE(negative.numElements());
+}
