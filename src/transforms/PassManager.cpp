@@ -111,7 +111,7 @@ PassOptions::PassOptions(const PassInfo &info, std::map<std::string, std::string
       failExpected("pipeline", std::string(info.cliName) + "{" + key + "}", "true or false",
                    "'" + value + "'");
     if (opt->kind == PassOptionKind::Int) {
-      bool ok = !value.empty() && value.size() < 10;
+      bool ok = !value.empty() && value.size() < 10 && value != "-";
       for (size_t i = 0; i < value.size(); ++i)
         ok = ok &&
              (std::isdigit(static_cast<unsigned char>(value[i])) || (i == 0 && value[i] == '-'));

@@ -252,6 +252,35 @@ TEST(Pipeline, RejectsUnknownPassesAndOptions) {
   EXPECT_EQ(pm.size(), 0u);
 }
 
+/// Whatever the text, parsing and building a pipeline either works or throws
+/// InputError: never another exception, never a crash.
+TEST(Pipeline, OnlyInputErrorsForArbitraryText) {
+  const char *texts[] = {"{",
+                         "}",
+                         ",",
+                         "dce{",
+                         "dce{=}",
+                         "dce{a=b}",
+                         "dce}}",
+                         "a{b c d}",
+                         "state-to-io{keep-align=-}",
+                         "state-to-io{keep-align=99999999999}",
+                         "state-to-io{states=}",
+                         "state-to-io{keep-largest=}",
+                         "\x01\x02",
+                         "dce , ,",
+                         "  ,dce"};
+  for (const char *t : texts) {
+    try {
+      PassManager pm;
+      pm.addPipeline(t);
+    } catch (const InputError &) {
+    } catch (const std::exception &e) {
+      ADD_FAILURE() << "'" << t << "' threw " << e.what();
+    }
+  }
+}
+
 TEST(Pipeline, HelpListsEveryPassAndOption) {
   std::string help = passHelpText();
   for (const PassInfo &p : passRegistry()) {
