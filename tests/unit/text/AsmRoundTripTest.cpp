@@ -467,3 +467,46 @@ TEST(AsmRoundTrip, HiddenConstantsOfCoremltoolsText) {
   // The same name used twice refers to one placeholder.
   EXPECT_EQ(body.ops[3]->blocks[1]->outputs[0], body.ops[0]->output());
 }
+
+namespace {
+/// A weight file that only remembers its path.
+class FakeStore : public BlobStore {
+public:
+  explicit FakeStore(std::string p) : p(std::move(p)) {}
+  const std::string &path() const override { return p; }
+  std::span<const uint8_t> blobData(uint64_t, DType) const override { return {}; }
+
+private:
+  std::string p;
+};
+} // namespace
+
+TEST(AsmRoundTrip, BlobFilesResolveThroughTheOpener) {
+  const char *text = R"(main[CoreML8]() {
+  block0() {
+    %a: (4,fp16)(Tensor) = const(val=BLOBFILE(path="@model_path/weights/weight.bin", offset=64), name="a")
+    %b: (4,fp16)(Tensor) = const(val=BLOBFILE(path="@model_path/weights/weight.bin", offset=192), name="b")
+    %c: (4,fp16)(Tensor) = const(val=BLOBFILE(path="@model_path/weights/other.bin", offset=64), name="c")
+  } -> (%a)
+})";
+  std::vector<std::string> opened;
+  WeightOpener opener = [&](const std::string &name) -> std::shared_ptr<const BlobStore> {
+    opened.push_back(name);
+    if (name.find("other") != std::string::npos)
+      return nullptr; // not available: the constant keeps its reference only
+    return std::make_shared<FakeStore>("/weights/" + name);
+  };
+  auto m = parseModelText(text, "t.mil", opener);
+  // Each weight file is opened once, however many constants use it.
+  EXPECT_EQ(opened, (std::vector<std::string>{"@model_path/weights/weight.bin",
+                                              "@model_path/weights/other.bin"}));
+  const Block &b = *m->program->functions[0]->body;
+  const Constant &a = *b.ops[0]->attribute("val");
+  EXPECT_EQ(a.kind, Constant::Kind::Blob);
+  EXPECT_EQ(a.blob.offset, 64u);
+  ASSERT_TRUE(a.blob.store);
+  EXPECT_EQ(a.blob.store, b.ops[1]->attribute("val")->blob.store);
+  EXPECT_FALSE(b.ops[2]->attribute("val")->blob.store);
+  EXPECT_EQ(m->weightFiles.size(), 1u);
+  EXPECT_EQ(m->weightFiles.count("@model_path/weights/weight.bin"), 1u);
+}
