@@ -263,7 +263,7 @@ std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string 
     if (eocd < 20 || le32(&b[eocd - 20]) != 0x07064b50)
       throw InputError::at(where, "zip end record", "zip64 locator missing");
     uint64_t z = le64(&b[eocd - 20 + 8]);
-    if (z > b.size() - 56 || le32(&b[z]) != 0x06064b50)
+    if (b.size() < 56 || z > b.size() - 56 || le32(&b[z]) != 0x06064b50)
       throw InputError::at(where, "zip64 end record", "bad zip64 end record");
     count = le64(&b[z + 32]);
     cdOffset = le64(&b[z + 48]);

@@ -104,3 +104,40 @@ TEST(Npz, WriteThenReadKeepsNamesAndOrder) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Npz, MutatedArchivesNeverCrash) {
+  // Every single-byte change and every truncation of a small archive either
+  // parses or raises InputError: nothing else may escape.
+  std::string path = ::testing::TempDir() + "/anefit-npz-mutate.npz";
+  runtime::writeNpz(path,
+                    {{"x", Tensor::fromF32({1, 2, 3}, {3})}, {"y", Tensor::fromI32({4}, {1})}});
+  std::vector<uint8_t> good;
+  {
+    FILE *f = std::fopen(path.c_str(), "rb");
+    ASSERT_NE(f, nullptr);
+    int c;
+    while ((c = std::fgetc(f)) != EOF)
+      good.push_back(static_cast<uint8_t>(c));
+    std::fclose(f);
+  }
+  std::remove(path.c_str());
+  int errors = 0;
+  for (size_t i = 0; i < good.size(); ++i) {
+    for (uint8_t v : {uint8_t(0x00), uint8_t(0xff), uint8_t(good[i] ^ 0x80)}) {
+      std::vector<uint8_t> bad = good;
+      bad[i] = v;
+      try {
+        runtime::parseNpz(bad, "m.npz");
+      } catch (const InputError &) {
+        ++errors;
+      }
+    }
+    std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(i));
+    EXPECT_THROW(runtime::parseNpz(cut, "cut.npz"), InputError) << "truncated at " << i;
+  }
+  EXPECT_GT(errors, 0);
+}
+
+} // namespace
