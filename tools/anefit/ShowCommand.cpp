@@ -22,6 +22,7 @@
 #include <iomanip>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace fs = std::filesystem;
@@ -240,6 +241,21 @@ Summary summarize(const Model &model, const std::string &path) {
   s.defaultFunction = def ? def->name : "";
 
   std::map<std::string, uint64_t> histogram;
+  std::set<const Constant *> countedBlobs;
+  auto addParams = [&](const Type &t) {
+    if (!t.isTensor() || t.dtype() == DType::String)
+      return;
+    auto n = t.numElements();
+    if (!n || *n < 0)
+      return;
+    uint64_t count = static_cast<uint64_t>(*n);
+    uint64_t bytes = storageBytes(t.dtype(), count);
+    ParamStats &p = s.params[std::string(dtypeName(t.dtype()))];
+    p.count += count;
+    p.bytes += bytes;
+    s.totalParams.count += count;
+    s.totalParams.bytes += bytes;
+  };
   if (model.program) {
     for (const auto &fn : model.program->functions) {
       FunctionSummary fs;
@@ -273,22 +289,23 @@ Summary summarize(const Model &model, const std::string &path) {
       walk(*fn->body, [&](const Operation &op) {
         ++fs.opCount;
         ++histogram[op.type];
-        // Parameters are the outputs of const ops, sized from their types
+        // Parameters are the outputs of const ops plus weight-file constants
+        // bound directly to other ops (compressed weights: the indices and
+        // lookup tables of constexpr_* ops). They are sized from their types
         // alone so that no weight byte is touched.
-        if (op.type != "const" || op.outputs.empty())
+        if (op.type == "const") {
+          if (!op.outputs.empty())
+            addParams(op.output(0)->type);
           return;
-        const Type &t = op.output(0)->type;
-        if (!t.isTensor() || t.dtype() == DType::String)
-          return;
-        auto n = t.numElements();
-        if (!n || *n < 0)
-          return;
-        ParamStats &p = s.params[std::string(dtypeName(t.dtype()))];
-        uint64_t bytes = storageBytes(t.dtype(), static_cast<uint64_t>(*n));
-        p.count += static_cast<uint64_t>(*n);
-        p.bytes += bytes;
-        s.totalParams.count += static_cast<uint64_t>(*n);
-        s.totalParams.bytes += bytes;
+        }
+        for (const OpInput &in : op.inputs)
+          for (const Binding &b : in.bindings)
+            if (b.constant && b.constant->kind == Constant::Kind::Blob &&
+                countedBlobs.insert(b.constant.get()).second)
+              addParams(b.constant->type);
+        for (const auto &[key, c] : op.attributes)
+          if (c && c->kind == Constant::Kind::Blob && countedBlobs.insert(c.get()).second)
+            addParams(c->type);
       });
       s.functions.push_back(std::move(fs));
     }
