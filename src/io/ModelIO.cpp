@@ -20,6 +20,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <set>
 #include <sstream>
@@ -303,7 +304,36 @@ ModelFormat detectFormat(const std::string &path) {
   return ModelFormat::Unknown;
 }
 
+/// "model.pte#2" -> ("model.pte", 2); other paths unchanged.
+std::pair<std::string, std::optional<size_t>> splitPteSelector(const std::string &path) {
+  size_t hash = path.rfind('#');
+  if (hash == std::string::npos || hash + 1 >= path.size() || hash + 8 < path.size())
+    return {path, std::nullopt};
+  std::string base = path.substr(0, hash);
+  if (lowerExtension(base) != ".pte" ||
+      path.find_first_not_of("0123456789", hash + 1) != std::string::npos)
+    return {path, std::nullopt};
+  return {base, std::stoul(path.substr(hash + 1))};
+}
+
 std::unique_ptr<Model> loadModel(const std::string &path, const LoadOptions &options) {
+  auto [ptePath, selector] = splitPteSelector(path);
+  if (selector || detectFormat(path) == ModelFormat::Pte) {
+    std::vector<EmbeddedModel> models = loadPteModels(ptePath, options);
+    if (models.empty())
+      throw InputError::at(ptePath, "", "no Core ML delegate in this ExecuTorch program");
+    size_t pick = selector.value_or(0);
+    if (!selector && models.size() > 1)
+      throw InputError::at(ptePath, "",
+                           "holds " + std::to_string(models.size()) +
+                               " Core ML delegates; pick one as " + ptePath + "#0 .. " + ptePath +
+                               "#" + std::to_string(models.size() - 1) + " ('anefit show " +
+                               ptePath + "' lists them)");
+    if (pick >= models.size())
+      failExpected(ptePath, "delegate selector '#" + std::to_string(pick) + "'",
+                   "0 .. " + std::to_string(models.size() - 1), std::to_string(pick));
+    return std::move(models[pick].model);
+  }
   std::error_code ec;
   if (!fs::exists(path, ec))
     throw InputError::at(path, "", "no such file or directory");
@@ -341,8 +371,8 @@ std::unique_ptr<Model> loadModel(const std::string &path, const LoadOptions &opt
     model = parseModelText(text, path, [&](const std::string &name) { return (*resolver)(name); });
     break;
   }
-  case ModelFormat::Pte:
-    throw InputError::at(path, "", "ExecuTorch .pte files are not supported yet");
+  case ModelFormat::Pte: // handled above
+    break;
   case ModelFormat::Unknown:
     if (isDir)
       failExpected(path, "", "a model (a .mlpackage directory with a Manifest.json)",

@@ -13,8 +13,10 @@
 
 #include "ir/Model.h"
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace anefit {
 
@@ -30,7 +32,25 @@ struct LoadOptions {
 };
 
 /// Reads a model. Throws InputError with file, place, expected and found.
+/// For a .pte, the Core ML model of its only Core ML delegate; with several,
+/// select one by its position with a "#N" suffix ("model.pte#1").
 std::unique_ptr<Model> loadModel(const std::string &path, const LoadOptions &options = {});
+
+/// A Core ML model carried by an ExecuTorch program.
+struct EmbeddedModel {
+  std::string method;         ///< ExecuTorch method ("forward")
+  uint32_t delegateIndex = 0; ///< position among the method's delegates
+  std::string label;          ///< "forward/delegate 0 (CoreMLBackend)"
+  std::map<std::string, std::string> compileSpecs;
+  std::unique_ptr<Model> model;
+};
+
+/// Every Core ML delegate payload of the .pte at `path` (a flattened
+/// directory holding model.mlpackage, or a CMJR reference into named data),
+/// read from memory without unpacking files. Compiled payloads
+/// (model.mlmodelc) are refused. Each model's sourcePath is "path#N" and its
+/// debugHandles come from ExecuTorch's debug-handle mapping when present.
+std::vector<EmbeddedModel> loadPteModels(const std::string &path, const LoadOptions &options = {});
 
 struct SaveOptions {
   /// Replace an existing output.

@@ -91,24 +91,42 @@ std::shared_ptr<WeightFile> WeightFile::open(const std::string &path) {
   file->path_ = path;
   file->base_ = static_cast<const uint8_t *>(map);
   file->size_ = size;
-
-  uint32_t count = loadU32(file->base_);
-  uint32_t version = loadU32(file->base_ + 4);
-  if (version != kStorageVersion)
-    failExpected(path, "storage header", "version 2", "version " + std::to_string(version));
-  // Every blob needs at least its 64-byte record, which bounds a believable count.
-  uint64_t maxBlobs = (size - kHeaderSize) / kMetadataSize;
-  if (count > maxBlobs)
-    failExpected(path, "storage header",
-                 "a blob count of at most " + std::to_string(maxBlobs) + " for a file of " +
-                     std::to_string(size) + " bytes",
-                 std::to_string(count));
-  file->count_ = count;
+  file->mapped_ = true;
+  file->checkHeader();
   return file;
 }
 
+std::shared_ptr<WeightFile> WeightFile::fromBytes(std::span<const uint8_t> bytes, std::string name,
+                                                  std::shared_ptr<const void> keepAlive) {
+  if (bytes.size() < kHeaderSize)
+    failExpected(name, "storage header", "at least 64 bytes",
+                 std::to_string(bytes.size()) + " bytes");
+  std::shared_ptr<WeightFile> file(new WeightFile());
+  file->path_ = std::move(name);
+  file->base_ = bytes.data();
+  file->size_ = bytes.size();
+  file->keepAlive_ = std::move(keepAlive);
+  file->checkHeader();
+  return file;
+}
+
+void WeightFile::checkHeader() {
+  uint32_t count = loadU32(base_);
+  uint32_t version = loadU32(base_ + 4);
+  if (version != kStorageVersion)
+    failExpected(path_, "storage header", "version 2", "version " + std::to_string(version));
+  // Every blob needs at least its 64-byte record, which bounds a believable count.
+  uint64_t maxBlobs = (size_ - kHeaderSize) / kMetadataSize;
+  if (count > maxBlobs)
+    failExpected(path_, "storage header",
+                 "a blob count of at most " + std::to_string(maxBlobs) + " for a file of " +
+                     std::to_string(size_) + " bytes",
+                 std::to_string(count));
+  count_ = count;
+}
+
 WeightFile::~WeightFile() {
-  if (base_)
+  if (mapped_ && base_)
     ::munmap(const_cast<uint8_t *>(base_), size_);
 }
 

@@ -35,6 +35,10 @@ class WeightFile : public BlobStore {
 public:
   /// Maps `path` and checks the storage header. Throws InputError.
   static std::shared_ptr<WeightFile> open(const std::string &path);
+  /// A weight file held in memory (e.g. inside an ExecuTorch .pte payload);
+  /// `keepAlive` owns the bytes. `name` is used in messages. Checks the header.
+  static std::shared_ptr<WeightFile> fromBytes(std::span<const uint8_t> bytes, std::string name,
+                                               std::shared_ptr<const void> keepAlive);
   ~WeightFile() override;
 
   const std::string &path() const override { return path_; }
@@ -48,7 +52,11 @@ public:
 
 private:
   WeightFile() = default;
+  /// Validates the storage header of base_/size_. Throws InputError.
+  void checkHeader();
   std::string path_;
+  bool mapped_ = false; ///< base_ is our own mmap
+  std::shared_ptr<const void> keepAlive_;
   const uint8_t *base_ = nullptr;
   uint64_t size_ = 0;
   uint32_t count_ = 0;
