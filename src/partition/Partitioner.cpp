@@ -257,14 +257,19 @@ std::string atenOpOf(std::string_view opName) {
     return "";
   std::transform(name.begin(), name.end(), name.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  // coremltools appends dtype casts and uniquing counters to torch node names.
+  // coremltools appends dtype casts ("_cast_fp16", "_to_int32") and
+  // uniquing counters ("_3") to torch node names.
+  auto stripCast = [&](std::string_view marker) {
+    size_t at = name.rfind(marker);
+    if (at == std::string::npos || at == 0)
+      return false;
+    if (!dtypeFromName(std::string_view(name).substr(at + marker.size())))
+      return false;
+    name.resize(at);
+    return true;
+  };
   for (bool changed = true; changed;) {
-    changed = false;
-    for (std::string_view suffix : {"_cast_fp16", "_cast_fp32", "_cast_int32", "_cast_bool"})
-      if (name.size() > suffix.size() && name.ends_with(suffix)) {
-        name.resize(name.size() - suffix.size());
-        changed = true;
-      }
+    changed = stripCast("_cast_") || stripCast("_to_");
     size_t u = name.rfind('_');
     if (u != std::string::npos && u + 1 < name.size() &&
         std::all_of(name.begin() + u + 1, name.end(), [](char c) { return std::isdigit(c); })) {
@@ -275,11 +280,13 @@ std::string atenOpOf(std::string_view opName) {
   std::string body = name.substr(5);
   // Overload names of aten ops, longest first (lower case, as ExecuTorch compares them).
   static constexpr std::array<std::string_view, 21> kOverloads = {
-      "scalar_tensor", "tensor_tensor", "tensor_scalar", "dim_intlist", "tensor_mode",
-      "scalar_mode",   "using_ints",    "dim_int",       "tensor_out",  "scalar_out",
-      "default",       "tensor",        "scalar",        "intlist",     "int",
-      "dim",           "self",          "src",           "value",       "str",
-      "out"};
+      "scalar_tensor", "tensor_tensor", "tensor_scalar",
+      "dim_intlist",   "tensor_mode",   "scalar_mode",
+      "using_ints",    "dim_int",       "tensor_out",
+      "scalar_out",    "default",       "tensor",
+      "scalar",        "intlist",       "int",
+      "dim",           "self",          "src",
+      "value",         "str",           "out"};
   for (std::string_view ov : kOverloads) {
     std::string suffix = "_" + std::string(ov);
     if (body.size() > suffix.size() && body.ends_with(suffix))

@@ -172,10 +172,16 @@ void printText(std::ostream &os, const partition::Plan &plan) {
 double verifyChain(const Model &model, const partition::FunctionPlan &fp,
                    const std::vector<std::unique_ptr<Model>> &regions, int steps, uint64_t seed) {
   const Function &fn = *model.program->findFunction(fp.function);
-  runtime::Interpreter original(fn);
+  // Values crossing a boundary take their declared dtype; with every op
+  // rounded to fp16 (as the ANE computes) that cast is exact, so the chain
+  // must reproduce the original bit for bit.
+  runtime::RunOptions runOptions;
+  runOptions.precision = runtime::Precision::FP16;
+  runtime::Interpreter original(fn, runOptions);
   std::vector<std::unique_ptr<runtime::Interpreter>> chain;
   for (const auto &m : regions)
-    chain.push_back(std::make_unique<runtime::Interpreter>(*m->program->functions.front()));
+    chain.push_back(
+        std::make_unique<runtime::Interpreter>(*m->program->functions.front(), runOptions));
   runtime::StateContext originalStates, chainStates;
   FunctionDescription desc = model.description.describe(fn.name);
   std::mt19937_64 rng(seed);
