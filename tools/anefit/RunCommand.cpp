@@ -11,6 +11,7 @@
 #include "io/ModelIO.h"
 #include "runtime/Interpreter.h"
 #include "runtime/Npy.h"
+#include "runtime/RandomInput.h"
 #include "support/Error.h"
 
 #include <chrono>
@@ -60,33 +61,6 @@ std::optional<std::pair<int64_t, std::string>> stepKey(const std::string &key) {
   if (num.size() > 9 || num.find_first_not_of("0123456789") != std::string::npos)
     return std::nullopt;
   return std::make_pair(std::stoll(num), key.substr(slash + 1));
-}
-
-/// A random tensor for a declared input: normal(0, 1) floats, small
-/// non-negative integers, fair bools. Symbolic dims take their lower bound
-/// from the model description, else 1.
-Tensor randomInput(const Value &in, const FeatureDescription *desc, std::mt19937_64 &rng) {
-  runtime::Shape shape;
-  for (size_t d = 0; d < in.type.shape().size(); ++d) {
-    const Dim &dim = in.type.shape()[d];
-    int64_t n = dim.isStatic() ? dim.size : 1;
-    if (!dim.isStatic() && desc && d < desc->type.shape.size() && desc->type.shape[d] > 0)
-      n = desc->type.shape[d];
-    shape.push_back(n);
-  }
-  DType t = runtime::computeDType(in.type.dtype());
-  Tensor out = Tensor::zeros(t, shape);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int32_t> small(0, 7);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    if (t == DType::F32)
-      out.mutableData<float>()[i] = normal(rng);
-    else if (t == DType::I32)
-      out.mutableData<int32_t>()[i] = small(rng);
-    else
-      out.mutableData<uint8_t>()[i] = static_cast<uint8_t>(small(rng) & 1);
-  }
-  return out.convertTo(in.type.dtype());
 }
 
 std::string typeText(const Tensor &t) {
@@ -204,7 +178,7 @@ int runRun(const RunOptions &opts) {
           for (const FeatureDescription &d : desc.inputs)
             if (d.name == in->name)
               fd = &d;
-          feed[in->name] = randomInput(*in, fd, rng);
+          feed[in->name] = runtime::randomInput(*in, fd, rng);
         }
       }
     // Unknown names first: a misspelt name would otherwise surface as a
