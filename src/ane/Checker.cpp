@@ -286,6 +286,7 @@ void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> 
 CheckReport checkModel(const Model &model, const CheckOptions &options) {
   CheckReport report;
   report.modelPath = model.sourcePath;
+  report.origin = model.origin;
   report.options = options;
   if (!model.program)
     throw InputError::at(model.sourcePath, "model", "expected an ML Program, found none");
@@ -342,6 +343,11 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
         out.op = f.op->name;
         out.opType = f.op->type;
         out.torchNode = torchNodeOf(f.op->name);
+        if (!f.op->outputs.empty()) {
+          auto handles = model.debugHandles.find(f.op->outputs.front()->name);
+          if (handles != model.debugHandles.end())
+            out.debugHandles = handles->second;
+        }
         out.types = typesOf(*f.op);
         auto it = index.find(topLevel(f.op, fn->body.get()));
         opKey = it == index.end() ? 0 : it->second + 1;

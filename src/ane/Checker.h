@@ -45,6 +45,8 @@ struct Finding {
   std::string torchNode; ///< PyTorch node behind the op, when its name carries one
   std::string types;     ///< operand and result types, "x: (1, 2048, 2, fp16)(State) -> ..."
   std::string message;   ///< lower-case reason with the values found
+  /// ExecuTorch debug handles of the op (models read from a .pte).
+  std::vector<int64_t> debugHandles;
 };
 
 struct OpReport {
@@ -91,6 +93,7 @@ struct FunctionReport {
 
 struct CheckReport {
   std::string modelPath;
+  std::string origin; ///< Model::origin: method and delegate for a .pte payload
   CheckOptions options;
   std::vector<FunctionReport> functions;
   /// Most severe first, then by rule, function and op (stable).

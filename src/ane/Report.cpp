@@ -103,6 +103,8 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
   std::string out = "anefit check: " + (report.modelPath.empty() ? "<model>" : report.modelPath) +
                     " (chip " + std::string(chipInfo(o.chip).name) + ", os " + osLabel(o.os) +
                     ", compute units " + std::string(computeUnitsName(o.computeUnits)) + ")\n";
+  if (!report.origin.empty())
+    out += "  ExecuTorch program: " + report.origin + "\n";
   for (const FunctionReport &f : report.functions) {
     out += "\nfunction " + paint("\033[1m", f.name) + ": " +
            paint(f.verdict == Verdict::AneFails ? "\033[1;31m"
@@ -154,6 +156,9 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
         out += f.opType + " '" + f.op + "'";
         if (!f.torchNode.empty())
           out += " (torch node " + f.torchNode + ")";
+        for (size_t h = 0; h < f.debugHandles.size(); ++h)
+          out += (h ? ", " : " [ExecuTorch debug handle ") + std::to_string(f.debugHandles[h]) +
+                 (h + 1 == f.debugHandles.size() ? "]" : "");
         out += "\n    " + f.types + "\n    ";
       }
       out += f.message + "\n";
@@ -192,6 +197,8 @@ std::string renderJson(const CheckReport &report) {
   j["schema"] = kCheckSchema;
   j["tool"] = {{"name", "anefit"}, {"version", "0.1.0"}};
   j["model"] = report.modelPath;
+  if (!report.origin.empty())
+    j["origin"] = report.origin;
   j["options"] = optionsJson(report.options);
   j["verdict"] = verdictName(report.verdict);
   j["weightBytes"] = report.weightBytes;
@@ -255,6 +262,8 @@ std::string renderJson(const CheckReport &report) {
       fj["types"] = f.types;
       if (!f.torchNode.empty())
         fj["torchNode"] = f.torchNode;
+      if (!f.debugHandles.empty())
+        fj["debugHandles"] = f.debugHandles;
     }
     fj["message"] = f.message;
     Json ev = Json::array();

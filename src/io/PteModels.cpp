@@ -98,6 +98,9 @@ EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegat
   em.compileSpecs = d.compileSpecs;
   em.model = parseModelProto(modelFile->data, label + ": " + modelPath, open);
   em.model->sourcePath = where;
+  em.model->origin = "method " + d.method + ", delegate " + std::to_string(d.indexInMethod) + " (" +
+                     d.backendId + ")" +
+                     (d.functionName.empty() ? "" : ", function " + d.functionName);
   em.model->weightFiles = std::move(stores);
   if (const FlatFile *mapping = findFile(files, kDebugHandleMapping))
     em.model->debugHandles = readDebugHandles(mapping->data);

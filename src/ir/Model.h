@@ -105,6 +105,9 @@ public:
   std::string sourcePath;
   /// Weight files by the name the program uses ("@model_path/weights/weight.bin").
   std::map<std::string, std::shared_ptr<const BlobStore>> weightFiles;
+  /// Where inside its container the model sits, e.g. "method forward,
+  /// delegate 0 (CoreMLBackend)" for a .pte payload; empty otherwise.
+  std::string origin;
   /// ExecuTorch debug handles by op output name, for models read from a .pte
   /// (they link an op back to the PyTorch node it was lowered from).
   std::map<std::string, std::vector<int64_t>> debugHandles;
