@@ -12,6 +12,7 @@
 
 #include "io/ModelIO.h"
 #include "io/Package.h"
+#include "io/Pte.h"
 #include "ir/Model.h"
 #include "support/Error.h"
 
@@ -235,6 +236,8 @@ Summary summarize(const Model &model, const std::string &path) {
   Summary s;
   s.path = path;
   s.format = detectFormat(path);
+  if (s.format == ModelFormat::Unknown && !model.origin.empty())
+    s.format = ModelFormat::Pte; // "model.pte#N": a payload of an ExecuTorch program
   s.specVersion = model.specificationVersion;
   s.metadata = model.description.metadata;
   Function *def = model.defaultFunction();
@@ -492,7 +495,63 @@ struct ShowOptions {
   bool json = false;
 };
 
+/// A .pte without a "#N" selector: the program's methods and delegates, then
+/// each Core ML delegate's model.
+int showPte(const ShowOptions &opts) {
+  std::shared_ptr<PteFile> pte = PteFile::open(opts.model);
+  LoadOptions load;
+  load.openWeights = false;
+  std::vector<EmbeddedModel> models = loadPteModels(opts.model, load);
+  if (opts.json) {
+    json j;
+    j["schema"] = "anefit.show-pte/1";
+    j["path"] = opts.model;
+    j["fileIdentifier"] = pte->fileIdentifier();
+    j["methods"] = pte->methods();
+    j["delegates"] = json::array();
+    size_t coreml = 0;
+    for (const PteDelegate &d : pte->delegates()) {
+      json dj{{"method", d.method},
+              {"index", d.indexInMethod},
+              {"backend", d.backendId},
+              {"location", d.location},
+              {"compileSpecs", d.compileSpecs}};
+      if (d.isCoreML()) {
+        std::string selector = opts.model + "#" + std::to_string(coreml);
+        dj["selector"] = selector;
+        dj["model"] = toJson(summarize(*models[coreml++].model, selector));
+      }
+      j["delegates"].push_back(dj);
+    }
+    std::cout << j.dump(2) << "\n";
+    return kExitOk;
+  }
+  std::cout << "ExecuTorch program: " << opts.model << " (" << pte->fileIdentifier()
+            << "), methods:";
+  for (const std::string &m : pte->methods())
+    std::cout << " " << m;
+  std::cout << "\n";
+  size_t coreml = 0;
+  for (const PteDelegate &d : pte->delegates()) {
+    std::cout << "  " << d.label();
+    if (d.isCoreML())
+      std::cout << " -> " << opts.model << "#" << coreml++;
+    for (const auto &[k, v] : d.compileSpecs)
+      if (k == "compute_units" || k == "min_deployment_target" || k == "model_compute_precision")
+        std::cout << "  " << k << "=" << v;
+    std::cout << "\n";
+  }
+  for (size_t i = 0; i < models.size(); ++i) {
+    std::string selector = opts.model + "#" + std::to_string(i);
+    std::cout << "\n";
+    printText(summarize(*models[i].model, selector), std::cout);
+  }
+  return kExitOk;
+}
+
 int runShow(const ShowOptions &opts) {
+  if (detectFormat(opts.model) == ModelFormat::Pte)
+    return showPte(opts);
   LoadOptions load;
   load.openWeights = false; // show never reads weight data
   std::unique_ptr<Model> model = loadModel(opts.model, load);
@@ -514,7 +573,9 @@ constexpr const char *kShowSummary =
 void registerShow(CLI::App &parent, VerbResult &result) {
   auto opts = std::make_shared<ShowOptions>();
   CLI::App *cmd = parent.add_subcommand("show", kShowSummary);
-  cmd->add_option("MODEL", opts->model, "Model: .mlpackage, .mlmodel or .mil")->required();
+  cmd->add_option("MODEL", opts->model,
+                  "Model: .mlpackage, .mlmodel, .mil, or .pte (MODEL.pte#N: one delegate)")
+      ->required();
   cmd->add_flag("--json", opts->json, "Print JSON (schema anefit.show/1, see docs/show.md)");
   cmd->footer("Weight files are located but never read.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runShow(*opts); }); });
