@@ -9,7 +9,8 @@ states. It is written as MIL text plus a weight.bin blob file, so building it
 needs only numpy.
 
 The baseline runs the same step eagerly in fp32 on the same machine: PyTorch when it
-is importable, else numpy (both call an optimized BLAS for the matmuls). The
+is importable (torch.nn.functional, CPU), else numpy (both call an optimized BLAS for
+the matmuls). The
 benchmark reports the time of one decode step for both, their ratio, and anefit's
 peak resident memory against the weight bytes.
 
@@ -240,6 +241,56 @@ class NumpyBaseline:
         return self.rms(x, w["final_norm"]) @ w["embed"].T
 
 
+class TorchBaseline:
+    """The same step in fp32 with PyTorch eager (torch.nn.functional on the CPU)."""
+
+    name = "torch"
+
+    def __init__(self, weights):
+        import torch
+
+        self.torch = torch
+        if _THREADS != "0":
+            torch.set_num_threads(int(_THREADS))
+        self.w = {k: torch.from_numpy(v.astype(np.float32)) for k, v in weights.items()}
+        self.state = {}
+
+    def rms(self, x, w):
+        return x * self.torch.rsqrt((x * x).mean(-1, keepdim=True) + EPS) * w
+
+    def step(self, inp):
+        torch, w = self.torch, self.w
+        F = torch.nn.functional
+        with torch.inference_mode():
+            x = w["embed"][int(inp["token"][0, 0])].reshape(1, D)
+            pos = int(inp["kv_begin"][2])
+            mask = torch.from_numpy(inp["mask"].astype(np.float32)).reshape(1, CACHE)
+            for i in range(LAYERS):
+                pre = f"l{i}_"
+                xn = self.rms(x, w[pre + "op_norm"])
+                if i in ATTENTION_LAYERS:
+                    q = F.linear(xn, w[pre + "q"]).reshape(KV_HEADS, 2, HEAD_DIM)
+                    k = F.linear(xn, w[pre + "k"]).reshape(KV_HEADS, HEAD_DIM)
+                    v = F.linear(xn, w[pre + "v"]).reshape(KV_HEADS, HEAD_DIM)
+                    kc = self.state.setdefault(pre + "k", torch.zeros(KV_HEADS, CACHE, HEAD_DIM))
+                    vc = self.state.setdefault(pre + "v", torch.zeros(KV_HEADS, CACHE, HEAD_DIM))
+                    kc[:, pos], vc[:, pos] = k, v
+                    s = torch.softmax(q @ kc.transpose(1, 2) * (HEAD_DIM ** -0.5) + mask, dim=-1)
+                    y = F.linear((s @ vc).reshape(1, D), w[pre + "o"])
+                else:
+                    b, c, xx = F.linear(xn, w[pre + "in_proj"]).reshape(3 * D).chunk(3)
+                    st = self.state.setdefault(pre + "conv", torch.zeros(D, 2))
+                    cat = torch.cat([st, (b * xx)[:, None]], dim=1)
+                    self.state[pre + "conv"] = cat[:, 1:].clone()
+                    conv = (cat * w[pre + "conv"].reshape(D, 3)).sum(1)
+                    y = F.linear((c * conv).reshape(1, D), w[pre + "out_proj"])
+                x = x + y
+                xn = self.rms(x, w[pre + "ffn_norm"])
+                x = x + F.linear(F.silu(F.linear(xn, w[pre + "w1"])) * F.linear(xn, w[pre + "w3"]),
+                                 w[pre + "w2"])
+            return F.linear(self.rms(x, w["final_norm"]), w["embed"]).numpy()
+
+
 def measure(cmd):
     """Runs cmd; returns (wall seconds, CPU seconds, peak RSS bytes) of that child alone."""
     start = time.perf_counter()
@@ -284,10 +335,12 @@ def main():
 
     try:
         import torch  # noqa: F401
-        baseline_note = "PyTorch is installed but this script times the numpy baseline"
+
+        baseline_note = f"PyTorch {torch.__version__} eager, fp32"
+        base = TorchBaseline(weights)
     except ImportError:
         baseline_note = "PyTorch is not installed; numpy (fp32, BLAS) is the eager baseline"
-    base = NumpyBaseline(weights)
+        base = NumpyBaseline(weights)
     del weights
     base.step(step_inputs(0))  # warm-up
     times, cpu0 = [], cpu_seconds()
