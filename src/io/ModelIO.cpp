@@ -63,30 +63,6 @@ std::string randomSuffix() {
   return buf;
 }
 
-/// Writes a file under a temporary sibling name and renames it over `path`.
-void writeFileAtomically(const fs::path &path, std::string_view bytes) {
-  fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  std::error_code ec;
-  if (!fs::is_directory(parent, ec))
-    throw InputError::at(path.string(), "",
-                         "cannot write: directory " + parent.string() + " does not exist");
-  fs::path tmp = parent / ("." + path.filename().string() + ".tmp-" + randomSuffix());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw InputError::at(path.string(), "", "cannot write file");
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError::at(path.string(), "", "cannot write file: " + ec.message());
-  }
-}
-
 /// Opens weight files for one model. Names are validated even when weights
 /// are not opened, so a hostile name is reported by every command.
 class WeightResolver {
@@ -285,6 +261,30 @@ std::vector<std::string> inputPaths(const Model &model) {
 }
 
 } // namespace
+
+void writeFileAtomically(const std::string &pathText, std::string_view bytes) {
+  fs::path path(pathText);
+  fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(parent, ec))
+    throw InputError::at(path.string(), "",
+                         "cannot write: directory " + parent.string() + " does not exist");
+  fs::path tmp = parent / ("." + path.filename().string() + ".tmp-" + randomSuffix());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      fs::remove(tmp, ec);
+      throw InputError::at(path.string(), "", "cannot write file");
+    }
+  }
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    fs::remove(tmp, ec);
+    throw InputError::at(path.string(), "", "cannot write file: " + ec.message());
+  }
+}
 
 ModelFormat detectFormat(const std::string &path) {
   std::error_code ec;

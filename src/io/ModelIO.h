@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace anefit {
@@ -56,6 +57,10 @@ struct SaveOptions {
   /// Replace an existing output.
   bool overwrite = true;
 };
+
+/// Writes `bytes` to `path` through a temporary sibling renamed into place,
+/// so a failed write never leaves a half-written file. Throws InputError.
+void writeFileAtomically(const std::string &path, std::string_view bytes);
 
 /// Writes `model` to `path` in the format its extension names. Blob constants
 /// are copied blob by blob from their source stores. Atomic: the result

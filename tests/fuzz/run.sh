@@ -21,7 +21,7 @@ else
     -DANEFIT_FUZZ=ON -DANEFIT_BUILD_BENCH=OFF >/dev/null
 fi
 
-targets="anefit-fuzz-weightfile anefit-fuzz-manifest"
+targets="anefit-fuzz-weightfile anefit-fuzz-manifest anefit-fuzz-pte"
 if [ -f "$src/src/io/MilProto.cpp" ]; then
   targets="$targets anefit-fuzz-modelproto"
 fi
@@ -38,6 +38,12 @@ for t in $targets; do
   if [ "$t" = anefit-fuzz-modelproto ]; then
     for m in "$src"/tests/fixtures/*/model.mlpackage/Data/com.apple.CoreML/model.mlmodel; do
       [ -f "$m" ] && cp "$m" "$corpus/seed-$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$m")")")")").mlmodel"
+    done
+  fi
+  # The real ExecuTorch exports seed the .pte reader.
+  if [ "$t" = anefit-fuzz-pte ]; then
+    for p in "$src"/tests/fixtures/pte/*.pte; do
+      [ -f "$p" ] && cp "$p" "$corpus/seed-$(basename "$p")"
     done
   fi
   echo "== $t: ${seconds}s"

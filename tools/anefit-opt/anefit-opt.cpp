@@ -134,27 +134,6 @@ void runPasses(Model &model, const std::string &pipeline) {
 #endif
 }
 
-/// Writes text to `path` through a temporary sibling renamed into place.
-void writeTextAtomically(const std::string &path, const std::string &text) {
-  fs::path target(path);
-  fs::path tmp = target;
-  tmp += ".tmp-anefit-opt";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw InputError::at(path, "", "cannot open the output for writing");
-    out << text;
-    if (!out.flush())
-      throw InputError::at(path, "", "could not write the output");
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError::at(path, "", "cannot move the output into place");
-  }
-}
-
 int run(const Options &opts) {
   ParseOptions parseOptions;
   parseOptions.allowUndefinedValues = opts.allowUndefined;
@@ -178,7 +157,7 @@ int run(const Options &opts) {
   if (opts.output.empty() || opts.output == "-")
     std::cout << text;
   else
-    writeTextAtomically(opts.output, text);
+    writeFileAtomically(opts.output, text);
   return kExitOk;
 }
 

@@ -11,13 +11,9 @@
 #include "ir/AsmPrinter.h"
 #include "support/Error.h"
 
-#include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <sstream>
-
-namespace fs = std::filesystem;
 
 namespace anefit::cli {
 namespace {
@@ -27,28 +23,6 @@ struct DumpOptions {
   std::string output;
   bool hideConsts = false;
 };
-
-/// Writes through a temporary sibling renamed into place, so a failed dump
-/// never leaves a half-written file behind.
-void writeAtomically(const std::string &path, const std::string &text) {
-  fs::path target(path);
-  fs::path tmp = target;
-  tmp += ".tmp-anefit-dump";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw InputError::at(path, "", "cannot open the output for writing");
-    out << text;
-    if (!out.flush())
-      throw InputError::at(path, "", "could not write the output");
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError::at(path, "", "cannot move the output into place: " + ec.message());
-  }
-}
 
 int runDump(const DumpOptions &opts) {
   LoadOptions load;
@@ -66,7 +40,7 @@ int runDump(const DumpOptions &opts) {
   if (opts.output.empty() || opts.output == "-")
     std::cout << text.str();
   else
-    writeAtomically(opts.output, text.str());
+    writeFileAtomically(opts.output, text.str());
   return kExitOk;
 }
 

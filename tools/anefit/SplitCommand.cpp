@@ -21,7 +21,6 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -264,16 +263,8 @@ int runSplit(const SplitCliOptions &o) {
   }
 
   nlohmann::json j = planJson(plan, options.cost, withFiles);
-  if (!o.planOut.empty()) {
-    std::string tmp = o.planOut + ".tmp";
-    {
-      std::ofstream f(tmp);
-      f << j.dump(2) << "\n";
-      if (!f)
-        throw InputError::at(o.planOut, "", "cannot write the plan");
-    }
-    std::filesystem::rename(tmp, o.planOut);
-  }
+  if (!o.planOut.empty())
+    writeFileAtomically(o.planOut, j.dump(2) + "\n");
   if (o.json)
     std::cout << j.dump(2) << "\n";
   else if (o.skipList)
