@@ -190,6 +190,37 @@ std::vector<uint8_t> buildPte(const std::string &coremlPayload, bool extendedHea
   return w.buf;
 }
 
+/// A program whose Core ML delegate is a CMJR reference into named data
+/// (ExecuTorch's multi-method weight sharing): the payload lives in segment 0
+/// under key `key`.
+std::vector<uint8_t> buildCmjrPte(const std::string &payload, const std::string &key,
+                                  const std::string &namedKey) {
+  std::string reference =
+      "CMJR{\"version\": 1, \"key\": \"" + key + "\", \"functionName\": \"decode\"}";
+  auto coreml = table({ref(0, str("CoreMLBackend")),
+                       ref(1, table({scalar<uint8_t>(0, 0), scalar<uint32_t>(1, 0)}))});
+  auto plan = table({ref(0, str("decode")), ref(7, vec({coreml}))});
+  auto program = table(
+      {ref(1, vec({plan})), ref(3, vec({table({ref(0, str(reference, FbNode::Kind::Bytes))})})),
+       ref(4, vec({table({scalar<uint64_t>(0, 0), scalar<uint64_t>(1, payload.size())})})),
+       ref(7, vec({table({ref(0, str(namedKey)), scalar<uint32_t>(1, 0)})}))});
+  FbWriter w;
+  w.buf.resize(40, 0);
+  std::memcpy(&w.buf[4], "ET12", 4);
+  uint32_t rootOff = static_cast<uint32_t>(w.write(*program));
+  std::memcpy(&w.buf[0], &rootOff, 4);
+  while (w.buf.size() % 128)
+    w.buf.push_back(0);
+  uint64_t base = w.buf.size();
+  std::memcpy(&w.buf[8], "eh00", 4);
+  uint32_t len = 32;
+  std::memcpy(&w.buf[12], &len, 4);
+  std::memcpy(&w.buf[16], &base, 8);
+  std::memcpy(&w.buf[24], &base, 8);
+  w.buf.insert(w.buf.end(), payload.begin(), payload.end());
+  return w.buf;
+}
+
 std::string errorOf(const std::function<void()> &f) {
   try {
     f();
@@ -224,6 +255,25 @@ TEST(Pte, ReadsMethodsDelegatesAndPayloads) {
   ASSERT_EQ(files.size(), 2u);
   EXPECT_EQ(files[1].path, "model.bin");
   EXPECT_EQ(std::string(files[1].data.begin(), files[1].data.end()), "MODEL");
+}
+
+TEST(Pte, FollowsCmjrReferencesIntoNamedData) {
+  std::string payload = flatten({{"metadata.json", "{}"}});
+  auto bytes = buildCmjrPte(payload, "coreml_executorch_1", "coreml_executorch_1");
+  auto pte = PteFile::fromBytes(bytes, "t.pte");
+  ASSERT_EQ(pte->delegates().size(), 1u);
+  const PteDelegate &d = pte->delegates()[0];
+  EXPECT_EQ(d.location, "named-data");
+  EXPECT_EQ(d.namedDataKey, "coreml_executorch_1");
+  EXPECT_EQ(d.functionName, "decode");
+  auto raw = pte->payload(d);
+  EXPECT_EQ(std::string(raw.begin(), raw.end()), payload);
+
+  auto dangling = buildCmjrPte(payload, "coreml_executorch_2", "coreml_executorch_1");
+  EXPECT_NE(errorOf([&] { PteFile::fromBytes(dangling, "t.pte"); })
+                .find("CMJR reference names 'coreml_executorch_2', which is not in the program's "
+                      "named data"),
+            std::string::npos);
 }
 
 TEST(Pte, RejectsBadMagic) {
