@@ -13,6 +13,7 @@
 #include "runtime/Npy.h"
 #include "runtime/RandomInput.h"
 #include "support/Error.h"
+#include "transforms/StateMap.h"
 
 #include <chrono>
 #include <cmath>
@@ -161,6 +162,30 @@ int runRun(const RunOptions &opts) {
     };
   runtime::Interpreter interp(*fn, ropts);
 
+  // A model fixed by state-to-io carries its state map: the host feeds each
+  // moved state's output back into its input, starting from zeros. Do that
+  // here for inputs the user did not give, so --steps runs it like a host.
+  std::map<std::string, std::string> carried; // input <- output
+  auto mapText = model->description.metadata.userDefined.find(StateMap::kMetadataKey);
+  if (mapText != model->description.metadata.userDefined.end()) {
+    StateMap map = StateMap::fromJson(mapText->second, opts.model);
+    for (const StateMapEntry &e : map.entries) {
+      const Value *in = fn->findInput(e.input);
+      bool given = shared.count(e.input) || (perStep.count(0) && perStep.at(0).count(e.input));
+      if (!in || given)
+        continue;
+      auto shape = in->type.staticShape();
+      if (!shape)
+        continue;
+      shared[e.input] =
+          Tensor::zeros(in->type.dtype(), runtime::Shape(shape->begin(), shape->end()));
+      carried[e.input] = e.output;
+    }
+    if (!carried.empty())
+      std::cout << "state map: carrying " << carried.size()
+                << " moved state(s) from output to input, starting from zeros\n";
+  }
+
   std::mt19937_64 rng(opts.seed);
   std::vector<NamedTensor> archive;
   std::cout << "function " << fn->name << ", " << steps << (steps == 1 ? " step" : " steps")
@@ -203,6 +228,9 @@ int runRun(const RunOptions &opts) {
       std::cout << "step " << k << "\n";
     for (NamedTensor &o : outs) {
       printSummary(std::cout, o.name, o.tensor);
+      for (const auto &[input, output] : carried)
+        if (output == o.name)
+          shared[input] = o.tensor;
       archive.push_back({prefix + o.name, std::move(o.tensor)});
     }
     for (const auto &in : fn->inputs)
