@@ -209,14 +209,6 @@ template <typename T> void storeAt(std::vector<uint8_t> &bytes, uint64_t i, T v)
   std::memcpy(&bytes[i * sizeof(T)], &v, sizeof(T));
 }
 
-/// Writes the low `bits` bits of `v` as element i, packed LSB-first.
-void storeBits(std::vector<uint8_t> &bytes, uint64_t i, int bits, uint64_t v) {
-  uint64_t bit = i * static_cast<uint64_t>(bits);
-  for (int b = 0; b < bits; ++b, ++bit)
-    if ((v >> b) & 1u)
-      bytes[bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
-}
-
 //===----------------------------------------------------------------------===//
 // Reading
 //===----------------------------------------------------------------------===//
@@ -386,7 +378,7 @@ Constant ProtoReader::readTensorValue(const mil::TensorValue &tv, const Type &ty
       fail(place, "element " + std::to_string(i) + " = " + std::to_string(v) +
                       " is out of range for " + std::string(dtypeName(dtype)));
     if (bits < 8) {
-      storeBits(c.bytes, i, bits, static_cast<uint64_t>(v));
+      storePackedBits(c.bytes, i, bits, static_cast<uint64_t>(v));
       return;
     }
     switch (bits) {

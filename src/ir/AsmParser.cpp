@@ -1177,10 +1177,7 @@ private:
       fail(*l.at,
            "expected an integer within the range of " + typeName + ", found " + describe(*l.at));
     if (isSubByte(dt)) {
-      uint64_t bit = index * static_cast<uint64_t>(bits);
-      for (int b = 0; b < bits; ++b, ++bit)
-        if ((raw >> b) & 1u)
-          c.bytes[bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
+      storePackedBits(c.bytes, index, bits, raw);
       return;
     }
     for (int b = 0; b < bits / 8; ++b)

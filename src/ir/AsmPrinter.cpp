@@ -133,20 +133,11 @@ template <typename T> T loadLE(const uint8_t *p) {
   return v;
 }
 
-uint32_t loadBits(std::span<const uint8_t> bytes, uint64_t i, int bits) {
-  uint64_t bit = i * static_cast<uint64_t>(bits);
-  uint32_t v = 0;
-  for (int b = 0; b < bits; ++b, ++bit)
-    if ((bytes[bit / 8] >> (bit % 8)) & 1u)
-      v |= 1u << b;
-  return v;
-}
-
 /// Text of element i of an immediate tensor, or nullopt when decimal text
 /// would not parse back to the same bits (NaN payloads, fp8, odd bool bytes).
 std::optional<std::string> elementText(DType t, std::span<const uint8_t> d, uint64_t i) {
   if (isSubByte(t)) {
-    uint32_t v = loadBits(d, i, dtypeBits(t));
+    uint32_t v = loadPackedBits(d, i, dtypeBits(t));
     if (t == DType::I4 && v >= 8)
       return std::to_string(static_cast<int>(v) - 16);
     return std::to_string(v);

@@ -21,18 +21,6 @@ template <typename T> T load(const uint8_t *p) {
   return v;
 }
 
-/// Reads sub-byte element i (LSB-first packing).
-uint32_t loadBits(std::span<const uint8_t> bytes, uint64_t i, int bits) {
-  uint64_t bit = i * static_cast<uint64_t>(bits);
-  uint32_t v = 0;
-  for (int b = 0; b < bits; ++b, ++bit) {
-    uint64_t byte = bit / 8;
-    if (byte < bytes.size() && (bytes[byte] >> (bit % 8)) & 1u)
-      v |= 1u << b;
-  }
-  return v;
-}
-
 } // namespace
 
 Constant Constant::fromF32(std::vector<float> values, std::vector<int64_t> shape) {
@@ -112,7 +100,7 @@ double Constant::elementAsDouble(uint64_t i) const {
       throw InputError("constant holds fewer elements than its type " + type.str() + " says");
   };
   if (isSubByte(t)) {
-    uint32_t v = loadBits(d, i, dtypeBits(t));
+    uint32_t v = loadPackedBits(d, i, dtypeBits(t));
     if (t == DType::I4)
       return static_cast<double>(v >= 8 ? static_cast<int>(v) - 16 : static_cast<int>(v));
     return static_cast<double>(v);

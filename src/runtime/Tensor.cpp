@@ -23,16 +23,6 @@ template <typename T> T load(const uint8_t *p) {
   return v;
 }
 
-/// Sub-byte element i, LSB-first packing (formats.md §4).
-uint32_t loadBits(const uint8_t *bytes, int64_t i, int bits) {
-  uint64_t bit = static_cast<uint64_t>(i) * static_cast<uint64_t>(bits);
-  uint32_t v = 0;
-  for (int b = 0; b < bits; ++b, ++bit)
-    if ((bytes[bit / 8] >> (bit % 8)) & 1u)
-      v |= 1u << b;
-  return v;
-}
-
 /// fp8 E4M3FN / E5M2 to float; the formats have no infinities (E4M3FN) or
 /// follow IEEE (E5M2).
 float fp8ToFloat(uint8_t v, bool e4m3) {
@@ -243,7 +233,8 @@ float Tensor::floatAt(int64_t i) const {
 
 int64_t Tensor::intAt(int64_t i) const {
   if (isSubByte(dtype_)) {
-    uint32_t v = loadBits(data_, i, dtypeBits(dtype_));
+    uint32_t v = loadPackedBits({data_, static_cast<size_t>(numBytes())}, static_cast<uint64_t>(i),
+                                dtypeBits(dtype_));
     if (dtype_ == DType::I4)
       return v >= 8 ? static_cast<int64_t>(v) - 16 : v;
     return v;

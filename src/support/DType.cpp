@@ -58,6 +58,22 @@ uint64_t storageBytes(DType t, uint64_t count) {
   return (count * bits + 7) / 8;
 }
 
+uint32_t loadPackedBits(std::span<const uint8_t> bytes, uint64_t i, int bits) {
+  uint64_t bit = i * static_cast<uint64_t>(bits);
+  uint32_t v = 0;
+  for (int b = 0; b < bits; ++b, ++bit)
+    if (bit / 8 < bytes.size() && (bytes[bit / 8] >> (bit % 8)) & 1u)
+      v |= 1u << b;
+  return v;
+}
+
+void storePackedBits(std::span<uint8_t> bytes, uint64_t i, int bits, uint64_t v) {
+  uint64_t bit = i * static_cast<uint64_t>(bits);
+  for (int b = 0; b < bits; ++b, ++bit)
+    if ((v >> b) & 1u)
+      bytes[bit / 8] |= static_cast<uint8_t>(1u << (bit % 8));
+}
+
 float halfToFloat(uint16_t h) {
   uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1Fu;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace anefit {
@@ -47,6 +48,13 @@ inline bool isSubByte(DType t) { return dtypeBits(t) > 0 && dtypeBits(t) < 8; }
 
 /// Number of bytes needed to store `count` elements (sub-byte types packed LSB-first).
 uint64_t storageBytes(DType t, uint64_t count);
+
+/// Element i of a packed sub-byte tensor (LSB-first, formats.md §4), the
+/// low `bits` bits of the result. Bits past the end of `bytes` read as 0.
+uint32_t loadPackedBits(std::span<const uint8_t> bytes, uint64_t i, int bits);
+/// ORs the low `bits` bits of `v` into element i of a zero-initialised packed
+/// buffer; `bytes` must hold at least storageBytes(t, i + 1) bytes.
+void storePackedBits(std::span<uint8_t> bytes, uint64_t i, int bits, uint64_t v);
 
 /// IEEE binary16 <-> binary32 conversions, round-to-nearest-even.
 float halfToFloat(uint16_t h);

@@ -136,11 +136,8 @@ void lutToDenseOp(KernelContext &ctx) {
     int64_t n = out.numElements();
     needBits(ctx, indices, static_cast<uint64_t>(n) * nbits, "indices");
     for (int64_t i = 0; i < n; ++i) {
-      uint32_t v = 0;
-      for (int b = 0; b < nbits; ++b) {
-        uint64_t bit = static_cast<uint64_t>(i) * nbits + b;
-        v |= ((indices.bytes()[bit / 8] >> (bit % 8)) & 1u) << b;
-      }
+      uint32_t v = loadPackedBits({indices.bytes(), static_cast<size_t>(indices.numBytes())},
+                                  static_cast<uint64_t>(i), nbits);
       out.mutableData<float>()[i] = lut.floatAt(v);
     }
     ctx.setOutput(0, std::move(out));
