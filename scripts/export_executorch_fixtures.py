@@ -1,31 +1,233 @@
 #!/usr/bin/env python3
 """Exports real ExecuTorch .pte files with Core ML delegates, for anefit's tests.
 
-Uses ExecuTorch's own LFM2 model definition (its llama Transformer with
-`layer_types`, whose "conv" layers are ExecuTorch's ShortConvBlock) in a small
-configuration with random weights, and ExecuTorch's CoreMLPartitioner with the
-configuration of the original LFM2.5 report: iOS 18, states enabled,
-compute_units cpu_and_ne, fp16 compute. Three variants:
+Two families of exports, both with random weights:
 
-  lfm2_coreml_states.pte   mutable buffers (conv states, KV caches) taken over
-                           by Core ML as states (take_over_mutable_buffer=True)
-  lfm2_coreml_nostate.pte  take_over_mutable_buffer=False: buffers stay in
-                           ExecuTorch, the Core ML graphs see them as plain I/O
-  llama_coreml_static.pte  a Llama-style model exported with its KV cache as
-                           plain inputs/outputs (the static-cache path)
+1. Through ExecuTorch's own LLM export entry point, `export_llm`
+   (`python -m executorch.extension.llm.export.export_llm --config X.yaml`),
+   with the Core ML configuration ExecuTorch users run for LFM2: iOS 18,
+   `enable_state: True`, `preserve_sdpa: True`, `compute_units: cpu_and_ne`,
+   fp16 compute; plus the same with `quantization.qmode: 4w`,
+   `group_size: 32`. The model is ExecuTorch's LFM2 (`base.model_class
+   lfm2_350m`, its llama Transformer with `layer_types`) in LFM2's 16-layer
+   layout (attention at layers 2, 5, 8, 10, 12, 14; short-conv elsewhere),
+   either small (committed) or at the full LFM2-350M configuration
+   (`--config lfm2_350m`, for measurements; never committed).
 
-Needs torch, executorch, coremltools from PyPI; it is not part of the default
-test run. The outputs are small and committed under tests/fixtures/pte/.
+     lfm2_export_llm_fp16.pte    the configuration above
+     lfm2_export_llm_4w.pte      plus qmode 4w, group_size 32
+     lfm2_export_llm_states.pte  the fp16 export with the Core ML partitioner
+                                 taking over the mutable buffers as Core ML
+                                 states (take_over_mutable_buffer=True)
+
+   ExecuTorch 1.0-1.5.1 hard-codes take_over_mutable_buffer=False in
+   export_llm and reads neither `enable_state` nor `preserve_sdpa`, so the
+   first two have no Core ML state: conv states and KV caches are delegate
+   inputs/outputs written back by ExecuTorch. The states variant is the same
+   export_llm pipeline (its Python API) with that one partitioner argument
+   changed, since no config key reaches it.
+
+2. Direct `to_edge_transform_and_lower` exports of a 4-layer LFM2 and a
+   static-cache Llama (`--set direct`):
+
+     lfm2_coreml_states.pte   take_over_mutable_buffer=True
+     lfm2_coreml_nostate.pte  take_over_mutable_buffer=False
+     llama_coreml_static.pte  the static-attention path, KV cache as plain I/O
+
+Needs torch, executorch (with hydra-core, omegaconf, safetensors) and
+coremltools from PyPI; it is not part of the default test run. The small
+outputs are committed under tests/fixtures/pte/ with manifest.json (versions,
+configurations and the exact commands).
 
     python scripts/export_executorch_fixtures.py --out tests/fixtures/pte
+    python scripts/export_executorch_fixtures.py --set export_llm --config lfm2_350m \\
+        --context 512 --out /some/scratch/dir
 """
 import argparse
+import copy
 import json
 import os
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 
 import torch
 
+# LFM2's layer layout (every dense LFM2/LFM2.5 below 2B): attention at 2, 5, 8, 10, 12, 14.
+LFM2_LAYER_TYPES = ["full_attention" if i in (2, 5, 8, 10, 12, 14) else "conv" for i in range(16)]
+
+# Model parameters in ExecuTorch's params.json form. `lfm2_350m` is LFM2-350M's
+# published configuration; `small` keeps its layout and GQA at toy widths.
+LFM2_PARAMS = {
+    "small": {
+        "dim": 64, "hidden_dim": 128, "n_heads": 4, "n_kv_heads": 2, "vocab_size": 256,
+    },
+    "lfm2_350m": {
+        "dim": 1024, "hidden_dim": 4608, "n_heads": 16, "n_kv_heads": 8, "vocab_size": 65536,
+    },
+}
+LFM2_COMMON = {
+    "ffn_dim_multiplier": 1, "n_layers": 16, "norm_eps": 1e-5, "rope_theta": 1000000.0,
+    "use_scaled_rope": False, "use_hf_rope": True, "use_qk_norm": True,
+    "qk_norm_before_rope": True, "layer_types": LFM2_LAYER_TYPES,
+}
+DEFAULT_CONTEXT = {"small": 32, "lfm2_350m": 512}
+
+EXPORT_LLM_MODULE = "executorch.extension.llm.export.export_llm"
+
+
+# ---------------------------------------------------------------------------------
+# export_llm exports
+# ---------------------------------------------------------------------------------
+
+def lfm2_params(config):
+    return dict(LFM2_COMMON, **LFM2_PARAMS[config])
+
+
+def random_checkpoint(params, context, seed, path):
+    """A checkpoint in ExecuTorch's (meta) naming with seeded random weights:
+    linear and conv weights ~ N(0, 1/fan_in), embeddings ~ N(0, 1), norm scales
+    1 + N(0, 0.05). Built from ExecuTorch's own module so the names match."""
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    args = ModelArgs(**params, max_seq_len=context, max_context_len=context, use_kv_cache=True)
+    with torch.device("meta"):
+        model = construct_transformer(args)
+    gen = torch.Generator().manual_seed(seed)
+    state = {}
+    for name, p in model.named_parameters():
+        shape = tuple(p.shape)
+        if len(shape) == 1:
+            t = 1.0 + 0.05 * torch.randn(shape, generator=gen)
+        elif "embeddings" in name:
+            t = torch.randn(shape, generator=gen)
+        else:
+            fan_in = 1
+            for s in shape[1:]:
+                fan_in *= s
+            t = torch.randn(shape, generator=gen) / fan_in ** 0.5
+        state[name] = t
+    torch.save(state, path)
+
+
+def export_llm_config(params_path, checkpoint_path, context, output_name, quantize):
+    """The export_llm configuration (YAML-able dict) of one variant."""
+    cfg = {
+        "base": {
+            "model_class": "lfm2_350m",
+            "params": params_path,
+            "checkpoint": checkpoint_path,
+            "metadata": '{"get_bos_id": 1, "get_eos_ids":[7]}',
+        },
+        "model": {"use_kv_cache": True, "enable_dynamic_shape": False, "dtype_override": "fp32"},
+        "export": {"max_seq_length": 1, "max_context_length": context, "output_name": output_name},
+        "backend": {"coreml": {"enabled": True, "ios": 18, "enable_state": True,
+                               "preserve_sdpa": True, "compute_units": "cpu_and_ne"}},
+    }
+    if quantize:
+        cfg["quantization"] = {"qmode": "4w", "group_size": 32}
+    return cfg
+
+
+def write_yaml(cfg, path):
+    from omegaconf import OmegaConf
+
+    OmegaConf.save(OmegaConf.create(cfg), path)
+
+
+def run_export_llm_cli(yaml_path, workdir):
+    """`python -m executorch.extension.llm.export.export_llm --config X.yaml`, as users run it."""
+    cmd = [sys.executable, "-m", EXPORT_LLM_MODULE, "--config", os.path.basename(yaml_path)]
+    proc = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout[-4000:] + proc.stderr[-8000:])
+        raise SystemExit(f"export_llm failed ({proc.returncode}) on {yaml_path}")
+
+
+def run_export_llm_api_states(yaml_path, workdir):
+    """export_llm's Python API (export_llama on the same LlmConfig the CLI builds)
+    with the Core ML partitioner taking over the mutable buffers as states."""
+    from omegaconf import OmegaConf
+
+    from executorch.examples.models.llama import export_llama_lib
+    from executorch.extension.llm.export.config.llm_config import LlmConfig
+
+    original = export_llama_lib.get_coreml_partitioner
+
+    def take_over(*args, **kwargs):
+        partitioner = original(*args, **kwargs)
+        partitioner.take_over_mutable_buffer = True
+        return partitioner
+
+    merged = OmegaConf.merge(OmegaConf.structured(LlmConfig), OmegaConf.load(yaml_path))
+    config = OmegaConf.to_object(merged)
+    cwd = os.getcwd()
+    export_llama_lib.get_coreml_partitioner = take_over
+    try:
+        os.chdir(workdir)
+        export_llama_lib.export_llama(config)
+    finally:
+        os.chdir(cwd)
+        export_llama_lib.get_coreml_partitioner = original
+
+
+EXPORT_LLM_VARIANTS = {
+    # name: (quantize, take_over_mutable_buffer)
+    "lfm2_export_llm_fp16": (False, False),
+    "lfm2_export_llm_4w": (True, False),
+    "lfm2_export_llm_states": (False, True),
+}
+
+
+def export_llm_set(out, config, context, seed, only):
+    params = lfm2_params(config)
+    made = {}
+    with tempfile.TemporaryDirectory(prefix="anefit-export-llm-") as work:
+        params_path = os.path.join(work, "params.json")
+        with open(params_path, "w") as f:
+            json.dump(params, f, indent=2)
+        ckpt = os.path.join(work, "random_weights.pth")
+        random_checkpoint(params, context, seed, ckpt)
+        for name, (quantize, take_over) in EXPORT_LLM_VARIANTS.items():
+            if only and name not in only:
+                continue
+            output_name = name + ".pte"
+            cfg = export_llm_config("params.json", "random_weights.pth", context, output_name,
+                                    quantize)
+            yaml_path = os.path.join(work, name + ".yaml")
+            write_yaml(cfg, yaml_path)
+            if take_over:
+                run_export_llm_api_states(yaml_path, work)
+                how = ("export_llm's Python API: export_llama_lib.export_llama(LlmConfig from "
+                       f"{name}.yaml) with get_coreml_partitioner's CoreMLPartitioner set to "
+                       "take_over_mutable_buffer=True")
+            else:
+                run_export_llm_cli(yaml_path, work)
+                how = f"python -m {EXPORT_LLM_MODULE} --config {name}.yaml"
+            target = os.path.join(out, output_name)
+            shutil.move(os.path.join(work, output_name), target + ".tmp")
+            os.replace(target + ".tmp", target)
+            made[name] = {
+                "entry_point": "export_llm",
+                "command": how,
+                "config_yaml": cfg,
+                "params_json": params,
+                "weights": f"random, seed {seed}: linear/conv ~ N(0, 1/fan_in), embeddings ~ "
+                           "N(0, 1), norm scales 1 + N(0, 0.05)",
+                "take_over_mutable_buffer": take_over,
+                "model_config": config,
+                "bytes": os.path.getsize(target),
+            }
+            print(f"wrote {target} ({os.path.getsize(target)} bytes)", file=sys.stderr)
+    return made
+
+
+# ---------------------------------------------------------------------------------
+# Direct CoreMLPartitioner exports (4-layer LFM2, static-cache Llama)
+# ---------------------------------------------------------------------------------
 
 def lfm2_args(n_layers, layer_types, dim=64, hidden=128, vocab=256, max_len=16):
     from executorch.examples.models.llama.model_args import ModelArgs
@@ -95,27 +297,24 @@ def export(model, example, partitioner, path):
     return prog
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", required=True)
-    opts = ap.parse_args()
-    os.makedirs(opts.out, exist_ok=True)
-
+def direct_set(out, only):
     tokens = torch.tensor([[1]], dtype=torch.long)
     example = (tokens, {"input_pos": torch.tensor([0], dtype=torch.long)})
     layer_types = ["conv", "conv", "full_attention", "conv"]
     made = {}
 
     for name, take_over in [("lfm2_coreml_states", True), ("lfm2_coreml_nostate", False)]:
+        if only and name not in only:
+            continue
         model = build(lfm2_args(4, layer_types), seed=0)
-        export(model, example, coreml_partitioner(take_over), os.path.join(opts.out, name + ".pte"))
+        export(model, example, coreml_partitioner(take_over), os.path.join(out, name + ".pte"))
         made[name] = {"layer_types": layer_types, "take_over_mutable_buffer": take_over}
 
+    if only and "llama_coreml_static" not in only:
+        return made
     # A Llama-style model with its KV cache as plain inputs/outputs: ExecuTorch's
     # static-attention path (the transformer rewritten to take and return caches).
     try:
-        import copy
-
         from executorch.examples.models.llama.model_args import ModelArgs
         from executorch.examples.models.llama.static_attention import (
             StaticAttentionIOManager,
@@ -136,19 +335,58 @@ def main():
                            "freqs_sin_override": mgr.freqs_sin[:1],
                            "in_cache_state": (mgr.k_caches, mgr.v_caches)})
         export(static, static_example, coreml_partitioner(False),
-               os.path.join(opts.out, "llama_coreml_static.pte"))
+               os.path.join(out, "llama_coreml_static.pte"))
         made["llama_coreml_static"] = {"attention_type": "static_mha", "cache_len": 15}
     except Exception as e:  # the static path moves often between releases
         print(f"static llama export skipped: {type(e).__name__}: {e}", file=sys.stderr)
+    return made
+
+
+# ---------------------------------------------------------------------------------
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", required=True, help="output directory")
+    ap.add_argument("--set", choices=["all", "export_llm", "direct"], default="all",
+                    help="which family of exports to make (default: all)")
+    ap.add_argument("--config", choices=sorted(LFM2_PARAMS), default="small",
+                    help="LFM2 size of the export_llm exports (default: small; lfm2_350m is "
+                         "LFM2-350M's configuration, for measurements, never committed)")
+    ap.add_argument("--context", type=int, default=None,
+                    help="max_context_length of the export_llm exports (default: 32 small, "
+                         "512 lfm2_350m)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", action="append", default=[],
+                    help="export only this variant (repeatable)")
+    opts = ap.parse_args()
+    if opts.config != "small" and opts.set == "all":
+        opts.set = "export_llm"
+    context = opts.context or DEFAULT_CONTEXT[opts.config]
+    out = os.path.abspath(opts.out)
+    os.makedirs(out, exist_ok=True)
+
+    manifest_path = os.path.join(out, "manifest.json")
+    manifest = {}
+    if os.path.exists(manifest_path):
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+
+    if opts.set in ("all", "direct"):
+        manifest.update(direct_set(out, opts.only))
+    if opts.set in ("all", "export_llm"):
+        manifest.update(export_llm_set(out, opts.config, context, opts.seed, opts.only))
 
     import coremltools
     from executorch import version as et_version
 
-    made["_versions"] = {"torch": torch.__version__, "executorch": et_version.__version__,
-                         "coremltools": coremltools.__version__}
-    with open(os.path.join(opts.out, "manifest.json"), "w") as f:
-        json.dump(made, f, indent=2, sort_keys=True)
+    manifest["_versions"] = {"torch": torch.__version__, "executorch": et_version.__version__,
+                             "coremltools": coremltools.__version__}
+    argv = ["python", "scripts/export_executorch_fixtures.py"] + sys.argv[1:]
+    manifest.setdefault("_commands", {})[opts.set] = " ".join(shlex.quote(a) for a in argv)
+    with open(manifest_path + ".tmp", "w") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")
+    os.replace(manifest_path + ".tmp", manifest_path)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 #   scripts/setup.sh            install, configure, build
 #   ANEFIT_BUILD_TYPE=Debug scripts/setup.sh
 #   ANEFIT_SANITIZE=ON scripts/setup.sh   (AddressSanitizer + UBSan build)
+#   ANEFIT_EXECUTORCH=1 scripts/setup.sh  (also ExecuTorch in .venv-executorch, so the
+#                                          tests load .pte files in ExecuTorch's runtime)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -48,8 +50,24 @@ if ! .venv/bin/python -c "import coremltools, numpy, lit, pytest" 2>/dev/null; t
   .venv/bin/python -m pip install -q -r scripts/requirements.txt
 fi
 
+# Optional: ExecuTorch (with PyTorch, large) as the external validator of .pte outputs.
+executorch_python=""
+if [ "${ANEFIT_EXECUTORCH:-0}" = 1 ]; then
+  if [ ! -x .venv-executorch/bin/python ]; then
+    echo "setup: creating .venv-executorch"
+    python3 -m venv .venv-executorch
+  fi
+  if ! .venv-executorch/bin/python -c "import executorch.runtime, coremltools" 2>/dev/null; then
+    echo "setup: installing ExecuTorch into .venv-executorch"
+    .venv-executorch/bin/python -m pip install -q --upgrade pip
+    .venv-executorch/bin/python -m pip install -q -r scripts/requirements-executorch.txt
+  fi
+  executorch_python="$root/.venv-executorch/bin/python"
+fi
+
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE="$build_type" \
+  -DANEFIT_EXECUTORCH_PYTHON="$executorch_python" \
   -DANEFIT_SANITIZE="$sanitize" \
   -DPython3_EXECUTABLE="$root/.venv/bin/python" \
   -DLIT_EXECUTABLE="$root/.venv/bin/lit" >/dev/null

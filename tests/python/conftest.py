@@ -301,3 +301,35 @@ def pytest_configure(config):
     os.environ.setdefault("TQDM_DISABLE", "1")
     if REPO_ROOT not in sys.path:
         sys.path.insert(0, REPO_ROOT)
+
+
+# ---------------------------------------------------------------------------------
+# ExecuTorch as an external validator of .pte files
+# ---------------------------------------------------------------------------------
+
+def executorch_python():
+    """A Python that can import `executorch`: this one when it can, else the
+    interpreter named by ANEFIT_EXECUTORCH_PYTHON. None when there is neither."""
+    import importlib.util
+
+    if importlib.util.find_spec("executorch") is not None:
+        return sys.executable
+    path = os.environ.get("ANEFIT_EXECUTORCH_PYTHON")
+    if path and os.path.isfile(path) and os.access(path, os.X_OK):
+        return path
+    return None
+
+
+def executorch_probe(*paths):
+    """{path: report} from tests/python/executorch_probe.py: what ExecuTorch's own
+    runtime and deserializer see in each .pte. Skips the test without ExecuTorch."""
+    python = executorch_python()
+    if python is None:
+        pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON to a Python "
+                    "that has it)")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "executorch_probe.py")
+    proc = subprocess.run([python, script, *map(str, paths)], capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0:
+        raise AssertionError(f"executorch_probe failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout)

@@ -1,0 +1,165 @@
+"""The committed ExecuTorch exports (tests/fixtures/pte) against their manifest,
+coremltools and ExecuTorch itself.
+
+* The export_llm fixtures were made with the configuration the manifest records
+  (Core ML, iOS 18, enable_state/preserve_sdpa True, cpu_and_ne; 4w/32) in
+  LFM2's 16-layer layout, and are small enough to commit.
+* `anefit show --json` reads each delegate's interface as the model parameters
+  predict it (conv states (1, dim, 2) per conv layer, K and V caches
+  (1, n_kv_heads, context, head_dim) per attention layer), as inputs and outputs
+  without take_over_mutable_buffer and as Core ML states with it.
+* The payload anefit extracts loads in coremltools with the same interface.
+* ExecuTorch's runtime parses each file with internal-consistency verification,
+  lists the methods anefit lists, and runs the methods without delegates.
+"""
+
+import json
+import os
+
+import pytest
+
+from conftest import FIXTURES_DIR, executorch_probe, load_with_coremltools
+
+PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
+with open(os.path.join(PTE_DIR, "manifest.json")) as _f:
+    MANIFEST = json.load(_f)
+EXPORT_LLM = sorted(k for k, v in MANIFEST.items()
+                    if isinstance(v, dict) and v.get("entry_point") == "export_llm")
+LFM2_ATTENTION = [2, 5, 8, 10, 12, 14]
+
+
+def pte(name):
+    return os.path.join(PTE_DIR, name + ".pte")
+
+
+def expected_buffers(entry):
+    """{buffer name: shape} the model parameters predict, in layer order."""
+    p = entry["params_json"]
+    ctx = entry["config_yaml"]["export"]["max_context_length"]
+    head_dim = p["dim"] // p["n_heads"]
+    out = {}
+    for i, kind in enumerate(p["layer_types"][: p["n_layers"]]):
+        if kind == "conv":
+            out[f"layers_{i}_conv_conv_state"] = [1, p["dim"], 2]
+        else:
+            for kv in ("k", "v"):
+                out[f"layers_{i}_attention_kv_cache_{kv}_cache"] = [1, p["n_kv_heads"], ctx,
+                                                                     head_dim]
+    return out
+
+
+def show_json(anefit, path):
+    proc = anefit("show", "--json", path, check=True)
+    return json.loads(proc.stdout)
+
+
+def test_manifest_lists_the_export_llm_variants():
+    assert EXPORT_LLM == ["lfm2_export_llm_4w", "lfm2_export_llm_fp16", "lfm2_export_llm_states"]
+    for name in EXPORT_LLM:
+        e = MANIFEST[name]
+        assert os.path.getsize(pte(name)) == e["bytes"]
+        assert e["bytes"] < 10 * 1024 * 1024
+        coreml = e["config_yaml"]["backend"]["coreml"]
+        assert coreml == {"enabled": True, "ios": 18, "enable_state": True, "preserve_sdpa": True,
+                          "compute_units": "cpu_and_ne"}
+        assert e["config_yaml"]["base"]["model_class"] == "lfm2_350m"
+        layers = e["params_json"]["layer_types"][: e["params_json"]["n_layers"]]
+        assert [i for i, t in enumerate(layers) if t == "full_attention"] == LFM2_ATTENTION
+        assert len(layers) == 16 and layers.count("conv") == 10
+        quant = e["config_yaml"].get("quantization")
+        assert quant == ({"qmode": "4w", "group_size": 32} if name.endswith("_4w") else None)
+        assert e["take_over_mutable_buffer"] == name.endswith("_states")
+        assert e["command"].startswith("python -m executorch.extension.llm.export.export_llm"
+                                       if not name.endswith("_states") else "export_llm's Python API")
+    assert set(MANIFEST["_versions"]) == {"torch", "executorch", "coremltools"}
+
+
+@pytest.mark.parametrize("name", EXPORT_LLM)
+def test_show_reads_the_delegate_interface(anefit, name):
+    entry = MANIFEST[name]
+    j = show_json(anefit, pte(name))
+    assert j["schema"] == "anefit.show-pte/1" and j["fileIdentifier"] == "ET12"
+    assert j["methods"][0] == "forward" and "get_max_context_len" in j["methods"]
+    [d] = j["delegates"]
+    assert (d["method"], d["backend"]) == ("forward", "CoreMLBackend")
+    assert d["compileSpecs"]["compute_units"] == "cpu_and_ne"
+    assert d["compileSpecs"]["model_compute_precision"] == "float16"
+    [fn] = d["model"]["functions"]
+    buffers = expected_buffers(entry)
+    inputs = {i["name"]: i for i in fn["inputs"]}
+    assert inputs["tokens"]["shape"] == [1, 1]
+    assert inputs["attn_options_input_pos"]["shape"] == [1]
+    if entry["take_over_mutable_buffer"]:
+        states = {s["name"]: s["shape"] for s in fn["states"]}
+        assert states == buffers
+        assert set(inputs) == {"tokens", "attn_options_input_pos"}
+    else:
+        assert not fn.get("states")
+        carried = {n[2:]: i for n, i in inputs.items() if n.startswith("b_")}
+        assert {n: i["shape"] for n, i in carried.items()} == buffers
+        assert {i["dtype"] for i in carried.values()} == {"fp32"}
+        # one fp16 output per buffer, plus the logits
+        outs = fn["outputs"]
+        assert len(outs) == len(buffers) + 1
+        vocab = entry["params_json"]["vocab_size"]
+        assert outs[-1]["shape"] == [1, vocab]
+        assert sorted(tuple(o["shape"]) for o in outs[:-1]) == sorted(
+            tuple(s) for s in buffers.values())
+
+
+@pytest.mark.parametrize("name", EXPORT_LLM)
+def test_check_reads_the_export(anefit, name):
+    proc = anefit("check", "--json", pte(name))
+    assert proc.returncode == 1, proc.stderr
+    j = json.loads(proc.stdout)
+    assert j["origin"] == "method forward, delegate 0 (CoreMLBackend)"
+    assert j["verdict"] == "ane-fails"
+    rules = {}
+    for f in j["findings"]:
+        rules[f["rule"]] = rules.get(f["rule"], 0) + 1
+    assert rules.get("ANE-STATE-006") == 12  # one per K and V cache write
+    if name.endswith("_4w"):
+        assert rules.get("ANE-QUANT-001") == 113
+    if name.endswith("_states"):
+        assert rules.get("ANE-STATE-001") == 22
+
+
+@pytest.mark.parametrize("name", EXPORT_LLM)
+def test_extracted_payload_loads_in_coremltools(anefit, tmp_path, name):
+    out = tmp_path / (name + ".mlpackage")
+    anefit("convert", pte(name), out, check=True)
+    loaded = load_with_coremltools(out)
+    io = loaded.io()
+    ours = show_json(anefit, pte(name))["delegates"][0]["model"]["functions"][0]
+    assert list(io["inputs"]) == [i["name"] for i in ours["inputs"]]
+    assert list(io["outputs"]) == [o["name"] for o in ours["outputs"]]
+    assert sorted(io["states"]) == sorted(s["name"] for s in ours.get("states", []))
+    ops = {}
+    for fn in loaded.program.functions.values():
+        for op in fn.operations:
+            ops[op.op_type] = ops.get(op.op_type, 0) + 1
+    assert ops["scaled_dot_product_attention"] == 6
+    assert ops["slice_update"] == 12
+    assert ops.get("constexpr_blockwise_shift_scale", 0) == (113 if name.endswith("_4w") else 0)
+
+
+def test_executorch_loads_the_fixtures(anefit):
+    names = EXPORT_LLM + ["lfm2_coreml_nostate", "lfm2_coreml_states", "llama_coreml_static"]
+    reports = executorch_probe(*[pte(n) for n in names])
+    for name in names:
+        r = reports[pte(name)]
+        ours = show_json(anefit, pte(name))
+        assert r["methods"] == sorted(ours["methods"])
+        assert "CoreMLBackend" not in r["backends"]
+        # forward has the Core ML delegate: it parses, then stops at the backend lookup.
+        assert "error: 0x:20" in r["load"]["forward"], r["load"]["forward"]
+        assert len(r["payloads"]) == len(ours["delegates"])
+        if name in EXPORT_LLM:
+            entry = MANIFEST[name]
+            p = entry["params_json"]
+            assert r["values"]["get_n_layers"] == [p["n_layers"]]
+            assert r["values"]["get_vocab_size"] == [p["vocab_size"]]
+            assert r["values"]["get_max_context_len"] == [
+                entry["config_yaml"]["export"]["max_context_length"]]
+            assert r["metadata"]["forward"]["inputs"] == [["4", [1, 1]], ["4", [1]]]
+            assert r["metadata"]["forward"]["outputs"] == [["6", [1, p["vocab_size"]]]]
