@@ -913,6 +913,20 @@ Result concatImpl(InferCtx &c) {
   for (const Type *t : values)
     if (!t->isTensor() || !t->hasRank())
       return first->isTensor() ? one(Type::unranked(first->dtype())) : c.fail("bad values");
+  // coremltools concatenates scalars (and 1-element vectors) into slice
+  // bounds, e.g. ExecuTorch's KV-cache write begin = concat(0, 0, pos, 0);
+  // Core ML reads a scalar there as a vector of one.
+  bool scalars =
+      std::all_of(values.begin(), values.end(), [](const Type *t) { return t->rank() <= 1; }) &&
+      std::any_of(values.begin(), values.end(), [](const Type *t) { return t->rank() == 0; });
+  std::vector<Type> widened;
+  if (scalars) {
+    for (const Type *t : values)
+      widened.push_back(t->rank() == 0 ? Type::tensor(t->dtype(), std::vector<int64_t>{1}) : *t);
+    for (size_t i = 0; i < values.size(); ++i)
+      values[i] = &widened[i];
+    first = values[0];
+  }
   int64_t rank = first->rank();
   auto na = normAxis(*axis, rank);
   if (!na)

@@ -438,6 +438,13 @@ TEST(TypeInference, ShapeOps) {
        15,
        {{"values", std::vector<std::string>{"fp32(2, 3)", "fp32(4, 3)"}}, {"axis", i32(0)}},
        {"fp32(6, 3)"}},
+      // coremltools' slice bounds (ExecuTorch's KV write): scalars and
+      // one-element vectors concatenated along axis 0.
+      {"concat scalars",
+       "concat",
+       18,
+       {{"values", std::vector<std::string>{"int32", "int32(1)", "int32"}}, {"axis", i32(0)}},
+       {"int32(3)"}},
       {"concat mismatch",
        "concat",
        15,
