@@ -27,6 +27,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -47,6 +48,7 @@ struct Options {
   std::string passes;
   std::string emit = "mil";
   bool allowUndefined = false;
+  bool splitInputFile = false;
 };
 
 /// Weight files named "@model_path/..." are looked up next to the text file
@@ -134,15 +136,81 @@ void runPasses(Model &model, const std::string &pipeline) {
 #endif
 }
 
+/// Verifies, runs the passes, verifies again; returns an exit code.
+int process(Model &model, const Options &opts) {
+  if (opts.verify && report(verifyAll(model)))
+    return kExitVerifyFailed;
+  runPasses(model, opts.passes);
+  if (opts.verify && !opts.passes.empty() && report(verifyAll(model)))
+    return kExitVerifyFailed;
+  return kExitOk;
+}
+
+/// --split-input-file: each part of a MIL text file between lines
+/// `// -----` is a test case of its own, processed and printed in turn (the
+/// parts joined by the same line). A part's errors do not stop the others;
+/// line numbers stay those of the whole file.
+int runSplit(const Options &opts, const ParseOptions &parseOptions) {
+  if (opts.emit != "mil")
+    throw InputError::at("--split-input-file", "", "works with --emit mil only");
+  fs::path path(opts.input);
+  std::string text;
+  if (opts.input == "-") {
+    text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  } else {
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+      throw InputError::at(opts.input, "", "cannot open the file for reading");
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  fs::path dir =
+      opts.input != "-" && path.has_parent_path() ? path.parent_path() : fs::current_path();
+  std::vector<std::string> parts(1);
+  std::istringstream lines(text);
+  size_t lineNo = 0;
+  for (std::string line; std::getline(lines, line); ++lineNo) {
+    std::string trimmed = line;
+    while (!trimmed.empty() && (trimmed.back() == '\r' || trimmed.back() == ' '))
+      trimmed.pop_back();
+    if (trimmed == "// -----") {
+      // Blank lines keep the next part's line numbers those of the file.
+      parts.emplace_back(lineNo + 1, '\n');
+      continue;
+    }
+    parts.back() += line + "\n";
+  }
+  int worst = kExitOk;
+  std::string out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (i)
+      out += "// -----\n";
+    try {
+      std::unique_ptr<Model> model = parseModelText(
+          parts[i], opts.input == "-" ? "<stdin>" : opts.input, weightOpenerFor(dir), parseOptions);
+      int code = process(*model, opts);
+      worst = std::max(worst, code);
+      if (code == kExitOk)
+        out += modelToString(*model);
+    } catch (const InputError &e) {
+      std::cerr << "anefit-opt: error: " << e.what() << "\n";
+      worst = std::max<int>(worst, kExitInputError);
+    }
+  }
+  if (opts.output.empty() || opts.output == "-")
+    std::cout << out;
+  else
+    writeFileAtomically(opts.output, out);
+  return worst;
+}
+
 int run(const Options &opts) {
   ParseOptions parseOptions;
   parseOptions.allowUndefinedValues = opts.allowUndefined;
+  if (opts.splitInputFile)
+    return runSplit(opts, parseOptions);
   std::unique_ptr<Model> model = readInput(opts.input, parseOptions);
-  if (opts.verify && report(verifyAll(*model)))
-    return kExitVerifyFailed;
-  runPasses(*model, opts.passes);
-  if (opts.verify && !opts.passes.empty() && report(verifyAll(*model)))
-    return kExitVerifyFailed;
+  if (int code = process(*model, opts))
+    return code;
   if (opts.emit == "package") {
 #ifdef ANEFIT_HAVE_MODEL_IO
     if (opts.output.empty())
@@ -185,6 +253,9 @@ int main(int argc, char **argv) {
   app.add_flag("--allow-undefined", opts.allowUndefined,
                "read coremltools' print output, whose large constants are hidden: undefined "
                "%names become const ops without a value");
+  app.add_flag("--split-input-file", opts.splitInputFile,
+               "treat each part of a MIL text file between lines '// -----' as a separate "
+               "input; print the results joined by the same line");
   app.add_option("--emit", opts.emit, "output form: mil (text) or package")
       ->check(CLI::IsMember({"mil", "package"}));
   app.footer("Exit codes: 0 ok, 1 verifier errors, 2 usage or input error.");
