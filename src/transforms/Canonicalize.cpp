@@ -297,114 +297,6 @@ struct StaticSliceUpdate : RewritePattern {
   }
 };
 
-/// slice_update writing one row at a runtime position along one axis, with
-/// the position found inside a concat of constants (how exporters build KV
-/// cache bounds) -> a one-hot blend: select(equal(iota, pos), update, x).
-/// A second select covers negative positions, which slice_update counts
-/// from the end, so the rewrite is exact for every valid position.
-struct MaskedSliceUpdate : RewritePattern {
-  const std::unordered_set<const Operation *> *only;
-  explicit MaskedSliceUpdate(const std::unordered_set<const Operation *> *only)
-      : RewritePattern("slice_update"), only(only) {}
-
-  /// The runtime element of `begin` and its index, if every other element
-  /// is a constant 0.
-  static std::optional<std::pair<Value *, int64_t>> runtimePosition(Value *begin) {
-    if (!begin || !begin->definingOp || begin->definingOp->type != "concat")
-      return std::nullopt;
-    const Operation &cat = *begin->definingOp;
-    const Constant *axis = cat.constInput("axis");
-    if (!axis || axis->asScalar().value_or(-1) != 0)
-      return std::nullopt;
-    if (const Constant *inter = cat.constInput("interleave"))
-      if (inter->asScalar().value_or(0) != 0)
-        return std::nullopt;
-    const OpInput *values = cat.input("values");
-    if (!values)
-      return std::nullopt;
-    Value *pos = nullptr;
-    int64_t index = 0, where = -1;
-    for (const Binding &b : values->bindings) {
-      const Constant *c = b.isValue() ? (b.value->definingOp && b.value->definingOp->type == "const"
-                                             ? b.value->definingOp->attribute("val")
-                                             : nullptr)
-                                      : b.constant.get();
-      if (c) {
-        for (int64_t v : c->asInts()) {
-          if (v != 0)
-            return std::nullopt;
-          ++index;
-        }
-        continue;
-      }
-      auto shape = b.value->type.staticShape();
-      if (pos || !shape || shape->size() != 1 || (*shape)[0] != 1 ||
-          b.value->type.dtype() != DType::I32)
-        return std::nullopt;
-      pos = b.value;
-      where = index++;
-    }
-    if (!pos)
-      return std::nullopt;
-    return std::make_pair(pos, where);
-  }
-
-  bool matchAndRewrite(Operation &op, PatternRewriter &rw) const override {
-    if (only && !only->count(&op))
-      return false;
-    for (const char *param : {"stride", "begin_mask", "end_mask", "squeeze_mask"})
-      if (op.input(param)) {
-        const Constant *c = op.constInput(param);
-        if (!c)
-          return false;
-        for (int64_t v : c->asInts())
-          if (v != (std::string_view(param) == "stride" ? 1 : 0))
-            return false;
-      }
-    Value *x = op.inputValue("x");
-    Value *update = op.inputValue("update");
-    if (!x || !update || op.outputs.size() != 1)
-      return false;
-    auto shape = x->type.staticShape();
-    auto ushape = update->type.staticShape();
-    auto found = runtimePosition(op.inputValue("begin"));
-    if (!shape || !ushape || !found || ushape->size() != shape->size() ||
-        found->second >= (int64_t)shape->size())
-      return false;
-    int64_t axis = found->second;
-    for (size_t d = 0; d < shape->size(); ++d)
-      if ((*ushape)[d] != ((int64_t)d == axis ? 1 : (*shape)[d]))
-        return false;
-    int64_t n = (*shape)[axis];
-    std::vector<int64_t> maskShape(shape->size(), 1);
-    maskShape[axis] = n;
-    std::vector<int32_t> iota(n), iotaNeg(n);
-    for (int64_t i = 0; i < n; ++i) {
-      iota[i] = static_cast<int32_t>(i);
-      iotaNeg[i] = static_cast<int32_t>(i - n);
-    }
-    Value *pos = found->first;
-    Value *idx = rw.createConst(op, op.name + "_rows", Constant::fromI32(iota, maskShape));
-    Value *idxNeg =
-        rw.createConst(op, op.name + "_rows_from_end", Constant::fromI32(iotaNeg, maskShape));
-    Type maskType = Type::tensor(DType::Bool, maskShape);
-    Value *hit = rw.create(op, "equal", op.name + "_hit", {{"x", {idx}}, {"y", {pos}}}, {maskType})
-                     ->output(0);
-    Value *hitNeg = rw.create(op, "equal", op.name + "_hit_from_end",
-                              {{"x", {idxNeg}}, {"y", {pos}}}, {maskType})
-                        ->output(0);
-    Type out = op.output(0)->type;
-    Value *blendNeg = rw.create(op, "select", op.name + "_blend_from_end",
-                                {{"cond", {hitNeg}}, {"a", {update}}, {"b", {x}}}, {out})
-                          ->output(0);
-    Value *blend = rw.create(op, "select", op.name + "_blend",
-                             {{"cond", {hit}}, {"a", {update}}, {"b", {blendNeg}}}, {out})
-                       ->output(0);
-    rw.replaceOp(op, {blend});
-    return true;
-  }
-};
-
 class CanonicalizePass : public Pass {
 public:
   explicit CanonicalizePass(PassOptions) {}
@@ -520,11 +412,6 @@ void populateSliceOfConcatPatterns(PatternList &patterns) {
 std::unique_ptr<RewritePattern>
 createStaticSliceUpdatePattern(const std::unordered_set<const Operation *> *only) {
   return std::make_unique<StaticSliceUpdate>(only);
-}
-
-std::unique_ptr<RewritePattern>
-createMaskedSliceUpdatePattern(const std::unordered_set<const Operation *> *only) {
-  return std::make_unique<MaskedSliceUpdate>(only);
 }
 
 std::unique_ptr<Pass> createCanonicalizePass(const PassOptions &options) {

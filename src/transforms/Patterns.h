@@ -9,7 +9,9 @@
 #include "transforms/PatternRewriter.h"
 
 #include <optional>
+#include <string>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 namespace anefit {
@@ -39,10 +41,30 @@ void populateSliceOfConcatPatterns(PatternList &patterns);
 std::unique_ptr<RewritePattern>
 createStaticSliceUpdatePattern(const std::unordered_set<const Operation *> *only = nullptr);
 
-/// slice_update writing one row at a runtime position (begin = concat of
-/// zeros and one int32 position) -> select(equal(iota, pos), update, x), so
-/// no runtime-indexed write remains. When `only` is not null, only those ops.
-std::unique_ptr<RewritePattern>
-createMaskedSliceUpdatePattern(const std::unordered_set<const Operation *> *only = nullptr);
+/// What rewriteRuntimeSliceUpdates did in one function.
+struct RuntimeWriteResult {
+  size_t rewritten = 0;  ///< slice_updates replaced by select blends
+  size_t splitMasks = 0; ///< masks compared as hi/lo halves (axis > 2048 rows)
+  size_t cpuOps = 0;     ///< int32 ops added on the position (off the ANE)
+  /// Constant-bound slice_updates left for the static rewrite (used and
+  /// cleared inside rewriteRuntimeSliceUpdates).
+  std::unordered_set<const Operation *> staticWrites;
+  /// Run-time-position slice_updates left alone: (op name, reason).
+  std::vector<std::pair<std::string, std::string>> skipped;
+};
+
+/// The kv-write-static rewrite. Each top-level slice_update of `fn` (only
+/// those in `only` when not null) that writes rows [p, p + L) of one axis at
+/// a run-time position p, L <= maxRows, and constant ranges of the other
+/// axes becomes L selects of the update rows into the cache under one-hot
+/// masks along that axis, computed from p in fp16 (exact for every valid
+/// position; hi/lo halves past 2048 rows). Masks are shared by every write
+/// at the same position.
+RuntimeWriteResult rewriteRuntimeSliceUpdates(Function &fn,
+                                              const std::unordered_set<const Operation *> *only,
+                                              int64_t maxRows);
+
+/// One line for PassResult::changes: "<prefix>: 2 slice_updates at a ...".
+std::string describeRuntimeWrites(const std::string &prefix, const RuntimeWriteResult &r);
 
 } // namespace anefit

@@ -325,7 +325,13 @@ void StateToIOPass::run(Model &model, PassResult &result) {
                          "expected different input-suffix and output-suffix, found '" + inSuffix +
                              "' for both");
 
-  size_t staticRewrites = 0;
+  // A moved state's final value, parked on its function's outputs so the
+  // rewrites below keep it current; named after the state once they ran.
+  struct Moved {
+    std::string function, state, output;
+    size_t outIndex;
+  };
+  std::vector<Moved> moved;
   for (const std::string &name : chosen) {
     const StateInfo &info = *std::find_if(states.begin(), states.end(),
                                           [&](const StateInfo &s) { return s.name == name; });
@@ -356,59 +362,8 @@ void StateToIOPass::run(Model &model, PassResult &result) {
       bool written = false;
       Value *final = rewriteFunction(fn, name, entry.input, written, origin);
       entry.written = entry.written || written;
-
-      // Park the final value on the outputs so the rewrites below keep it
-      // current, then make the update chain static.
-      Block &body = *fn.body;
-      body.outputs.push_back(final);
-      size_t outIndex = body.outputs.size() - 1;
-      if (options_.flag("static-updates") || options_.flag("masked-updates")) {
-        std::unordered_set<const Operation *> updates;
-        collectUpdateOps(final, updates);
-        if (!updates.empty()) {
-          PatternList patterns;
-          populateFoldPatterns(patterns);
-          populateSliceOfConcatPatterns(patterns);
-          if (options_.flag("static-updates"))
-            patterns.push_back(createStaticSliceUpdatePattern(&updates));
-          // Constant bounds first (benefit order is stable): a write that
-          // folds to static bounds needs no mask.
-          if (options_.flag("masked-updates"))
-            patterns.push_back(createMaskedSliceUpdatePattern(&updates));
-          // Shape arithmetic feeding the bounds has to fold first; the
-          // driver revisits the slice_update once its operands change.
-          auto countUpdates = [&] {
-            size_t n = 0;
-            walk(*fn.body, [&](Operation &op) { n += op.type == "slice_update"; });
-            return n;
-          };
-          size_t before = countUpdates();
-          applyPatternsGreedily(fn, patterns);
-          staticRewrites += before - countUpdates();
-        }
-      }
-      final = body.outputs[outIndex];
-      if (final->definingOp && final->definingOp->type == "slice_update" &&
-          !final->definingOp->constInput("begin"))
-        result.diagnostics.push_back(
-            {Diagnostic::Severity::Warning, fname, final->definingOp->name,
-             "state '" + name +
-                 "' is still updated by a slice_update at a runtime position; the ANE compiler "
-                 "may reject it"});
-
-      // Name the output after the state: rename the producing value when
-      // that is safe, else add an identity that carries the name.
-      bool alsoOutput = std::count(body.outputs.begin(), body.outputs.end(), final) > 1;
-      if (final->definingOp && final->definingOp->type != "const" && !alsoOutput) {
-        final->name = entry.output;
-      } else {
-        auto id = std::make_unique<Operation>("identity", entry.output);
-        id->setInput("x", Binding::of(final));
-        Value *out = id->addOutput(entry.output, final->type);
-        body.append(std::move(id));
-        body.outputs[outIndex] = out;
-      }
-
+      fn.body->outputs.push_back(final);
+      moved.push_back({fname, name, entry.output, fn.body->outputs.size() - 1});
       for (FunctionDescription &fd : model.description.functions)
         if (fd.name == fname)
           moveInDescription(fd, name, inFeature, outFeature);
@@ -419,6 +374,72 @@ void StateToIOPass::run(Model &model, PassResult &result) {
                              "' and output '" + entry.output + "'" +
                              (entry.written ? "" : " (never written: passed through)"));
     result.stateMap.entries.push_back(entry);
+  }
+
+  // Make the update chains of the moved states static, one function at a
+  // time so that writes at one position share one mask.
+  size_t staticRewrites = 0;
+  for (const auto &fnPtr : model.program->functions) {
+    Function &fn = *fnPtr;
+    auto updatesOf = [&] {
+      std::unordered_set<const Operation *> updates;
+      for (const Moved &m : moved)
+        if (m.function == fn.name)
+          collectUpdateOps(fn.body->outputs[m.outIndex], updates);
+      return updates;
+    };
+    auto countUpdates = [&] {
+      size_t n = 0;
+      walk(*fn.body, [&](Operation &op) { n += op.type == "slice_update"; });
+      return n;
+    };
+    std::unordered_set<const Operation *> updates = updatesOf();
+    if (updates.empty())
+      continue;
+    size_t before = countUpdates();
+    if (options_.flag("static-updates") || options_.flag("masked-updates")) {
+      // Shape arithmetic feeding the bounds folds first, so a write whose
+      // bounds turn out constant needs no mask.
+      PatternList patterns;
+      populateFoldPatterns(patterns);
+      populateSliceOfConcatPatterns(patterns);
+      if (options_.flag("static-updates"))
+        patterns.push_back(createStaticSliceUpdatePattern(&updates));
+      applyPatternsGreedily(fn, patterns);
+    }
+    if (options_.flag("masked-updates")) {
+      // The kv-write-static rewrite, with that pass's default row limit.
+      int64_t maxRows = PassOptions(*findPass("kv-write-static"), {}).integer("max-rows");
+      updates = updatesOf();
+      rewriteRuntimeSliceUpdates(fn, &updates, maxRows);
+    }
+    staticRewrites += before - countUpdates();
+  }
+
+  for (const Moved &m : moved) {
+    Function &fn = *model.program->findFunction(m.function);
+    Block &body = *fn.body;
+    Value *final = body.outputs[m.outIndex];
+    if (final->definingOp && final->definingOp->type == "slice_update" &&
+        !final->definingOp->constInput("begin"))
+      result.diagnostics.push_back(
+          {Diagnostic::Severity::Warning, m.function, final->definingOp->name,
+           "state '" + m.state +
+               "' is still updated by a slice_update at a runtime position; the ANE compiler "
+               "may reject it"});
+
+    // Name the output after the state: rename the producing value when
+    // that is safe, else add an identity that carries the name.
+    bool alsoOutput = std::count(body.outputs.begin(), body.outputs.end(), final) > 1;
+    if (final->definingOp && final->definingOp->type != "const" && !alsoOutput) {
+      final->name = m.output;
+    } else {
+      auto id = std::make_unique<Operation>("identity", m.output);
+      id->setInput("x", Binding::of(final));
+      Value *out = id->addOutput(m.output, final->type);
+      body.append(std::move(id));
+      body.outputs[m.outIndex] = out;
+    }
   }
   if (staticRewrites)
     result.changes.push_back("state-to-io: made " + std::to_string(staticRewrites) +
