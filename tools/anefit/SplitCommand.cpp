@@ -12,11 +12,10 @@
 #include "ane/Checker.h"
 #include "io/ModelIO.h"
 #include "partition/Partitioner.h"
+#include "partition/PlanJson.h"
 #include "runtime/Interpreter.h"
 #include "runtime/RandomInput.h"
 #include "support/Error.h"
-
-#include <nlohmann/json.hpp>
 
 #include <cmath>
 #include <cstdio>
@@ -41,89 +40,6 @@ struct SplitCliOptions {
   uint64_t seed = 0;
   double boundaryMs = partition::CostModel().boundaryMs;
 };
-
-std::string regionFileName(const partition::FunctionPlan &fp, const partition::Region &r) {
-  return fp.function + "_region" + std::to_string(r.index) + "_" +
-         std::string(partition::targetName(r.target)) + ".mlpackage";
-}
-
-nlohmann::json valueList(const std::vector<const Value *> &values) {
-  nlohmann::json a = nlohmann::json::array();
-  for (const Value *v : values)
-    a.push_back({{"name", v->name}, {"type", v->type.str()}});
-  return a;
-}
-
-std::string pythonSkipList(const partition::Plan &plan) {
-  std::ostringstream os;
-  os << "from executorch.backends.apple.coreml.partition import CoreMLPartitioner\n\n"
-     << "partitioner = CoreMLPartitioner(\n"
-     << "    compile_specs=compile_specs,  # as before\n"
-     << "    skip_ops_for_coreml_delegation=[\n";
-  for (const auto &s : plan.skipOps) {
-    os << "        \"" << s.atenOp << "\",  # ";
-    for (size_t i = 0; i < s.rules.size(); ++i)
-      os << (i ? ", " : "") << s.rules[i];
-    os << "\n";
-  }
-  os << "    ],\n)\n";
-  return os.str();
-}
-
-nlohmann::json planJson(const partition::Plan &plan, const partition::CostModel &cm,
-                        bool withFiles) {
-  nlohmann::json j;
-  j["schema"] = "anefit.split/1";
-  j["model"] = plan.modelPath;
-  j["costModel"] = {{"aneGflops", cm.aneGflops},
-                    {"aneGBps", cm.aneGBps},
-                    {"cpuGflops", cm.cpuGflops},
-                    {"cpuGBps", cm.cpuGBps},
-                    {"boundaryMs", cm.boundaryMs}};
-  j["functions"] = nlohmann::json::array();
-  for (const auto &fp : plan.functions) {
-    nlohmann::json f;
-    f["function"] = fp.function;
-    f["planCostMs"] = fp.planCostMs;
-    f["cpuOnlyCostMs"] = fp.cpuOnlyCostMs;
-    f["regions"] = nlohmann::json::array();
-    for (const auto &r : fp.regions) {
-      nlohmann::json rj;
-      rj["index"] = r.index;
-      rj["target"] = partition::targetName(r.target);
-      rj["costMs"] = r.costMs;
-      rj["flops"] = r.flops;
-      rj["inputs"] = valueList(r.inputs);
-      rj["outputs"] = valueList(r.outputs);
-      rj["states"] = valueList(r.states);
-      if (withFiles)
-        rj["model"] = regionFileName(fp, r);
-      rj["ops"] = nlohmann::json::array();
-      for (const auto &p : r.ops)
-        rj["ops"].push_back({{"name", p.op->name},
-                             {"type", p.op->type},
-                             {"checker", ane::placementName(p.checkerPlacement)},
-                             {"rules", p.rules},
-                             {"absorbed", p.absorbed}});
-      f["regions"].push_back(rj);
-    }
-    f["boundaries"] = nlohmann::json::array();
-    for (const auto &b : fp.boundaries)
-      f["boundaries"].push_back(
-          {{"from", b.fromRegion}, {"to", b.toRegion}, {"values", b.values}, {"reason", b.reason}});
-    f["warnings"] = fp.warnings;
-    j["functions"].push_back(f);
-  }
-  j["skipOps"] = nlohmann::json::array();
-  std::vector<std::string> names;
-  for (const auto &s : plan.skipOps) {
-    j["skipOps"].push_back({{"aten", s.atenOp}, {"coremlOps", s.milOps}, {"rules", s.rules}});
-    names.push_back(s.atenOp);
-  }
-  j["skip_ops_for_coreml_delegation"] = names;
-  j["unmappedCpuOps"] = plan.unmappedCpuOps;
-  return j;
-}
 
 void printText(std::ostream &os, const partition::Plan &plan) {
   os << std::fixed << std::setprecision(3);
@@ -153,7 +69,8 @@ void printText(std::ostream &os, const partition::Plan &plan) {
       os << "  warning: " << w << "\n";
   }
   if (!plan.skipOps.empty()) {
-    os << "\nExecuTorch: keep these ops out of the Core ML delegate:\n\n" << pythonSkipList(plan);
+    os << "\nExecuTorch: keep these ops out of the Core ML delegate:\n\n"
+       << partition::skipListSnippet(plan);
   } else {
     os << "\nExecuTorch: no op needs skip_ops_for_coreml_delegation.\n";
   }
@@ -247,7 +164,8 @@ int runSplit(const SplitCliOptions &o) {
       for (size_t r = 0; r < fp.regions.size(); ++r) {
         regions.push_back(partition::extractRegion(*model, fp, r));
         saveModel(*regions.back(),
-                  (std::filesystem::path(o.emitDir) / regionFileName(fp, fp.regions[r])).string());
+                  (std::filesystem::path(o.emitDir) / partition::regionFileName(fp, fp.regions[r]))
+                      .string());
       }
       if (o.verify) {
         double worst = verifyChain(*model, fp, regions, o.steps, o.seed);
@@ -262,13 +180,13 @@ int runSplit(const SplitCliOptions &o) {
     throw InputError("--verify needs --emit-models DIR (it runs the emitted region models)");
   }
 
-  nlohmann::json j = planJson(plan, options.cost, withFiles);
+  std::string json = partition::renderPlanJson(plan, options.cost, withFiles);
   if (!o.planOut.empty())
-    writeFileAtomically(o.planOut, j.dump(2) + "\n");
+    writeFileAtomically(o.planOut, json);
   if (o.json)
-    std::cout << j.dump(2) << "\n";
+    std::cout << json;
   else if (o.skipList)
-    std::cout << pythonSkipList(plan);
+    std::cout << partition::skipListSnippet(plan);
   else
     printText(std::cout, plan);
   return exitCode;

@@ -1,0 +1,95 @@
+//===- PlanJson.cpp - The split plan as JSON and as an ExecuTorch snippet -===//
+#include "partition/PlanJson.h"
+
+#include <nlohmann/json.hpp>
+
+#include <sstream>
+
+namespace anefit::partition {
+namespace {
+
+nlohmann::json valueList(const std::vector<const Value *> &values) {
+  nlohmann::json a = nlohmann::json::array();
+  for (const Value *v : values)
+    a.push_back({{"name", v->name}, {"type", v->type.str()}});
+  return a;
+}
+
+} // namespace
+
+std::string regionFileName(const FunctionPlan &fp, const Region &r) {
+  return fp.function + "_region" + std::to_string(r.index) + "_" +
+         std::string(targetName(r.target)) + ".mlpackage";
+}
+
+std::string skipListSnippet(const Plan &plan) {
+  std::ostringstream os;
+  os << "from executorch.backends.apple.coreml.partition import CoreMLPartitioner\n\n"
+     << "partitioner = CoreMLPartitioner(\n"
+     << "    compile_specs=compile_specs,  # as before\n"
+     << "    skip_ops_for_coreml_delegation=[\n";
+  for (const auto &s : plan.skipOps) {
+    os << "        \"" << s.atenOp << "\",  # ";
+    for (size_t i = 0; i < s.rules.size(); ++i)
+      os << (i ? ", " : "") << s.rules[i];
+    os << "\n";
+  }
+  os << "    ],\n)\n";
+  return os.str();
+}
+
+std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles, int indent) {
+  nlohmann::json j;
+  j["schema"] = kPlanSchema;
+  j["model"] = plan.modelPath;
+  j["costModel"] = {{"aneGflops", cm.aneGflops},
+                    {"aneGBps", cm.aneGBps},
+                    {"cpuGflops", cm.cpuGflops},
+                    {"cpuGBps", cm.cpuGBps},
+                    {"boundaryMs", cm.boundaryMs}};
+  j["functions"] = nlohmann::json::array();
+  for (const auto &fp : plan.functions) {
+    nlohmann::json f;
+    f["function"] = fp.function;
+    f["planCostMs"] = fp.planCostMs;
+    f["cpuOnlyCostMs"] = fp.cpuOnlyCostMs;
+    f["regions"] = nlohmann::json::array();
+    for (const auto &r : fp.regions) {
+      nlohmann::json rj;
+      rj["index"] = r.index;
+      rj["target"] = targetName(r.target);
+      rj["costMs"] = r.costMs;
+      rj["flops"] = r.flops;
+      rj["inputs"] = valueList(r.inputs);
+      rj["outputs"] = valueList(r.outputs);
+      rj["states"] = valueList(r.states);
+      if (withFiles)
+        rj["model"] = regionFileName(fp, r);
+      rj["ops"] = nlohmann::json::array();
+      for (const auto &p : r.ops)
+        rj["ops"].push_back({{"name", p.op->name},
+                             {"type", p.op->type},
+                             {"checker", ane::placementName(p.checkerPlacement)},
+                             {"rules", p.rules},
+                             {"absorbed", p.absorbed}});
+      f["regions"].push_back(rj);
+    }
+    f["boundaries"] = nlohmann::json::array();
+    for (const auto &b : fp.boundaries)
+      f["boundaries"].push_back(
+          {{"from", b.fromRegion}, {"to", b.toRegion}, {"values", b.values}, {"reason", b.reason}});
+    f["warnings"] = fp.warnings;
+    j["functions"].push_back(f);
+  }
+  j["skipOps"] = nlohmann::json::array();
+  std::vector<std::string> names;
+  for (const auto &s : plan.skipOps) {
+    j["skipOps"].push_back({{"aten", s.atenOp}, {"coremlOps", s.milOps}, {"rules", s.rules}});
+    names.push_back(s.atenOp);
+  }
+  j["skip_ops_for_coreml_delegation"] = names;
+  j["unmappedCpuOps"] = plan.unmappedCpuOps;
+  return j.dump(indent) + (indent >= 0 ? "\n" : "");
+}
+
+} // namespace anefit::partition
