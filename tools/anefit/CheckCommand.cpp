@@ -11,6 +11,7 @@
 #include "ane/Checker.h"
 #include "ane/Report.h"
 #include "io/ModelIO.h"
+#include "report/HtmlReport.h"
 #include "support/Error.h"
 
 #include <iostream>
@@ -25,7 +26,8 @@ struct CheckCliOptions {
   std::string os = "any";
   std::string computeUnits = "cpu_and_ne";
   std::string failOn = "compile-fail";
-  std::string format = "text";
+  std::string format;
+  std::string output;
   bool json = false;
   bool placement = false;
   std::string function;
@@ -62,22 +64,26 @@ int runCheck(const CheckCliOptions &o) {
     failExpected("", "--fail-on",
                  "one of: runtime-fail, compile-fail, wrong-numerics, fallback, slow",
                  "'" + o.failOn + "'");
-  std::string format = o.json ? "json" : o.format;
-  if (format != "text" && format != "json" && format != "sarif")
-    failExpected("", "--format", "text, json or sarif", "'" + format + "'");
+  std::string format = o.json ? "json" : formatFor(o.format, o.output);
+  if (format != "text" && format != "json" && format != "sarif" && format != "html")
+    failExpected("", "--format", "text, json, sarif or html", "'" + format + "'");
   options.function = o.function;
 
   // The checker reads types only; not opening the weight files proves it.
   std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = false});
   ane::CheckReport report = ane::checkModel(*model, options);
   report.modelPath = o.model;
-  if (format == "json")
-    std::cout << ane::renderJson(report);
-  else if (format == "sarif")
-    std::cout << ane::renderSarif(report);
+  std::string text =
+      format == "json"    ? ane::renderJson(report)
+      : format == "sarif" ? ane::renderSarif(report)
+      : format == "html"
+          ? report::renderHtml(*model, report)
+          : ane::renderText(report, ane::TextOptions{.color = useColor() && o.output.empty(),
+                                                     .placement = o.placement});
+  if (o.output.empty())
+    std::cout << text;
   else
-    std::cout << ane::renderText(report,
-                                 ane::TextOptions{.color = useColor(), .placement = o.placement});
+    report::writeReportFile(*model, o.output, text);
   return report.hasFindingAtLeast(*failOn) ? kExitFindings : kExitOk;
 }
 
@@ -96,8 +102,11 @@ void registerCheck(CLI::App &parent, VerbResult &result) {
                   "Exit 1 when a finding is at least this severe: runtime-fail, compile-fail, "
                   "wrong-numerics, fallback, slow")
       ->capture_default_str();
-  cmd->add_option("--format", o->format, "Output: text, json (anefit.check/1) or sarif")
-      ->capture_default_str();
+  cmd->add_option("--format", o->format,
+                  "Output: text, json (anefit.check/1), sarif, or html (one self-contained page: "
+                  "the graph coloured by placement, findings, details). Default: from the -o "
+                  "extension (.json, .sarif, .html), else text");
+  cmd->add_option("-o,--output", o->output, "Write the report to this file instead of stdout");
   cmd->add_flag("--json", o->json, "Same as --format json");
   cmd->add_option("--function", o->function, "Check only this function");
   cmd->add_flag("--placement", o->placement,

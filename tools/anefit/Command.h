@@ -10,8 +10,8 @@ namespace anefit::cli {
 
 /// Exit codes shared by every verb.
 enum ExitCode : int {
-  kExitOk = 0,       ///< success, no finding at or above the failure threshold
-  kExitFindings = 1, ///< the command worked and found problems
+  kExitOk = 0,         ///< success, no finding at or above the failure threshold
+  kExitFindings = 1,   ///< the command worked and found problems
   kExitInputError = 2, ///< usage error or malformed input
 };
 
@@ -25,6 +25,10 @@ int runGuarded(const std::function<int()> &body);
 
 /// True if stdout is a terminal and NO_COLOR is not set.
 bool useColor();
+
+/// The --format to use: `format` if given, else the one the -o file's
+/// extension names (.json, .sarif, .html/.htm), else "text".
+std::string formatFor(const std::string &format, const std::string &output);
 
 #define VERB(Name, Summary, Register) void Register(CLI::App &parent, VerbResult &result);
 #include "Verbs.def"

@@ -13,6 +13,7 @@
 #include "io/ModelIO.h"
 #include "partition/Partitioner.h"
 #include "partition/PlanJson.h"
+#include "report/HtmlReport.h"
 #include "runtime/Interpreter.h"
 #include "runtime/RandomInput.h"
 #include "support/Error.h"
@@ -31,6 +32,8 @@ struct SplitCliOptions {
   std::string model;
   std::string function;
   std::string planOut;
+  std::string output;
+  std::string format;
   std::string emitDir;
   bool json = false;
   bool skipList = false;
@@ -143,6 +146,9 @@ double verifyChain(const Model &model, const partition::FunctionPlan &fp,
 }
 
 int runSplit(const SplitCliOptions &o) {
+  std::string format = o.json ? "json" : formatFor(o.format, o.output);
+  if (format != "text" && format != "json" && format != "html")
+    failExpected("", "--format", "text, json or html", "'" + format + "'");
   bool needWeights = !o.emitDir.empty() || o.verify;
   std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = needWeights});
   ane::CheckOptions checkOptions;
@@ -182,13 +188,25 @@ int runSplit(const SplitCliOptions &o) {
 
   std::string json = partition::renderPlanJson(plan, options.cost, withFiles);
   if (!o.planOut.empty())
-    writeFileAtomically(o.planOut, json);
-  if (o.json)
-    std::cout << json;
-  else if (o.skipList)
-    std::cout << partition::skipListSnippet(plan);
+    report::writeReportFile(*model, o.planOut, json);
+  std::string text;
+  if (o.skipList) {
+    text = partition::skipListSnippet(plan);
+  } else if (format == "json") {
+    text = json;
+  } else if (format == "html") {
+    report.modelPath = o.model;
+    text = report::renderHtml(*model, report,
+                              report::HtmlOptions{.plan = &plan, .cost = options.cost});
+  } else {
+    std::ostringstream os;
+    printText(os, plan);
+    text = os.str();
+  }
+  if (o.output.empty())
+    std::cout << text;
   else
-    printText(std::cout, plan);
+    report::writeReportFile(*model, o.output, text);
   return exitCode;
 }
 
@@ -201,8 +219,14 @@ void registerSplit(CLI::App &parent, VerbResult &result) {
                "ExecuTorch skip list");
   cmd->add_option("MODEL", o->model, "Model: .mlpackage, .mlmodel, .mil or .pte")->required();
   cmd->add_option("--function", o->function, "Split only this function");
-  cmd->add_option("-o,--plan", o->planOut, "Write the plan (anefit.split/1 JSON) to this file");
-  cmd->add_flag("--json", o->json, "Print the plan as JSON");
+  cmd->add_option("--format", o->format,
+                  "Output: text, json (the anefit.split/1 plan) or html (the check report with "
+                  "the plan: regions, costs, skip list). Default: from the -o extension, else "
+                  "text");
+  cmd->add_option("-o,--output", o->output, "Write the output to this file instead of stdout");
+  cmd->add_option("--plan", o->planOut,
+                  "Also write the plan (anefit.split/1 JSON) to this file, whatever --format");
+  cmd->add_flag("--json", o->json, "Same as --format json");
   cmd->add_flag("--skip-list", o->skipList,
                 "Print only the CoreMLPartitioner snippet with skip_ops_for_coreml_delegation");
   cmd->add_option("--emit-models", o->emitDir,

@@ -8,8 +8,10 @@
 
 #include "support/Error.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <unistd.h>
 
@@ -33,6 +35,21 @@ int runGuarded(const std::function<int()> &body) {
 bool useColor() {
   const char *noColor = std::getenv("NO_COLOR");
   return isatty(fileno(stdout)) && !(noColor && *noColor);
+}
+
+std::string formatFor(const std::string &format, const std::string &output) {
+  if (!format.empty())
+    return format;
+  std::string ext = std::filesystem::path(output).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".json")
+    return "json";
+  if (ext == ".sarif")
+    return "sarif";
+  if (ext == ".html" || ext == ".htm")
+    return "html";
+  return "text";
 }
 
 } // namespace anefit::cli

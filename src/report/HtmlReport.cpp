@@ -1,0 +1,892 @@
+//===- HtmlReport.cpp - The check report as one self-contained page -------===//
+//
+// Writes the page in one pass: the header (verdict, residency, options) as
+// HTML, each function's graph as SVG chunk by chunk (each chunk laid out on
+// its own, so a 2,000-op program is many small layouts), collapsed boxes for
+// repeated groups, then the data the script needs as JSON, then the inline
+// CSS and script (assets/, compiled in). Names from the model are escaped
+// everywhere; nothing refers to a resource outside the file.
+//
+//===----------------------------------------------------------------------===//
+#include "report/HtmlReport.h"
+
+#include "ane/Report.h"
+#include "io/ModelIO.h"
+#include "io/Package.h"
+#include "partition/PlanJson.h"
+#include "report/GraphLayout.h"
+#include "report/ProgramGraph.h"
+#include "support/Error.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <set>
+
+namespace anefit::report {
+
+namespace assets {
+extern const std::string_view kReportCss;
+extern const std::string_view kReportJs;
+} // namespace assets
+
+namespace {
+
+using Json = nlohmann::json;
+
+// --- Text helpers --------------------------------------------------------
+
+void appendEscaped(std::string &out, std::string_view s) {
+  for (char c : s) {
+    switch (c) {
+    case '&':
+      out += "&amp;";
+      break;
+    case '<':
+      out += "&lt;";
+      break;
+    case '>':
+      out += "&gt;";
+      break;
+    case '"':
+      out += "&quot;";
+      break;
+    case '\'':
+      out += "&#39;";
+      break;
+    default:
+      out += c;
+    }
+  }
+}
+
+std::string esc(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  appendEscaped(out, s);
+  return out;
+}
+
+/// A name usable in a CSS class: lower-case letters, digits and '-'.
+std::string cssName(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    out += (std::isalnum(static_cast<unsigned char>(c)) || c == '-')
+               ? static_cast<char>(std::tolower(static_cast<unsigned char>(c)))
+               : '-';
+  return out;
+}
+
+std::string num(double v, int decimals = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+std::string coord(double v) { return num(std::round(v * 10) / 10, v == std::floor(v) ? 0 : 1); }
+
+std::string humanBytes(double b) {
+  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4)
+    b /= 1000, ++u;
+  return (u == 0 ? num(b, 0) : num(b, b < 10 ? 2 : 1)) + " " + units[u];
+}
+
+std::string humanFlops(double f) {
+  const char *units[] = {"", "K", "M", "G", "T", "P"};
+  int u = 0;
+  while (f >= 1000 && u < 5)
+    f /= 1000, ++u;
+  return (u == 0 ? num(f, 0) : num(f, 2)) + " " + units[u] + "FLOP";
+}
+
+std::string percent(double part, double whole) {
+  return whole > 0 ? num(100.0 * part / whole, 1) + "%" : "-";
+}
+
+/// Serializes JSON for a <script type="application/json"> element: compact,
+/// invalid UTF-8 replaced, and every '<' written as \u003c, so no name can
+/// end the element ("</script") or change how it is parsed ("<!--").
+template <typename J> std::string scriptJson(const J &j) {
+  std::string s = j.dump(-1, ' ', false, J::error_handler_t::replace);
+  std::string out;
+  out.reserve(s.size() + 64);
+  for (char c : s) {
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
+  }
+  return out;
+}
+
+/// Shortens `s` to at most `max` characters (UTF-8 aware), with an ellipsis.
+std::string clip(const std::string &s, size_t max) {
+  size_t chars = 0, i = 0;
+  for (; i < s.size(); ++i)
+    if ((static_cast<unsigned char>(s[i]) & 0xC0) != 0x80 && ++chars > max)
+      break;
+  if (i >= s.size())
+    return s;
+  size_t cut = i;
+  // Leave room for the ellipsis.
+  while (cut > 0 && (static_cast<unsigned char>(s[cut - 1]) & 0xC0) == 0x80)
+    --cut;
+  if (cut > 0)
+    --cut;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80)
+    --cut;
+  return s.substr(0, cut) + "\xE2\x80\xA6";
+}
+
+size_t utf8Length(const std::string &s) {
+  size_t n = 0;
+  for (char c : s)
+    n += (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  return n;
+}
+
+/// "(1, 1, 8192, fp16)" -> "(1,1,8192,fp16)".
+std::string compactShape(std::string s) {
+  s.erase(std::remove(s.begin(), s.end(), ' '), s.end());
+  return s;
+}
+
+// --- Node geometry (monospace labels make widths predictable) -------------
+
+constexpr double kCharWidth = 6.7; ///< 11px monospace
+constexpr double kOpHeight = 34;
+constexpr double kIoHeight = 20;
+constexpr size_t kOpChars = 30;
+constexpr size_t kIoChars = 28;
+constexpr double kBoxWidth = 380;
+constexpr double kBoxHeight = 66;
+
+double textWidth(const std::string &s, double pad) {
+  return static_cast<double>(utf8Length(s)) * kCharWidth + pad;
+}
+
+// --- Per-function drawing -------------------------------------------------
+
+struct DrawNode {
+  enum class Kind : uint8_t { Op, Port, Input, State, Ref, Output } kind;
+  size_t op = kNone;            ///< Op: the op; Ref: the producer
+  const Value *value = nullptr; ///< Input, State, Ref
+  std::string label;
+  bool write = false; ///< State: written by its op (drawn below it)
+};
+
+struct FunctionContext {
+  const ane::FunctionReport *fr = nullptr;
+  const FunctionGraph *graph = nullptr;
+  std::vector<size_t> segmentOf;               ///< per op
+  std::vector<std::vector<size_t>> findingsOf; ///< per op: indices into report.findings
+  std::vector<std::string> worstEffect;        ///< per op, "" if no finding
+  std::vector<std::string> outputLabel;        ///< per op: second line of the node
+};
+
+bool onAne(const FunctionContext &ctx, size_t op) {
+  return ctx.fr->segments[ctx.segmentOf[op]].onAne;
+}
+
+void pathThrough(std::string &out, const std::vector<LayoutPoint> &pts) {
+  out += "M" + coord(pts[0].x) + " " + coord(pts[0].y);
+  for (size_t i = 1; i < pts.size(); ++i) {
+    const LayoutPoint &a = pts[i - 1], &b = pts[i];
+    double dy = (b.y - a.y) / 2;
+    out += "C" + coord(a.x) + " " + coord(a.y + dy) + " " + coord(b.x) + " " + coord(b.y - dy) +
+           " " + coord(b.x) + " " + coord(b.y);
+  }
+}
+
+/// Lays out chunk `c` and appends its SVG; returns the chunk's JSON.
+Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
+  const FunctionGraph &g = *ctx.graph;
+  const Chunk &chunk = g.chunks[c];
+  std::vector<DrawNode> draw;
+  std::vector<LayoutNode> nodes;
+  std::vector<LayoutEdge> edges;
+  std::vector<std::string> edgeClass;
+  std::set<std::pair<uint32_t, uint32_t>> seen;
+  auto addNode = [&](DrawNode d, double w, double h, bool top = false, bool bottom = false) {
+    draw.push_back(std::move(d));
+    nodes.push_back(LayoutNode{w, h, top, bottom});
+    return static_cast<uint32_t>(nodes.size() - 1);
+  };
+  auto addEdge = [&](uint32_t a, uint32_t b, std::string cls) {
+    if (!seen.insert({a, b}).second)
+      return;
+    edges.push_back({a, b});
+    edgeClass.push_back(std::move(cls));
+  };
+
+  auto producedIn = [&](const Value *v, size_t chunkIndex) {
+    if (!v || !v->definingOp)
+      return false;
+    auto it = g.opByName.find(v->definingOp->name);
+    return it != g.opByName.end() && g.ops[it->second].chunk == chunkIndex &&
+           g.ops[it->second].op == v->definingOp;
+  };
+  bool hasIn = c > 0 && producedIn(chunk.entry, c - 1);
+  bool hasOut = c + 1 < g.chunks.size() && producedIn(g.chunks[c + 1].entry, c);
+
+  uint32_t inPort = UINT32_MAX, outPort = UINT32_MAX;
+  if (hasIn)
+    inPort = addNode(DrawNode{DrawNode::Kind::Port, kNone, chunk.entry, "", false}, 0, 0, true);
+  std::vector<uint32_t> nodeOf(chunk.lastOp - chunk.firstOp + 1);
+  for (size_t i = chunk.firstOp; i <= chunk.lastOp; ++i) {
+    const std::string &type = g.ops[i].op->type;
+    double w =
+        std::max(textWidth(clip(type, kOpChars), 18), textWidth(ctx.outputLabel[i], 18) * 0.88);
+    nodeOf[i - chunk.firstOp] = addNode(DrawNode{DrawNode::Kind::Op, i, nullptr, "", false},
+                                        std::clamp(w, 86.0, 240.0), kOpHeight);
+  }
+  if (hasOut)
+    outPort = addNode(DrawNode{DrawNode::Kind::Port, kNone, g.chunks[c + 1].entry, "", false}, 0, 0,
+                      false, true);
+
+  std::map<const Value *, uint32_t> shared; // inputs and refs: one node per chunk
+  for (size_t i = chunk.firstOp; i <= chunk.lastOp; ++i) {
+    uint32_t self = nodeOf[i - chunk.firstOp];
+    for (const Operand &o : g.ops[i].operands) {
+      switch (o.source.kind) {
+      case OperandSource::Kind::Op: {
+        size_t j = o.source.op;
+        if (j == i)
+          break;
+        if (g.ops[j].chunk == c) {
+          addEdge(nodeOf[j - chunk.firstOp], self, onAne(ctx, j) != onAne(ctx, i) ? "e x" : "e");
+        } else if (hasIn && o.value == chunk.entry) {
+          addEdge(inPort, self, onAne(ctx, j) != onAne(ctx, i) ? "e x" : "e");
+        } else {
+          auto it = shared.find(o.value);
+          if (it == shared.end()) {
+            std::string label = clip(o.value->name, kIoChars);
+            it = shared
+                     .emplace(o.value, addNode(DrawNode{DrawNode::Kind::Ref, j, o.value, label},
+                                               textWidth(label, 20), kIoHeight))
+                     .first;
+          }
+          addEdge(it->second, self, "e r");
+        }
+        break;
+      }
+      case OperandSource::Kind::Input: {
+        auto it = shared.find(o.value);
+        if (it == shared.end()) {
+          std::string label = clip(o.value->name, kIoChars);
+          it = shared
+                   .emplace(o.value, addNode(DrawNode{DrawNode::Kind::Input, kNone, o.value, label},
+                                             textWidth(label, 32), kIoHeight))
+                   .first;
+        }
+        addEdge(it->second, self, "e r");
+        break;
+      }
+      case OperandSource::Kind::State: {
+        bool write = g.ops[i].op->type != "read_state" &&
+                     std::find(g.ops[i].statesWritten.begin(), g.ops[i].statesWritten.end(),
+                               o.value) != g.ops[i].statesWritten.end();
+        std::string label = clip(o.value->name, kIoChars);
+        uint32_t s = addNode(DrawNode{DrawNode::Kind::State, i, o.value, label, write},
+                             textWidth(label, 47), kIoHeight);
+        if (write)
+          addEdge(self, s, "e s");
+        else
+          addEdge(s, self, "e s");
+        break;
+      }
+      default:
+        break;
+      }
+    }
+    for (const std::string &name : g.ops[i].returned) {
+      std::string label = clip(name, kIoChars);
+      uint32_t out = addNode(DrawNode{DrawNode::Kind::Output, i, nullptr, label},
+                             textWidth(label, 37), kIoHeight);
+      addEdge(self, out, "e r");
+    }
+  }
+  if (hasOut) {
+    const Value *next = g.chunks[c + 1].entry;
+    size_t producer = g.opByName.at(next->definingOp->name);
+    addEdge(nodeOf[producer - chunk.firstOp], outPort, "e p");
+  }
+
+  LayoutResult layout = layoutLayered(nodes, edges);
+
+  svg += "<g class=\"chunk\" data-c=\"" + std::to_string(c) + "\">\n";
+  for (size_t e = 0; e < edges.size(); ++e) {
+    if (layout.edgePoints[e].empty())
+      continue;
+    svg += "<path class=\"" + edgeClass[e] + "\"";
+    const DrawNode &from = draw[edges[e].from], &to = draw[edges[e].to];
+    if (from.kind == DrawNode::Kind::Op)
+      svg += " data-u=\"" + std::to_string(from.op) + "\"";
+    if (to.kind == DrawNode::Kind::Op)
+      svg += " data-v=\"" + std::to_string(to.op) + "\"";
+    svg += " d=\"";
+    pathThrough(svg, layout.edgePoints[e]);
+    svg += "\"/>\n";
+  }
+  for (size_t k = 0; k < draw.size(); ++k) {
+    const DrawNode &d = draw[k];
+    const LayoutPoint &p = layout.centers[k];
+    double w = nodes[k].width, h = nodes[k].height;
+    std::string at = " transform=\"translate(" + coord(p.x) + "," + coord(p.y) + ")\"";
+    std::string rect = "<rect x=\"" + coord(-w / 2) + "\" y=\"" + coord(-h / 2) + "\" width=\"" +
+                       coord(w) + "\" height=\"" + coord(h) + "\"";
+    switch (d.kind) {
+    case DrawNode::Kind::Port:
+      break;
+    case DrawNode::Kind::Op: {
+      const ane::OpReport &o = ctx.fr->ops[d.op];
+      const GraphOp &gop = g.ops[d.op];
+      svg += "<g class=\"op p-" + cssName(ane::placementName(o.placement));
+      if (!gop.statesRead.empty() || !gop.statesWritten.empty())
+        svg += " st";
+      svg += "\" data-i=\"" + std::to_string(d.op) + "\"" + at + ">" + rect + " rx=\"6\"/>";
+      svg += "<text class=\"t\" y=\"-3\">" + esc(clip(gop.op->type, kOpChars)) + "</text>";
+      svg += "<text class=\"s\" y=\"11\">" + esc(ctx.outputLabel[d.op]) + "</text><title>" +
+             esc(gop.op->name) + "</title>";
+      size_t nf = ctx.findingsOf[d.op].size();
+      if (nf) {
+        std::string bx = coord(w / 2 - 2), by = coord(-h / 2 + 2);
+        svg += "<g class=\"badge e-" + cssName(ctx.worstEffect[d.op]) +
+               "\" transform=\"translate(" + bx + "," + by +
+               ")\"><circle r=\"8\"/><text y=\"3.5\">" +
+               (nf > 99 ? std::string("99") : std::to_string(nf)) + "</text></g>";
+      }
+      svg += "</g>\n";
+      break;
+    }
+    case DrawNode::Kind::Input:
+      svg += "<g class=\"io in\"" + at + ">" + rect + " rx=\"10\"/><text class=\"k\" x=\"" +
+             coord(-w / 2 + 8) + "\" y=\"3.5\">in</text><text class=\"l\" x=\"" +
+             coord(-w / 2 + 25) + "\" y=\"3.5\">" + esc(d.label) + "</text><title>model input " +
+             esc(d.value->name) + ": " + esc(d.value->type.shapeStr()) + "</title></g>";
+      break;
+    case DrawNode::Kind::Output:
+      svg += "<g class=\"io out\"" + at + ">" + rect + " rx=\"10\"/><text class=\"k\" x=\"" +
+             coord(-w / 2 + 8) + "\" y=\"3.5\">out</text><text class=\"l\" x=\"" +
+             coord(-w / 2 + 30) + "\" y=\"3.5\">" + esc(d.label) + "</text><title>model output " +
+             esc(d.label) + "</title></g>";
+      break;
+    case DrawNode::Kind::State:
+      svg += std::string("<g class=\"io sv ") + (d.write ? "w" : "r") + "\"" + at + ">" + rect +
+             " rx=\"3\"/><text class=\"k\" x=\"" + coord(-w / 2 + 6) + "\" y=\"3.5\">" +
+             (d.write ? "write" : "read") + "</text><text class=\"l\" x=\"" + coord(-w / 2 + 40) +
+             "\" y=\"3.5\">" + esc(d.label) + "</text><title>state " + esc(d.value->name) + ": " +
+             esc(d.value->type.shapeStr()) + (d.write ? ", written here" : ", read here") +
+             "</title></g>";
+      break;
+    case DrawNode::Kind::Ref:
+      svg += "<g class=\"io ref\" data-ref=\"" + std::to_string(d.op) + "\"" + at + ">" + rect +
+             " rx=\"10\"/><text x=\"0\" y=\"3.5\">" + esc(d.label) + "</text><title>" +
+             esc(d.value->name) + " from " + esc(g.ops[d.op].op->type) + " '" +
+             esc(g.ops[d.op].op->name) + "' (click to go there)</title></g>";
+      break;
+    }
+  }
+  svg += "</g>\n";
+
+  Json j;
+  j["w"] = std::round(layout.width);
+  j["h"] = std::round(layout.height);
+  j["g"] = chunk.group == kNone ? Json(nullptr) : Json(chunk.group);
+  if (hasIn) {
+    j["in"] = std::round(layout.centers[inPort].x);
+    j["iy"] = std::round(layout.centers[inPort].y);
+  }
+  if (hasOut) {
+    j["out"] = std::round(layout.centers[outPort].x);
+    j["oy"] = std::round(layout.centers[outPort].y);
+  }
+  std::vector<double> ys;
+  for (size_t i = chunk.firstOp; i <= chunk.lastOp; ++i) {
+    const LayoutPoint &p = layout.centers[nodeOf[i - chunk.firstOp]];
+    ys.push_back(std::round(p.x));
+    ys.push_back(std::round(p.y));
+  }
+  j["xy"] = ys;
+  return j;
+}
+
+/// The collapsed box of group `k`: title, a placement bar, the rules.
+void drawGroupBox(std::string &svg, const FunctionContext &ctx, size_t k,
+                  const std::string &label) {
+  const FunctionGraph &g = *ctx.graph;
+  const Group &grp = g.groups[k];
+  std::map<std::string_view, size_t> byPlacement;
+  std::map<std::string, size_t> rules;
+  std::set<std::string> states;
+  size_t total = grp.lastOp - grp.firstOp + 1;
+  for (size_t i = grp.firstOp; i <= grp.lastOp; ++i) {
+    const ane::OpReport &o = ctx.fr->ops[i];
+    ++byPlacement[ane::placementName(o.placement)];
+    for (ane::RuleId r : o.rules)
+      ++rules[std::string(ane::ruleInfo(r).code)];
+    for (const Value *v : g.ops[i].statesRead)
+      states.insert(v->name);
+    for (const Value *v : g.ops[i].statesWritten)
+      states.insert(v->name);
+  }
+  double w = kBoxWidth, h = kBoxHeight;
+  svg += "<g class=\"gbox\" data-g=\"" + std::to_string(k) + "\"><rect class=\"f\" x=\"" +
+         coord(-w / 2) + "\" y=\"0\" width=\"" + coord(w) + "\" height=\"" + coord(h) +
+         "\" rx=\"8\"/>";
+  svg += "<text class=\"gt\" x=\"" + coord(-w / 2 + 12) + "\" y=\"18\">\xE2\x96\xB8 " + esc(label) +
+         "</text><text class=\"gn\" x=\"" + coord(w / 2 - 12) + "\" y=\"18\">" +
+         std::to_string(total) + " ops</text>";
+  // Placement bar, in enum order so colours keep their places.
+  double x = -w / 2 + 12, barW = w - 24;
+  for (std::string_view p : placementNames()) {
+    auto it = byPlacement.find(p);
+    if (it == byPlacement.end())
+      continue;
+    double pw = barW * static_cast<double>(it->second) / static_cast<double>(total);
+    svg += "<rect class=\"bar p-" + cssName(p) + "\" x=\"" + coord(x) + "\" y=\"26\" width=\"" +
+           coord(std::max(pw, 2.0)) + "\" height=\"10\"><title>" + std::to_string(it->second) +
+           " " + esc(p) + "</title></rect>";
+    x += pw;
+  }
+  std::string why;
+  std::vector<std::pair<size_t, std::string>> ranked;
+  for (const auto &[code, n] : rules)
+    ranked.emplace_back(n, code);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (size_t r = 0; r < ranked.size() && r < 3; ++r)
+    why += (r ? ", " : "") + ranked[r].second + " \xC3\x97" + std::to_string(ranked[r].first);
+  if (ranked.size() > 3)
+    why += ", \xE2\x80\xA6";
+  if (why.empty())
+    why = "every op on the ANE";
+  svg += "<text class=\"gr\" x=\"" + coord(-w / 2 + 12) + "\" y=\"51\">" + esc(clip(why, 52)) +
+         "</text>";
+  if (!states.empty())
+    svg += "<text class=\"gs\" x=\"" + coord(w / 2 - 12) + "\" y=\"51\">" +
+           std::to_string(states.size()) + (states.size() == 1 ? " state" : " states") + "</text>";
+  svg += "</g>\n";
+}
+
+std::string groupLabel(const Group &grp, size_t index) {
+  return "layer " + std::to_string(index) + (grp.kind.empty() ? "" : " \xC2\xB7 " + grp.kind);
+}
+
+/// Everything about one function: its SVG and its JSON.
+void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::CheckReport &report,
+                    size_t fnIndex, const HtmlOptions &options) {
+  const ane::FunctionReport &fr = report.functions[fnIndex];
+  const Function *fn = model.program->findFunction(fr.name);
+  if (!fn)
+    throw InputError("report: function '" + fr.name + "' is not in the model");
+  FunctionGraph g = buildFunctionGraph(*fn, fr);
+  const size_t n = g.ops.size();
+
+  FunctionContext ctx;
+  ctx.fr = &fr;
+  ctx.graph = &g;
+  ctx.segmentOf.assign(n, 0);
+  for (size_t s = 0; s < fr.segments.size(); ++s)
+    for (size_t i = fr.segments[s].firstOp; i <= fr.segments[s].lastOp && i < n; ++i)
+      ctx.segmentOf[i] = s;
+  ctx.findingsOf.assign(n, {});
+  ctx.worstEffect.assign(n, "");
+  std::vector<int> worst(n, -1);
+  for (size_t f = 0; f < report.findings.size(); ++f) {
+    const ane::Finding &finding = report.findings[f];
+    if (finding.function != fr.name || finding.op.empty())
+      continue;
+    auto it = g.opByName.find(finding.op);
+    if (it == g.opByName.end())
+      continue;
+    ctx.findingsOf[it->second].push_back(f);
+    if (static_cast<int>(finding.effect) > worst[it->second]) {
+      worst[it->second] = static_cast<int>(finding.effect);
+      ctx.worstEffect[it->second] = std::string(ane::effectName(finding.effect));
+    }
+  }
+  ctx.outputLabel.assign(n, "");
+  for (size_t i = 0; i < n; ++i) {
+    const GraphOp &gop = g.ops[i];
+    std::string s;
+    if (!gop.statesWritten.empty())
+      s = "\xE2\x86\x92 " + gop.statesWritten.front()->name;
+    else if (!gop.statesRead.empty())
+      s = "\xE2\x86\x90 " + gop.statesRead.front()->name;
+    else if (!gop.op->outputs.empty())
+      s = compactShape(gop.op->outputs.front()->type.shapeStr());
+    ctx.outputLabel[i] = clip(s, kOpChars + 4);
+  }
+
+  // Ops: what the details panel shows.
+  Json ops = Json::array();
+  for (size_t i = 0; i < n; ++i) {
+    const ane::OpReport &o = fr.ops[i];
+    const GraphOp &gop = g.ops[i];
+    Json oj;
+    oj["n"] = o.name;
+    oj["t"] = o.type;
+    oj["p"] = ane::placementName(o.placement);
+    Json rules = Json::array();
+    for (ane::RuleId r : o.rules)
+      rules.push_back(ane::ruleInfo(r).code);
+    oj["r"] = rules;
+    oj["f"] = o.flops;
+    oj["s"] = ctx.segmentOf[i];
+    oj["c"] = gop.chunk;
+    Json in = Json::array();
+    for (const Operand &od : gop.operands) {
+      static constexpr const char *kinds[] = {"op", "input", "state", "const", "inner"};
+      Json src = od.source.kind == OperandSource::Kind::Op ? Json(od.source.op) : Json(nullptr);
+      in.push_back(Json::array({od.param, od.value->name, od.value->type.shapeStr(),
+                                kinds[static_cast<int>(od.source.kind)], src}));
+    }
+    oj["in"] = in;
+    Json out = Json::array();
+    for (const auto &v : gop.op->outputs)
+      out.push_back(Json::array({v->name, v->type.shapeStr()}));
+    oj["out"] = out;
+    std::string torch = ane::torchNodeOf(o.name);
+    if (!torch.empty())
+      oj["tn"] = torch;
+    if (!gop.op->outputs.empty()) {
+      auto h = model.debugHandles.find(gop.op->outputs.front()->name);
+      if (h != model.debugHandles.end())
+        oj["dh"] = h->second;
+    }
+    if (!gop.returned.empty())
+      oj["ret"] = gop.returned;
+    auto names = [](const std::vector<const Value *> &vs) {
+      Json a = Json::array();
+      for (const Value *v : vs)
+        a.push_back(v->name);
+      return a;
+    };
+    if (!gop.statesRead.empty())
+      oj["sr"] = names(gop.statesRead);
+    if (!gop.statesWritten.empty())
+      oj["sw"] = names(gop.statesWritten);
+    if (!gop.succs.empty())
+      oj["u"] = gop.succs;
+    ops.push_back(std::move(oj));
+  }
+  Json nested = Json::object();
+  for (const auto &[name, i] : g.opByName)
+    if (g.ops[i].op->name != name)
+      nested[name] = i;
+
+  // Which groups open collapsed: in a big function all but the first of
+  // each shape, so one instance of every layer kind stays in view.
+  std::vector<bool> collapsed(g.groups.size(), false);
+  if (n > options.collapseAbove) {
+    std::set<size_t> shown;
+    for (size_t k = 0; k < g.groups.size(); ++k)
+      collapsed[k] = !shown.insert(g.groups[k].shape).second;
+  }
+
+  svg += "<g class=\"fn\" data-f=\"" + std::to_string(fnIndex) + "\">";
+  Json chunks = Json::array();
+  for (size_t c = 0; c < g.chunks.size(); ++c)
+    chunks.push_back(drawChunk(svg, ctx, c));
+  Json groups = Json::array();
+  for (size_t k = 0; k < g.groups.size(); ++k) {
+    const Group &grp = g.groups[k];
+    std::string label = groupLabel(grp, k);
+    drawGroupBox(svg, ctx, k, label);
+    groups.push_back({{"label", label},
+                      {"kind", grp.kind},
+                      {"shape", grp.shape},
+                      {"c0", grp.firstChunk},
+                      {"c1", grp.lastChunk},
+                      {"o0", grp.firstOp},
+                      {"o1", grp.lastOp},
+                      {"collapsed", collapsed[k]},
+                      {"w", kBoxWidth},
+                      {"h", kBoxHeight}});
+  }
+  svg += "</g>";
+
+  Json segs = Json::array();
+  for (const ane::Segment &s : fr.segments)
+    segs.push_back({{"ane", s.onAne},
+                    {"fails", s.compileFails},
+                    {"o0", s.firstOp},
+                    {"o1", s.lastOp},
+                    {"flops", s.flops}});
+  Json inputs = Json::array();
+  for (const auto &in : fn->inputs)
+    inputs.push_back(
+        {{"name", in->name}, {"type", in->type.shapeStr()}, {"state", in->type.isState()}});
+  Json outputs = Json::array();
+  for (const Value *v : fn->body->outputs)
+    if (v)
+      outputs.push_back({{"name", v->name}, {"type", v->type.shapeStr()}});
+
+  fj["name"] = fr.name;
+  fj["ops"] = std::move(ops);
+  fj["nested"] = std::move(nested);
+  fj["chunks"] = std::move(chunks);
+  fj["groups"] = std::move(groups);
+  fj["segments"] = std::move(segs);
+  fj["inputs"] = std::move(inputs);
+  fj["outputs"] = std::move(outputs);
+}
+
+// --- Header ---------------------------------------------------------------
+
+std::string chip(std::string_view kind, std::string_view name) {
+  const PaletteEntry *e = paletteEntry(kind, name);
+  std::string cls = std::string(kind == "verdict" ? "v-" : kind == "effect" ? "e-" : "p-");
+  return "<span class=\"chip " + cls + cssName(name) + "\">" + esc(e ? e->label : name) + "</span>";
+}
+
+std::string bar(double part, double whole) {
+  double pct = whole > 0 ? 100.0 * part / whole : 0;
+  return "<span class=\"meter\"><span style=\"width:" + num(pct, 1) + "%\"></span></span>";
+}
+
+void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOptions &options) {
+  const PaletteEntry *v = paletteEntry("verdict", ane::verdictName(report.verdict));
+  out += "<header><div class=\"top\"><div class=\"title\"><h1>anefit " +
+         std::string(options.plan ? "split" : "check") + "</h1><code class=\"model\">" +
+         esc(report.modelPath) + "</code>";
+  if (!report.origin.empty())
+    out += "<span class=\"origin\">" + esc(report.origin) + "</span>";
+  out += "</div><div class=\"verdict v-" + cssName(ane::verdictName(report.verdict)) +
+         "\"><span class=\"vlabel\">" + esc(v ? v->label : ane::verdictName(report.verdict)) +
+         "</span><span class=\"vtext\">" + esc(v ? v->meaning : "") + "</span></div></div>";
+
+  const ane::CheckOptions &o = report.options;
+  out += "<div class=\"opts\">target <b>" + esc(ane::chipInfo(o.chip).display) +
+         "</b> \xC2\xB7 OS <b>" + esc(ane::osName(o.os)) + "</b> \xC2\xB7 compute units <b>" +
+         esc(ane::computeUnitsName(o.computeUnits)) + "</b>";
+  if (!o.function.empty())
+    out += " \xC2\xB7 function <b>" + esc(o.function) + "</b>";
+  out += " \xC2\xB7 weights <b>" + humanBytes(static_cast<double>(report.weightBytes)) +
+         "</b> (never read)</div>";
+
+  out += "<table class=\"fnstats\"><thead><tr><th>function</th><th>verdict</th><th>ops on the "
+         "ANE</th><th>FLOPs on the ANE</th><th>segments</th><th>boundaries</th><th>states</th>"
+         "<th>weights</th><th>program (each op coloured by placement)</th></tr></thead><tbody>";
+  for (size_t f = 0; f < report.functions.size(); ++f) {
+    const ane::FunctionReport &fr = report.functions[f];
+    out += "<tr data-f=\"" + std::to_string(f) + "\"><td><code>" + esc(fr.name) +
+           "</code></td><td>" + chip("verdict", ane::verdictName(fr.verdict)) + "</td><td>" +
+           bar(static_cast<double>(fr.aneOps), static_cast<double>(fr.ops.size())) + "<b>" +
+           std::to_string(fr.aneOps) + "</b> / " + std::to_string(fr.ops.size()) + " (" +
+           percent(static_cast<double>(fr.aneOps), static_cast<double>(fr.ops.size())) +
+           ")</td><td>" + bar(fr.aneFlops, fr.totalFlops) + "<b>" +
+           percent(fr.aneFlops, fr.totalFlops) + "</b> of " + humanFlops(fr.totalFlops) +
+           "</td><td>" + std::to_string(fr.segments.size()) + "</td><td>" +
+           std::to_string(fr.boundaries) + "</td><td>" + std::to_string(fr.states) + "</td><td>" +
+           humanBytes(static_cast<double>(fr.weightBytes)) + "</td><td class=\"strip\">";
+    // The program strip: runs of equal placement in program order.
+    size_t total = std::max<size_t>(fr.ops.size(), 1);
+    out += "<svg viewBox=\"0 0 1000 14\" preserveAspectRatio=\"none\">";
+    for (size_t i = 0; i < fr.ops.size();) {
+      size_t j = i;
+      while (j + 1 < fr.ops.size() && fr.ops[j + 1].placement == fr.ops[i].placement)
+        ++j;
+      double x0 = 1000.0 * static_cast<double>(i) / static_cast<double>(total);
+      double x1 = 1000.0 * static_cast<double>(j + 1) / static_cast<double>(total);
+      out += "<rect class=\"p-" + cssName(ane::placementName(fr.ops[i].placement)) +
+             "\" data-i=\"" + std::to_string(i) + "\" x=\"" + num(x0, 2) + "\" width=\"" +
+             num(std::max(x1 - x0, 1.5), 2) + "\" height=\"14\"/>";
+      i = j + 1;
+    }
+    out += "</svg></td></tr>";
+  }
+  out += "</tbody></table>";
+
+  // Legend with counts, and finding counts per effect.
+  std::map<std::string_view, size_t> placed;
+  for (const ane::FunctionReport &fr : report.functions)
+    for (const ane::OpReport &op : fr.ops)
+      ++placed[ane::placementName(op.placement)];
+  out += "<div class=\"legend\">";
+  for (std::string_view p : placementNames()) {
+    const PaletteEntry *e = paletteEntry("placement", p);
+    auto it = placed.find(p);
+    out += "<span class=\"key p-" + cssName(p) + "\" title=\"" + esc(e ? e->meaning : "") +
+           "\"><i></i>" + esc(e ? e->label : p) + " <b>" +
+           std::to_string(it == placed.end() ? 0 : it->second) + "</b></span>";
+  }
+  out += "<span class=\"sep\"></span><span class=\"key io-key\"><i class=\"in\"></i>model "
+         "input/output</span><span class=\"key io-key\"><i class=\"sv\"></i>state read/write"
+         "</span><span class=\"key io-key\"><i class=\"x\"></i>ANE \xE2\x86\x94 CPU boundary</span>"
+         "</div></header>";
+}
+
+} // namespace
+
+// --- Palette ----------------------------------------------------------------
+
+std::vector<PaletteEntry> palette() {
+  return {
+#define COLOR(Kind, Name, Color, Label, Meaning) {#Kind, Name, Color, Label, Meaning},
+#include "report/Palette.def"
+  };
+}
+
+const PaletteEntry *paletteEntry(std::string_view kind, std::string_view name) {
+  static const std::vector<PaletteEntry> table = [] {
+    std::vector<PaletteEntry> t = palette();
+    for (PaletteEntry &e : t)
+      e.kind = e.kind == "Placement" ? "placement" : e.kind == "Verdict" ? "verdict" : "effect";
+    return t;
+  }();
+  for (const PaletteEntry &e : table)
+    if (e.kind == kind && e.name == name)
+      return &e;
+  return nullptr;
+}
+
+// The enums are contiguous from zero (uint8_t-based) and their name
+// functions return "" past the last value, so a new value shows up here
+// without a change.
+std::vector<std::string_view> placementNames() {
+  std::vector<std::string_view> names;
+  for (unsigned i = 0; i < 256; ++i) {
+    std::string_view s = ane::placementName(static_cast<ane::Placement>(i));
+    if (s.empty())
+      break;
+    names.push_back(s);
+  }
+  return names;
+}
+
+std::vector<std::string_view> verdictNames() {
+  std::vector<std::string_view> names;
+  for (unsigned i = 0; i < 256; ++i) {
+    std::string_view s = ane::verdictName(static_cast<ane::Verdict>(i));
+    if (s.empty())
+      break;
+    names.push_back(s);
+  }
+  return names;
+}
+
+// --- The page -----------------------------------------------------------------
+
+std::string renderHtml(const Model &model, const ane::CheckReport &report,
+                       const HtmlOptions &options) {
+  if (!model.program)
+    throw InputError::at(model.sourcePath, "model", "expected an ML Program, found none");
+  std::string svg;
+  Json data;
+  data["functions"] = Json::array();
+  for (size_t f = 0; f < report.functions.size(); ++f) {
+    Json fj;
+    renderFunction(svg, fj, model, report, f, options);
+    data["functions"].push_back(std::move(fj));
+  }
+  Json pal = Json::object();
+  for (const char *kind : {"placement", "verdict", "effect"})
+    pal[kind] = Json::object();
+  for (const PaletteEntry &e : palette()) {
+    std::string kind = e.kind == "Placement" ? "placement"
+                       : e.kind == "Verdict" ? "verdict"
+                                             : "effect";
+    pal[kind][std::string(e.name)] = {
+        {"color", e.color}, {"label", e.label}, {"meaning", e.meaning}};
+  }
+  data["palette"] = pal;
+  data["placements"] = placementNames();
+  Json rules = Json::object();
+  for (const ane::RuleInfo &r : ane::allRules())
+    rules[std::string(r.code)] = {{"title", r.title},
+                                  {"function", r.kind == ane::RuleKind::Function},
+                                  {"effect", ane::effectName(r.effect)}};
+  data["rules"] = rules;
+
+  std::string title = "anefit " + std::string(options.plan ? "split" : "check") + ": " +
+                      (report.modelPath.empty() ? std::string("model") : report.modelPath);
+  std::string out;
+  out.reserve(svg.size() + (size_t(1) << 20));
+  out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+         "<meta name=\"generator\" content=\"anefit\"><title>" +
+         esc(title) + "</title><style>";
+  out += assets::kReportCss;
+  for (const PaletteEntry &e : palette()) {
+    std::string prefix = e.kind == "Placement" ? ".p-" : e.kind == "Verdict" ? ".v-" : ".e-";
+    out += prefix + cssName(e.name) + "{--c:" + std::string(e.color) + "}";
+  }
+  out += "</style></head><body>";
+  renderHeader(out, report, options);
+  out += "<main><section class=\"graph\"><div class=\"toolbar\">";
+  if (report.functions.size() > 1) {
+    out += "<span class=\"tabs\">";
+    for (size_t f = 0; f < report.functions.size(); ++f)
+      out += "<button class=\"tab\" data-f=\"" + std::to_string(f) + "\">" +
+             esc(report.functions[f].name) + "</button>";
+    out += "</span>";
+  }
+  out += "<button data-act=\"fit\" title=\"fit the width (0)\">fit</button>"
+         "<button data-act=\"in\" title=\"zoom in (+)\">+</button>"
+         "<button data-act=\"out\" title=\"zoom out (-)\">\xE2\x88\x92</button>"
+         "<button data-act=\"expand\">expand all</button>"
+         "<button data-act=\"collapse\">collapse repeats</button>"
+         "<input type=\"search\" class=\"find\" placeholder=\"find op, type or torch node\">"
+         "<span class=\"hint\">drag to pan \xC2\xB7 wheel to scroll \xC2\xB7 ctrl+wheel to zoom"
+         "</span></div><svg class=\"canvas\" role=\"img\" aria-label=\"dataflow graph\">"
+         "<defs><marker id=\"arrow\" viewBox=\"0 0 8 8\" refX=\"7\" refY=\"4\" markerWidth=\"8\" "
+         "markerHeight=\"8\" markerUnits=\"userSpaceOnUse\" orient=\"auto\"><path "
+         "d=\"M0 0L8 4L0 8z\"/></marker></defs>"
+         "<g class=\"viewport\">";
+  out += svg;
+  out += "</g></svg></section><aside class=\"panel\"></aside></main>"
+         "<section class=\"findings\"><h2>Findings</h2><div class=\"filters\"></div>"
+         "<table class=\"ftable\"><thead><tr><th>effect</th><th>rule</th><th>confidence</th>"
+         "<th>function</th><th>op</th><th>message</th></tr></thead><tbody></tbody></table>"
+         "</section>";
+  if (options.plan)
+    out += "<section class=\"plan\"><h2>Split plan</h2><div class=\"plan-body\"></div></section>";
+  out += "<footer>Generated by anefit. Predictions come from the rules table (anefit rules); "
+         "evidence links open the public sources behind each rule.</footer>";
+  out += "<script type=\"application/json\" id=\"anefit-check\">";
+  // Parsed and written back compact, keys in the documented order.
+  out += scriptJson(nlohmann::ordered_json::parse(ane::renderJson(report)));
+  out += "</script><script type=\"application/json\" id=\"anefit-graph\">";
+  out += scriptJson(data);
+  out += "</script>";
+  if (options.plan) {
+    out += "<script type=\"application/json\" id=\"anefit-split\">";
+    auto plan = nlohmann::ordered_json::parse(
+        partition::renderPlanJson(*options.plan, options.cost, false, -1));
+    plan["skipListSnippet"] = partition::skipListSnippet(*options.plan);
+    out += scriptJson(plan);
+    out += "</script>";
+  }
+  out += "<script>";
+  out += assets::kReportJs;
+  out += "</script></body></html>\n";
+  return out;
+}
+
+void writeReportFile(const Model &model, const std::string &path, std::string_view text) {
+  std::vector<std::string> inputs;
+  if (!model.sourcePath.empty()) {
+    // A payload of a .pte is named "file.pte#N".
+    std::string source = model.sourcePath;
+    size_t hash = source.rfind('#');
+    if (hash != std::string::npos && source.find('/', hash) == std::string::npos)
+      source.resize(hash);
+    inputs.push_back(source);
+  }
+  for (const auto &[name, store] : model.weightFiles)
+    if (store)
+      inputs.push_back(store->path());
+  for (const std::string &in : inputs)
+    if (!in.empty() && (pathContains(path, in) || pathContains(in, path)))
+      throw InputError::at(path, "", "refusing to write over the input " + in);
+  writeFileAtomically(path, text);
+}
+
+} // namespace anefit::report
