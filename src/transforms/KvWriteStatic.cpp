@@ -412,7 +412,6 @@ private:
   Value *binary(Operation &at, std::string type, Value *x, Value *y, std::string_view hint);
   Value *select(Operation &at, Value *cond, Value *a, Value *b, std::string_view hint);
   void rewrite(Operation &op, const RuntimeWrite &w);
-  void eraseDeadProducers(std::vector<Value *> values);
 };
 
 Operation &RuntimeWriteRewriter::after(Value *v) {
@@ -610,21 +609,8 @@ void RuntimeWriteRewriter::rewrite(Operation &op, const RuntimeWrite &w) {
   }
   std::vector<Value *> operands = op.operandValues();
   rw_.replaceOp(op, {current});
-  eraseDeadProducers(std::move(operands));
+  eraseDeadProducers(rw_, std::move(operands));
   ++result_.rewritten;
-}
-
-void RuntimeWriteRewriter::eraseDeadProducers(std::vector<Value *> values) {
-  while (!values.empty()) {
-    Value *v = values.back();
-    values.pop_back();
-    Operation *def = v->definingOp;
-    if (!def || rw_.isErased(def) || !isTriviallyDead(*def, uses_))
-      continue;
-    std::vector<Value *> next = def->operandValues();
-    rw_.eraseOp(*def);
-    values.insert(values.end(), next.begin(), next.end());
-  }
 }
 
 RuntimeWriteResult RuntimeWriteRewriter::run(const std::unordered_set<const Operation *> *only) {

@@ -147,6 +147,19 @@ std::vector<Operation *> PatternRewriter::takeTouched() {
   return out;
 }
 
+void eraseDeadProducers(PatternRewriter &rw, std::vector<Value *> values) {
+  while (!values.empty()) {
+    Value *v = values.back();
+    values.pop_back();
+    Operation *def = v->definingOp;
+    if (!def || rw.isErased(def) || !isTriviallyDead(*def, rw.uses()))
+      continue;
+    std::vector<Value *> next = def->operandValues();
+    rw.eraseOp(*def);
+    values.insert(values.end(), next.begin(), next.end());
+  }
+}
+
 GreedyResult applyPatternsGreedily(Function &fn, const PatternList &patterns, size_t maxRewrites) {
   GreedyResult result;
   UseMap uses(fn);

@@ -90,6 +90,11 @@ private:
   Operation *insert(Block &block, int64_t index, std::unique_ptr<Operation> op);
 };
 
+/// Erases the producers of `values` that no longer have a use, and then
+/// theirs, transitively (what a rewrite outside the greedy driver leaves
+/// dead). Side-effecting ops stay.
+void eraseDeadProducers(PatternRewriter &rw, std::vector<Value *> values);
+
 class RewritePattern {
 public:
   /// `rootType`: op type this pattern looks at ("" = any). Higher benefit first.
