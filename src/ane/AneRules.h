@@ -30,9 +30,43 @@ enum class RuleKind : uint8_t { Op, Function };
 /// Which targets a rule applies to.
 enum class Gate : uint8_t { All, Phone, NoTexture, NoSinCos, Ios26 };
 
+/// The compiler path a rule's failing evidence was measured on. Three tool
+/// chains reach the same silicon; only classic Core ML is what `check` models.
+enum class EvidencePath : uint8_t {
+  CoreMl, ///< coremltools -> Core ML with MLComputeUnits (what the checker targets)
+  CoreAi, ///< Apple's Core AI stack (coreai-torch / coreai-build)
+  Direct, ///< the private in-memory ANE compiler used by reverse-engineering projects
+};
+/// "core-ml", "core-ai", "direct".
+std::string_view evidencePathName(EvidencePath p);
+
+/// How sure a finding is. A contested failure makes the verdict `at-risk`.
+enum class Certainty : uint8_t {
+  Confirmed, ///< the failing evidence covers this case and nothing public contradicts it
+  Contested, ///< public working evidence covers this case too, or the failure was seen off Core ML
+};
+std::string_view certaintyName(Certainty c);
+
+/// A finding's severity for `--fail-on`, SARIF levels and exit codes: its
+/// effect, with a contested failure ranked `at-risk`, between wrong numerics
+/// and a compile failure.
+enum class Level : uint8_t { Slow, Fallback, WrongNumerics, AtRisk, CompileFail, RuntimeFail };
+/// "slow", "fallback", "wrong-numerics", "at-risk", "compile-fail", "runtime-fail".
+std::string_view levelName(Level l);
+std::optional<Level> levelFromName(std::string_view name);
+Level levelOf(Effect e, Certainty c);
+
 enum class RuleId : uint16_t {
-#define ANE_RULE(Enum, Code, Kind, Effect, Conf, Gate, Title, Scope, Evidence, Fix) Enum,
+#define ANE_RULE(Enum, Code, Kind, Effect, Conf, Gate, Path, Title, Scope, Fail, Pass, Settle,     \
+                 Fix)                                                                              \
+  Enum,
 #include "ane/AneRules.def"
+};
+
+/// One public case behind a rule: where it is and what it shows.
+struct EvidenceCase {
+  std::string_view url;
+  std::string_view what;
 };
 
 struct RuleInfo {
@@ -42,13 +76,20 @@ struct RuleInfo {
   Effect effect; ///< default effect; a finding may state a milder one
   Confidence confidence;
   Gate gate;
+  EvidencePath path; ///< where the failing evidence was measured
   std::string_view title;
-  std::string_view scope;    ///< what the rule matches, for people
-  std::string_view evidence; ///< URLs separated by spaces
+  std::string_view scope;        ///< what the rule matches, for people
+  std::string_view failEvidence; ///< "URL what; URL what": cases that fail
+  std::string_view passEvidence; ///< the same for known-working cases that bound the rule
+  std::string_view settle;       ///< the Mac check that settles an at-risk finding
   std::string_view fix;
 
-  /// The evidence URLs one by one.
+  std::vector<EvidenceCase> failCases() const;
+  std::vector<EvidenceCase> passCases() const;
+  /// The failing-evidence URLs one by one.
   std::vector<std::string_view> evidenceUrls() const;
+  /// `settle`, or the generic compile-and-plan check when the row has none.
+  std::string_view settleCheck() const;
 };
 
 /// Every rule, in table order.

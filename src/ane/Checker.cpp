@@ -8,6 +8,7 @@
 #include "ane/Checker.h"
 #include "ane/RuleContext.h"
 
+#include "ir/Weights.h"
 #include "support/Error.h"
 
 #include <algorithm>
@@ -36,6 +37,8 @@ std::string_view verdictName(Verdict v) {
     return "partial";
   case Verdict::NoAne:
     return "no-ane";
+  case Verdict::AtRisk:
+    return "at-risk";
   case Verdict::AneFails:
     return "ane-fails";
   }
@@ -45,6 +48,13 @@ std::string_view verdictName(Verdict v) {
 bool CheckReport::hasFindingAtLeast(Effect threshold) const {
   for (const Finding &f : findings)
     if (f.effect >= threshold)
+      return true;
+  return false;
+}
+
+bool CheckReport::hasFindingAtLeast(Level threshold) const {
+  for (const Finding &f : findings)
+    if (f.level() >= threshold)
       return true;
   return false;
 }
@@ -77,43 +87,6 @@ namespace {
 
 bool isConstLike(const Operation &op) {
   return op.type == "const" || op.type.rfind("constexpr_", 0) == 0;
-}
-
-/// Bytes of a tensor constant, from its type.
-uint64_t constantBytes(const Constant &c) {
-  if (!c.isTensorLike())
-    return 0;
-  auto n = c.type.numElements();
-  return n && *n > 0 ? storageBytes(c.type.dtype(), (uint64_t)*n) : 0;
-}
-
-/// Sums the weights of every const op, counting each blob once across the model.
-uint64_t modelWeightBytes(const Program &program) {
-  uint64_t total = 0;
-  std::set<std::pair<std::string, uint64_t>> blobs;
-  for (const auto &fn : program.functions)
-    walk(*fn->body, [&](const Operation &op) {
-      if (op.type != "const")
-        return;
-      const Constant *val = op.attribute("val");
-      if (!val)
-        return;
-      if (val->kind == Constant::Kind::Blob &&
-          !blobs.insert({val->blob.fileName, val->blob.offset}).second)
-        return;
-      total += constantBytes(*val);
-    });
-  return total;
-}
-
-uint64_t functionWeightBytes(const Function &fn) {
-  uint64_t total = 0;
-  walk(*fn.body, [&](const Operation &op) {
-    if (op.type == "const")
-      if (const Constant *val = op.attribute("val"))
-        total += constantBytes(*val);
-  });
-  return total;
 }
 
 double elems(const Type &t) {
@@ -199,14 +172,14 @@ std::string typesOf(const Operation &op) {
 }
 
 FunctionFacts gatherFacts(const Model &model, const Function &fn, const CheckOptions &options,
-                          uint64_t modelWeights) {
+                          const WeightCount &modelWeights) {
   FunctionFacts f;
   f.model = &model;
   f.function = &fn;
   f.description = model.description.describe(fn.name);
   f.options = options;
   f.chip = &chipInfo(options.chip);
-  f.modelWeightBytes = modelWeights;
+  f.modelWeights = modelWeights;
   for (const auto &in : fn.inputs)
     if (in->type.isState())
       f.states.push_back(in.get());
@@ -239,6 +212,13 @@ void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> 
     if (it == index.end())
       return;
     OpReport &o = r.ops[it->second];
+    if (f.effect >= Effect::CompileFail && !f.contested.empty()) {
+      // Contested: the op stays where Core ML would put it, flagged.
+      o.atRisk = true;
+      if (std::find(o.rules.begin(), o.rules.end(), f.rule) == o.rules.end())
+        o.rules.push_back(f.rule);
+      return;
+    }
     Placement p = f.effect >= Effect::CompileFail ? Placement::BlocksAneCompile : Placement::CpuGpu;
     if (p > o.placement || o.placement == Placement::Ane)
       o.placement = std::max(o.placement, p);
@@ -271,9 +251,10 @@ void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> 
       r.aneFlops += o.flops;
     }
     if (r.segments.empty() || r.segments.back().onAne != onAne)
-      r.segments.push_back(Segment{onAne, false, i, i, 0, 0});
+      r.segments.push_back(Segment{onAne, false, false, i, i, 0, 0});
     Segment &s = r.segments.back();
     s.compileFails |= o.placement == Placement::BlocksAneCompile;
+    s.atRisk |= onAne && o.atRisk;
     s.lastOp = i;
     ++s.opCount;
     s.flops += o.flops;
@@ -297,7 +278,9 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
       names += (names.empty() ? "" : ", ") + fn->name;
     failExpected(model.sourcePath, "--function", "one of: " + names, "'" + options.function + "'");
   }
-  report.weightBytes = modelWeightBytes(program);
+  WeightCount weights = countWeights(program);
+  report.weightBytes = weights.storedBytes;
+  report.denseWeightBytes = weights.denseBytes;
 
   struct Keyed {
     Finding finding;
@@ -308,7 +291,7 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
   for (const auto &fn : program.functions) {
     if (!options.function.empty() && fn->name != options.function)
       continue;
-    FunctionFacts facts = gatherFacts(model, *fn, options, report.weightBytes);
+    FunctionFacts facts = gatherFacts(model, *fn, options, weights);
     std::vector<RawFinding> raw;
     RuleContext ctx(facts, raw);
     for (const RuleInfo &rule : allRules())
@@ -317,7 +300,9 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
 
     FunctionReport fr;
     fr.name = fn->name;
-    fr.weightBytes = functionWeightBytes(*fn);
+    WeightCount fnWeights = countWeights(program, fn.get());
+    fr.weightBytes = fnWeights.storedBytes;
+    fr.denseWeightBytes = fnWeights.denseBytes;
     fr.states = facts.states.size();
     std::unordered_map<const Operation *, size_t> index;
     place(fr, *fn, raw, index);
@@ -325,19 +310,27 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
     facts.placed = &fr;
     runRule(RuleId::Boundaries, ctx);
 
-    bool fails = false;
+    bool fails = false, atRisk = false;
     for (const RawFinding &f : raw)
-      fails |= f.effect >= Effect::CompileFail;
+      if (f.effect >= Effect::CompileFail)
+        (f.contested.empty() ? fails : atRisk) = true;
     bool anyOff = std::any_of(fr.ops.begin(), fr.ops.end(),
                               [](const OpReport &o) { return o.placement != Placement::Ane; });
     fr.verdict = fails                               ? Verdict::AneFails
                  : fr.aneOps == 0 && !fr.ops.empty() ? Verdict::NoAne
+                 : atRisk                            ? Verdict::AtRisk
                  : anyOff                            ? Verdict::Partial
                                                      : Verdict::Ane;
     report.verdict = std::max(report.verdict, fr.verdict);
 
     for (const RawFinding &f : raw) {
-      Finding out{f.rule, f.effect, fn->name, {}, {}, {}, {}, f.message};
+      Finding out;
+      out.rule = f.rule;
+      out.effect = f.effect;
+      out.certainty = f.contested.empty() ? Certainty::Confirmed : Certainty::Contested;
+      out.contradiction = f.contested;
+      out.function = fn->name;
+      out.message = f.message;
       size_t opKey = 0;
       if (f.op) {
         out.op = f.op->name;
@@ -358,8 +351,8 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
     ++fnIndex;
   }
   std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed &a, const Keyed &b) {
-    if (a.finding.effect != b.finding.effect)
-      return a.finding.effect > b.finding.effect;
+    if (a.finding.level() != b.finding.level())
+      return a.finding.level() > b.finding.level();
     return std::tie(a.rule, a.function, a.op) < std::tie(b.rule, b.function, b.op);
   });
   for (Keyed &k : keyed)

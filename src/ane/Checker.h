@@ -37,8 +37,12 @@ std::string_view placementName(Placement p);
 
 /// One rule firing at one place.
 struct Finding {
-  RuleId rule;
-  Effect effect; ///< usually the rule's effect
+  RuleId rule{};
+  Effect effect{}; ///< usually the rule's effect
+  /// Contested when public working evidence covers this case (then
+  /// `contradiction` names it) or the failure was measured off Core ML.
+  Certainty certainty = Certainty::Confirmed;
+  std::string contradiction;
   std::string function;
   std::string op; ///< op name; empty for whole-function findings
   std::string opType;
@@ -47,6 +51,9 @@ struct Finding {
   std::string message;   ///< lower-case reason with the values found
   /// ExecuTorch debug handles of the op (models read from a .pte).
   std::vector<int64_t> debugHandles;
+
+  /// The effect, with a contested failure ranked at-risk.
+  Level level() const { return levelOf(effect, certainty); }
 };
 
 struct OpReport {
@@ -55,6 +62,8 @@ struct OpReport {
   Placement placement = Placement::Ane;
   std::vector<RuleId> rules; ///< the rules that decided the placement
   double flops = 0;          ///< estimated floating-point operations
+  /// Placed on the ANE, but a contested failure rule points at it.
+  bool atRisk = false;
 };
 
 /// A maximal run of consecutive (program order) ops on the same device. Ops
@@ -63,18 +72,21 @@ struct OpReport {
 struct Segment {
   bool onAne = true;
   bool compileFails = false; ///< an op of this ANE segment blocks its compile
+  bool atRisk = false;       ///< a contested failure points at an op of this ANE segment
   size_t firstOp = 0;        ///< index into FunctionReport::ops
   size_t lastOp = 0;
   size_t opCount = 0;
   double flops = 0;
 };
 
-/// Whether the ANE will take a function, and how much of it.
+/// Whether the ANE will take a function, and how much of it, from least to
+/// most severe (a model's verdict is its worst function's).
 enum class Verdict : uint8_t {
   Ane,      ///< every placed op on the ANE
   Partial,  ///< ANE with CPU/GPU fallbacks
   NoAne,    ///< nothing on the ANE (whole-function fallback)
-  AneFails, ///< the ANE compile or first run is predicted to fail
+  AtRisk,   ///< a failure rule fires, but public working evidence contests it for this case
+  AneFails, ///< the ANE compile or first run is predicted to fail, uncontested
 };
 std::string_view verdictName(Verdict v);
 
@@ -86,7 +98,8 @@ struct FunctionReport {
   size_t aneOps = 0;
   double aneFlops = 0;
   double totalFlops = 0;
-  uint64_t weightBytes = 0; ///< constants of this function, from their types
+  uint64_t weightBytes = 0;      ///< weights of this function as stored, from their types
+  uint64_t denseWeightBytes = 0; ///< the same weights decompressed (ir/Weights.h)
   size_t states = 0;
   Verdict verdict = Verdict::Ane;
 };
@@ -98,11 +111,14 @@ struct CheckReport {
   std::vector<FunctionReport> functions;
   /// Most severe first, then by rule, function and op (stable).
   std::vector<Finding> findings;
-  uint64_t weightBytes = 0;
+  uint64_t weightBytes = 0;       ///< weights as stored (compressed payloads at their dtype)
+  uint64_t denseWeightBytes = 0;  ///< weights decompressed, as the compute ops read them
   Verdict verdict = Verdict::Ane; ///< the worst function verdict
 
-  /// True if some finding's effect is at least `threshold`.
+  /// True if some finding's effect is at least `threshold` (contested or not).
   bool hasFindingAtLeast(Effect threshold) const;
+  /// True if some finding's level is at least `threshold` (`--fail-on`).
+  bool hasFindingAtLeast(Level threshold) const;
 };
 
 /// Checks `model`. Throws InputError for an unknown CheckOptions::function.

@@ -1,6 +1,6 @@
 //===- Report.h - Rendering check reports and the rules table ---*- C++ -*-===//
 //
-// Text for people, JSON (schema "anefit.check/1", docs/check.md) and SARIF
+// Text for people, JSON (schema "anefit.check/2", docs/check.md) and SARIF
 // 2.1.0 for code-scanning tools; and the rules table as text, JSON and the
 // Markdown of docs/rules.md. All output is deterministic.
 //
@@ -14,7 +14,9 @@
 namespace anefit::ane {
 
 /// The JSON schema id written into every check report.
-inline constexpr std::string_view kCheckSchema = "anefit.check/1";
+/// Version 2: verdict `at-risk`, finding level/certainty and both sides'
+/// evidence; `ane-fails` now means an uncontested failure.
+inline constexpr std::string_view kCheckSchema = "anefit.check/2";
 
 struct TextOptions {
   bool color = false;
@@ -33,6 +35,8 @@ std::string renderSarif(const CheckReport &report);
 /// The rules table: a plain listing, JSON, and docs/rules.md.
 std::string rulesText();
 std::string rulesJson();
-std::string rulesMarkdown();
+/// docs/rules.md; `corpusSection` (the evidence-corpus confusion table,
+/// Evidence.h) is placed after the rules when given.
+std::string rulesMarkdown(std::string_view corpusSection = {});
 
 } // namespace anefit::ane

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "ane/Checker.h"
+#include "ir/Weights.h"
 
 #include <optional>
 #include <string>
@@ -29,8 +30,8 @@ struct FunctionFacts {
   std::vector<const Value *> states;
   /// Ops that read or write each state, in program order.
   std::unordered_map<const Value *, std::vector<const Operation *>> stateOps;
-  /// Constant bytes of the whole model, from types (data never read).
-  uint64_t modelWeightBytes = 0;
+  /// Weights of the whole model, stored and dense, from types (data never read).
+  WeightCount modelWeights;
   /// Set only while post-placement rules run (ANE-PLACE-*).
   const FunctionReport *placed = nullptr;
 };
@@ -44,6 +45,9 @@ struct RawFinding {
   std::vector<const Operation *> related;
   bool wholeFunction = false; ///< decides the placement of every op of the function
   std::string message;
+  /// Non-empty when public evidence contradicts the failure for this case: it
+  /// names that evidence, and the finding makes the verdict `at-risk`.
+  std::string contested;
 };
 
 class RuleContext {

@@ -1,6 +1,8 @@
 //===- PlanJson.cpp - The split plan as JSON and as an ExecuTorch snippet -===//
 #include "partition/PlanJson.h"
 
+#include "ir/Weights.h"
+
 #include <nlohmann/json.hpp>
 
 #include <sstream>
@@ -38,10 +40,25 @@ std::string skipListSnippet(const Plan &plan) {
   return os.str();
 }
 
+WeightCount regionWeights(const Region &r) {
+  std::vector<const Operation *> ops;
+  for (const auto &p : r.ops)
+    ops.push_back(p.op);
+  return countWeightsOf(ops);
+}
+
 std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles, int indent) {
   nlohmann::json j;
   j["schema"] = kPlanSchema;
   j["model"] = plan.modelPath;
+  std::vector<const Operation *> all;
+  for (const auto &fp : plan.functions)
+    for (const auto &r : fp.regions)
+      for (const auto &p : r.ops)
+        all.push_back(p.op);
+  WeightCount weights = countWeightsOf(all);
+  j["weightBytes"] = weights.storedBytes;
+  j["denseWeightBytes"] = weights.denseBytes;
   j["costModel"] = {{"aneGflops", cm.aneGflops},
                     {"aneGBps", cm.aneGBps},
                     {"cpuGflops", cm.cpuGflops},
@@ -60,6 +77,9 @@ std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles
       rj["target"] = targetName(r.target);
       rj["costMs"] = r.costMs;
       rj["flops"] = r.flops;
+      WeightCount rw = regionWeights(r);
+      rj["weightBytes"] = rw.storedBytes;
+      rj["denseWeightBytes"] = rw.denseBytes;
       rj["inputs"] = valueList(r.inputs);
       rj["outputs"] = valueList(r.outputs);
       rj["states"] = valueList(r.states);

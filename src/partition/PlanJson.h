@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/Weights.h"
 #include "partition/Partitioner.h"
 
 #include <string>
@@ -24,6 +25,9 @@ std::string regionFileName(const FunctionPlan &fp, const Region &r);
 /// compact with -1). With `withFiles`, each region names its model file.
 std::string renderPlanJson(const Plan &plan, const CostModel &cost, bool withFiles = false,
                            int indent = 2);
+
+/// The weights a region's ops read, stored and dense (ir/Weights.h).
+WeightCount regionWeights(const Region &r);
 
 /// Python for ExecuTorch's CoreMLPartitioner keeping the plan's skip ops out
 /// of the Core ML delegate, each commented with the rules that blamed it.

@@ -8,7 +8,7 @@
 // filterable findings table and, from `split`, the partition plan. The graph
 // is laid out here (GraphLayout.h) and written as SVG; the page's script only
 // stacks chunks, toggles groups and handles interaction. The embedded data
-// are the documented JSON documents ("anefit.check/1", "anefit.split/1")
+// are the documented JSON documents ("anefit.check/2", "anefit.split/1")
 // plus the graph, so the page shows whatever fields they carry.
 //
 //===----------------------------------------------------------------------===//

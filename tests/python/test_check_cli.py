@@ -1,5 +1,5 @@
 """`anefit check` and `anefit rules` from the command line: exit codes, the JSON
-report (schema anefit.check/1), the issue-3 fixture cases and the weight file
+report (schema anefit.check/2), the issue-3 fixture cases and the weight file
 never being read."""
 
 import json
@@ -34,7 +34,7 @@ def test_lfm2_shortconv_fails_for_state_reasons(check):
         pytest.skip("fixture missing")
     code, report = report_of(check, path)
     assert code == 1
-    assert report["schema"] == "anefit.check/1"
+    assert report["schema"] == "anefit.check/2"
     assert report["verdict"] == "ane-fails"
     top = report["findings"][0]
     assert top["rule"].startswith("ANE-STATE-")
@@ -55,14 +55,24 @@ def test_state_as_io_has_no_state_finding(check):
     assert report["verdict"] != "ane-fails"
 
 
-def test_kv_cache_runtime_position_is_measured(check):
-    path = fixture_package("kv_cache_slice_update")
-    if path is None:
-        pytest.skip("fixture missing")
-    _, report = report_of(check, path)
+def test_cache_input_written_at_runtime_position_is_at_risk(check):
+    """The real ExecuTorch export shape: the KV caches are plain delegate inputs
+    written in-graph at the input position. Contested, so at-risk: exit 0 by
+    default, 1 with --fail-on at-risk, both sides' evidence in the report."""
+    path = os.path.join(REPO_ROOT, "tests", "fixtures", "pte", "lfm2_coreml_nostate.pte")
+    code, report = report_of(check, path)
+    assert code == 0
+    assert report["verdict"] == "at-risk"
     hits = [f for f in report["findings"] if f["rule"] == "ANE-STATE-006"]
-    assert hits and all(f["confidence"] == "measured" for f in hits)
-    assert all(f["opType"] == "slice_update" for f in hits)
+    assert len(hits) == 2
+    for f in hits:
+        assert f["opType"] == "slice_update"
+        assert f["level"] == "at-risk" and f["certainty"] == "contested"
+        assert f["effect"] == "compile-fail"
+        assert f["failEvidence"] and f["passEvidence"]
+        assert "Anemll" in f["contradiction"] and "MLComputePlan" in f["settle"]
+    code, _ = report_of(check, path, "--fail-on", "at-risk")
+    assert code == 1
 
 
 def test_same_report_without_weight_file(check, tmp_path):

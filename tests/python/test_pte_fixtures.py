@@ -110,18 +110,24 @@ def test_show_reads_the_delegate_interface(anefit, name):
 @pytest.mark.parametrize("name", EXPORT_LLM)
 def test_check_reads_the_export(anefit, name):
     proc = anefit("check", "--json", pte(name))
-    assert proc.returncode == 1, proc.stderr
+    stateful = name.endswith("_states")
+    # Narrow Core ML states fail (confirmed); caches carried as inputs and
+    # written in-graph at the input position are at-risk (contested).
+    assert proc.returncode == (1 if stateful else 0), proc.stderr
     j = json.loads(proc.stdout)
     assert j["origin"] == "method forward, delegate 0 (CoreMLBackend)"
-    assert j["verdict"] == "ane-fails"
+    assert j["verdict"] == ("ane-fails" if stateful else "at-risk")
     rules = {}
     for f in j["findings"]:
         rules[f["rule"]] = rules.get(f["rule"], 0) + 1
-    assert rules.get("ANE-STATE-006") == 12  # one per K and V cache write
     if name.endswith("_4w"):
         assert rules.get("ANE-QUANT-001") == 113
-    if name.endswith("_states"):
+        assert j["denseWeightBytes"] > j["weightBytes"]
+    if stateful:
         assert rules.get("ANE-STATE-001") == 22
+        assert "ANE-STATE-006" not in rules  # writes into states ship on Core ML
+    else:
+        assert rules.get("ANE-STATE-006") == 12  # one per K and V cache write
 
 
 @pytest.mark.parametrize("name", EXPORT_LLM)

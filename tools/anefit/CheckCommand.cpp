@@ -2,7 +2,7 @@
 //
 // Loads a model without opening its weight files and runs the ANE checker
 // (src/ane) on it: per-op placement, per-function verdict and findings with
-// reasons, evidence and fixes, as text, JSON ("anefit.check/1", docs/check.md)
+// reasons, evidence and fixes, as text, JSON ("anefit.check/2", docs/check.md)
 // or SARIF 2.1.0. Exit code 1 when a finding reaches --fail-on.
 //
 //===----------------------------------------------------------------------===//
@@ -59,10 +59,10 @@ int runCheck(const CheckCliOptions &o) {
   if (!cu)
     failExpected("", "--compute-units", "cpu_and_ne or all", "'" + o.computeUnits + "'");
   options.computeUnits = *cu;
-  auto failOn = ane::effectFromName(o.failOn);
+  auto failOn = ane::levelFromName(o.failOn);
   if (!failOn)
     failExpected("", "--fail-on",
-                 "one of: runtime-fail, compile-fail, wrong-numerics, fallback, slow",
+                 "one of: runtime-fail, compile-fail, at-risk, wrong-numerics, fallback, slow",
                  "'" + o.failOn + "'");
   std::string format = o.json ? "json" : formatFor(o.format, o.output);
   if (format != "text" && format != "json" && format != "sarif" && format != "html")
@@ -100,10 +100,10 @@ void registerCheck(CLI::App &parent, VerbResult &result) {
       ->capture_default_str();
   cmd->add_option("--fail-on", o->failOn,
                   "Exit 1 when a finding is at least this severe: runtime-fail, compile-fail, "
-                  "wrong-numerics, fallback, slow")
+                  "at-risk (a contested failure), wrong-numerics, fallback, slow")
       ->capture_default_str();
   cmd->add_option("--format", o->format,
-                  "Output: text, json (anefit.check/1), sarif, or html (one self-contained page: "
+                  "Output: text, json (anefit.check/2), sarif, or html (one self-contained page: "
                   "the graph coloured by placement, findings, details). Default: from the -o "
                   "extension (.json, .sarif, .html), else text");
   cmd->add_option("-o,--output", o->output, "Write the report to this file instead of stdout");

@@ -14,6 +14,7 @@
 #include "io/Package.h"
 #include "io/Pte.h"
 #include "ir/Model.h"
+#include "ir/Weights.h"
 #include "support/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -202,11 +203,6 @@ struct FunctionSummary {
   uint64_t opCount = 0;
 };
 
-struct ParamStats {
-  uint64_t count = 0;
-  uint64_t bytes = 0;
-};
-
 struct Summary {
   std::string path;
   ModelFormat format = ModelFormat::Unknown;
@@ -214,8 +210,7 @@ struct Summary {
   std::string defaultFunction;
   std::vector<FunctionSummary> functions;
   std::vector<std::pair<std::string, uint64_t>> ops; ///< sorted by count, then name
-  std::map<std::string, ParamStats> params;          ///< by dtype name
-  ParamStats totalParams;
+  WeightCount weights;                               ///< stored and dense sizes (ir/Weights.h)
   struct WeightFileInfo {
     std::string name;
     std::string path;
@@ -244,21 +239,6 @@ Summary summarize(const Model &model, const std::string &path) {
   s.defaultFunction = def ? def->name : "";
 
   std::map<std::string, uint64_t> histogram;
-  std::set<const Constant *> countedBlobs;
-  auto addParams = [&](const Type &t) {
-    if (!t.isTensor() || t.dtype() == DType::String)
-      return;
-    auto n = t.numElements();
-    if (!n || *n < 0)
-      return;
-    uint64_t count = static_cast<uint64_t>(*n);
-    uint64_t bytes = storageBytes(t.dtype(), count);
-    ParamStats &p = s.params[std::string(dtypeName(t.dtype()))];
-    p.count += count;
-    p.bytes += bytes;
-    s.totalParams.count += count;
-    s.totalParams.bytes += bytes;
-  };
   if (model.program) {
     for (const auto &fn : model.program->functions) {
       FunctionSummary fs;
@@ -292,26 +272,10 @@ Summary summarize(const Model &model, const std::string &path) {
       walk(*fn->body, [&](const Operation &op) {
         ++fs.opCount;
         ++histogram[op.type];
-        // Parameters are the outputs of const ops plus weight-file constants
-        // bound directly to other ops (compressed weights: the indices and
-        // lookup tables of constexpr_* ops). They are sized from their types
-        // alone so that no weight byte is touched.
-        if (op.type == "const") {
-          if (!op.outputs.empty())
-            addParams(op.output(0)->type);
-          return;
-        }
-        for (const OpInput &in : op.inputs)
-          for (const Binding &b : in.bindings)
-            if (b.constant && b.constant->kind == Constant::Kind::Blob &&
-                countedBlobs.insert(b.constant.get()).second)
-              addParams(b.constant->type);
-        for (const auto &[key, c] : op.attributes)
-          if (c && c->kind == Constant::Kind::Blob && countedBlobs.insert(c.get()).second)
-            addParams(c->type);
       });
       s.functions.push_back(std::move(fs));
     }
+    s.weights = countWeights(*model.program);
   }
   s.ops.assign(histogram.begin(), histogram.end());
   std::stable_sort(s.ops.begin(), s.ops.end(),
@@ -378,11 +342,19 @@ json toJson(const Summary &s) {
   for (const auto &[type, count] : s.ops)
     j["ops"].push_back({{"type", type}, {"count", count}});
   json pj;
-  pj["count"] = s.totalParams.count;
-  pj["bytes"] = s.totalParams.bytes;
+  pj["count"] = s.weights.storedElements;
+  pj["bytes"] = s.weights.storedBytes;
   pj["byDType"] = json::array();
-  for (const auto &[dtype, p] : s.params)
-    pj["byDType"].push_back({{"dtype", dtype}, {"count", p.count}, {"bytes", p.bytes}});
+  for (const auto &[dtype, p] : s.weights.byDType)
+    pj["byDType"].push_back({{"dtype", dtype}, {"count", p.elements}, {"bytes", p.bytes}});
+  pj["denseCount"] = s.weights.denseElements;
+  pj["denseBytes"] = s.weights.denseBytes;
+  pj["byScheme"] = json::array();
+  for (size_t i = 0; i < kWeightSchemes; ++i)
+    if (const WeightTally &t = s.weights.byScheme[i]; t.elements)
+      pj["byScheme"].push_back({{"scheme", weightSchemeName(static_cast<WeightScheme>(i))},
+                                {"count", t.elements},
+                                {"bytes", t.bytes}});
   j["parameters"] = pj;
   j["weightFiles"] = json::array();
   for (const auto &w : s.weightFiles)
@@ -462,11 +434,26 @@ void printText(const Summary &s, std::ostream &os) {
   os << "ops: " << total << " in " << s.ops.size() << " types\n";
   for (const auto &[type, count] : s.ops)
     os << "  " << std::right << std::setw(8) << count << "  " << type << "\n";
-  os << "parameters: " << grouped(s.totalParams.count) << " (" << humanBytes(s.totalParams.bytes)
-     << ")\n";
-  for (const auto &[dtype, p] : s.params)
+  const WeightCount &w = s.weights;
+  os << "parameters: " << grouped(w.storedElements) << " (" << humanBytes(w.storedBytes)
+     << " stored";
+  if (w.compressed())
+    os << ", " << humanBytes(w.denseBytes) << " decompressed";
+  os << ")\n";
+  for (const auto &[dtype, p] : w.byDType)
     os << "  " << std::left << std::setw(10) << dtype << std::right << std::setw(16)
-       << grouped(p.count) << "  " << humanBytes(p.bytes) << "\n";
+       << grouped(p.elements) << "  " << humanBytes(p.bytes) << "\n";
+  if (w.compressed()) {
+    os << "  stored as:";
+    const char *sep = " ";
+    for (size_t i = 0; i < kWeightSchemes; ++i)
+      if (const WeightTally &t = w.byScheme[i]; t.elements) {
+        os << sep << weightSchemeName(static_cast<WeightScheme>(i)) << " " << grouped(t.elements)
+           << " (" << humanBytes(t.bytes) << ")";
+        sep = ", ";
+      }
+    os << "\n";
+  }
   if (!s.weightFiles.empty()) {
     os << "weight files:\n";
     for (const auto &w : s.weightFiles) {

@@ -64,6 +64,8 @@ void printText(std::ostream &os, const partition::Plan &plan) {
       os << "  " << r.inputs.size() << " in, " << r.outputs.size() << " out";
       if (!r.states.empty())
         os << ", " << r.states.size() << " states";
+      if (uint64_t w = partition::regionWeights(r).storedBytes)
+        os << ", " << w << " weight bytes";
       os << "  ~" << r.costMs << " ms\n";
     }
     for (const auto &b : fp.boundaries)

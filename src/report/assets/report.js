@@ -1,7 +1,7 @@
 // The anefit HTML report: stacks the chunks the generator laid out, toggles
 // repeated groups, zooms and pans, shows an op's details and findings, and
 // filters the findings table. All data come from the JSON blocks of the page
-// ("anefit.check/1", the graph, "anefit.split/1"); nothing is fetched.
+// ("anefit.check/2", the graph, "anefit.split/1"); nothing is fetched.
 (function () {
   'use strict';
   var t0 = performance.now();

@@ -28,10 +28,17 @@ TEST(AneRules, RowsAreWellFormed) {
     EXPECT_EQ(ruleFromCode(r.code), r.id) << code;
     EXPECT_FALSE(r.title.empty()) << code;
     EXPECT_FALSE(r.fix.empty()) << code;
-    auto urls = r.evidenceUrls();
-    ASSERT_FALSE(urls.empty()) << code;
-    for (std::string_view u : urls)
-      EXPECT_EQ(u.rfind("https://", 0), 0u) << code << ": " << u;
+    // Evidence both ways: failing cases and the working cases that bound the rule.
+    auto fails = r.failCases();
+    auto works = r.passCases();
+    ASSERT_FALSE(fails.empty()) << code;
+    EXPECT_FALSE(works.empty()) << code << " names no known-working case";
+    for (const auto &list : {fails, works})
+      for (const EvidenceCase &c : list) {
+        EXPECT_EQ(c.url.rfind("https://", 0), 0u) << code << ": " << c.url;
+        EXPECT_FALSE(c.what.empty()) << code << ": " << c.url << " says nothing";
+      }
+    EXPECT_FALSE(r.settleCheck().empty()) << code;
     // Folklore never decides a failure on its own.
     if (r.confidence == Confidence::Folklore)
       EXPECT_LT(r.effect, Effect::CompileFail) << code;
