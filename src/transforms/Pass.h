@@ -11,8 +11,8 @@
 #pragma once
 
 #include "ir/Model.h"
+#include "ir/StateMap.h"
 #include "support/Diagnostic.h"
-#include "transforms/StateMap.h"
 
 #include <map>
 #include <memory>

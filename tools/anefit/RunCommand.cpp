@@ -13,7 +13,7 @@
 #include "runtime/Npy.h"
 #include "runtime/RandomInput.h"
 #include "support/Error.h"
-#include "transforms/StateMap.h"
+#include "ir/StateMap.h"
 
 #include <chrono>
 #include <cmath>

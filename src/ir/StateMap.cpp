@@ -3,7 +3,7 @@
 // JSON form of the state map (schema "anefit.statemap/1").
 //
 //===----------------------------------------------------------------------===//
-#include "transforms/StateMap.h"
+#include "ir/StateMap.h"
 
 #include "support/Error.h"
 
