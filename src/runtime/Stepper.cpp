@@ -1,0 +1,246 @@
+//===- Stepper.cpp - Step a model like a host, and compare two runs -------===//
+#include "runtime/Stepper.h"
+
+#include "runtime/RandomInput.h"
+#include "support/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace anefit::runtime {
+
+//===----------------------------------------------------------------------===//
+// Carry sources
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+bool hasOutput(const Function &fn, const std::string &name) {
+  for (const Value *v : fn.body->outputs)
+    if (v->name == name)
+      return true;
+  return false;
+}
+
+} // namespace
+
+CarryMap carriesFromStateMap(const StateMap &map, const Function &fn) {
+  CarryMap carries;
+  for (const StateMapEntry &e : map.entries) {
+    if (!fn.findInput(e.input) || !hasOutput(fn, e.output))
+      continue;
+    carries.push_back(
+        {e.output, e.input, Tensor::zeros(computeDType(e.dtype), e.shape), "state map"});
+  }
+  return carries;
+}
+
+CarryMap hostCarries(const Model &model, const Function &fn) {
+  CarryMap carries;
+  const auto &meta = model.description.metadata.userDefined;
+  auto mapText = meta.find(StateMap::kMetadataKey);
+  if (mapText != meta.end()) {
+    std::string origin = model.sourcePath.empty() ? "the model" : model.sourcePath;
+    CarryMap fromMap = carriesFromStateMap(StateMap::fromJson(mapText->second, origin), fn);
+    carries.insert(carries.end(), fromMap.begin(), fromMap.end());
+  }
+  return carries;
+}
+
+//===----------------------------------------------------------------------===//
+// Stepper
+//===----------------------------------------------------------------------===//
+
+Stepper::Stepper(const Function &fn, CarryMap carries, StepperOptions options)
+    : Stepper(std::vector<const Function *>{&fn}, std::move(carries), std::move(options)) {}
+
+Stepper::Stepper(std::vector<const Function *> chain, CarryMap carries, StepperOptions options)
+    : chain_(std::move(chain)), carries_(std::move(carries)), options_(std::move(options)) {
+  if (chain_.empty())
+    throw InputError("stepper: no function to run");
+  std::set<std::string> produced, states;
+  std::set<std::string> inputs, outputs;
+  for (const Function *fn : chain_) {
+    interpreters_.push_back(std::make_unique<Interpreter>(*fn, options_.run));
+    for (const auto &in : fn->inputs) {
+      inputs.insert(in->name);
+      if (in->type.isState()) {
+        if (states.insert(in->name).second)
+          stateInputs_.push_back(in.get());
+      } else if (!produced.count(in->name)) {
+        bool carried = false;
+        for (const Carry &c : carries_)
+          carried |= c.input == in->name;
+        bool seen = false;
+        for (const Value *v : externalInputs_)
+          seen |= v->name == in->name;
+        if (!carried && !seen)
+          externalInputs_.push_back(in.get());
+      }
+    }
+    for (const Value *v : fn->body->outputs) {
+      produced.insert(v->name);
+      outputs.insert(v->name);
+    }
+  }
+  for (const Carry &c : carries_) {
+    if (!outputs.count(c.output))
+      throw InputError("function '" + chain_.front()->name + "': " + c.source + " carries '" +
+                       c.output + "', which is not an output");
+    if (!inputs.count(c.input))
+      throw InputError("function '" + chain_.front()->name + "': " + c.source + " carries into '" +
+                       c.input + "', which is not an input");
+    if (c.initial) {
+      carried_[c.input] = c.initial->clone();
+      continue;
+    }
+    const Value *decl = nullptr;
+    for (const Function *fn : chain_)
+      if (!decl)
+        decl = fn->findInput(c.input);
+    auto shape = decl->type.staticShape();
+    if (!shape)
+      throw InputError("function '" + chain_.front()->name + "': carried input '" + c.input +
+                       "' of type " + decl->type.str() + " needs an initial value");
+    carried_[c.input] = Tensor::zeros(computeDType(decl->type.dtype()), *shape);
+  }
+}
+
+Stepper::~Stepper() = default;
+
+void Stepper::setState(const std::string &name, const Tensor &value) {
+  for (const Function *fn : chain_) {
+    const Value *decl = fn->findInput(name);
+    if (decl && decl->type.isState()) {
+      states_.set(*fn, name, value);
+      return;
+    }
+  }
+  // Let StateContext word the error, naming the first stage's states.
+  states_.set(*chain_.front(), name, value);
+}
+
+std::optional<Tensor> Stepper::stateValue(const std::string &name) const {
+  const Tensor *t = states_.find(name);
+  if (!t)
+    return std::nullopt;
+  for (const Value *v : stateInputs_)
+    if (v->name == name)
+      return t->convertTo(v->type.dtype());
+  return t->clone();
+}
+
+std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
+  TensorMap values = inputs;
+  for (const auto &[name, t] : carried_)
+    values.emplace(name, t);
+  std::vector<NamedTensor> all;
+  if (interpreters_.size() == 1) {
+    // One function: the interpreter checks names, shapes and dtypes itself.
+    all = interpreters_.front()->run(values, states_);
+  } else {
+    std::set<std::string> known;
+    for (const Function *fn : chain_)
+      for (const auto &in : fn->inputs)
+        if (!in->type.isState())
+          known.insert(in->name);
+    for (const auto &[name, t] : inputs)
+      if (!known.count(name))
+        throw InputError("function '" + chain_.front()->name + "': unknown input '" + name +
+                         "' of the chain");
+    for (auto &interp : interpreters_) {
+      TensorMap feed;
+      for (const auto &in : interp->function().inputs) {
+        if (in->type.isState())
+          continue;
+        auto it = values.find(in->name);
+        if (it == values.end())
+          throw InputError("function '" + interp->function().name + "': missing input '" +
+                           in->name + "' of type " + in->type.str());
+        feed.emplace(in->name, it->second);
+      }
+      for (NamedTensor &out : interp->run(feed, states_)) {
+        values[out.name] = out.tensor;
+        all.push_back(std::move(out));
+      }
+    }
+  }
+  if (options_.roundStates)
+    for (const Function *fn : chain_)
+      for (const auto &in : fn->inputs)
+        if (in->type.isState())
+          if (const Tensor *t = states_.find(in->name))
+            states_.set(*fn, in->name, t->convertTo(in->type.dtype()));
+  for (const Carry &c : carries_)
+    for (const NamedTensor &nt : all)
+      if (nt.name == c.output)
+        carried_[c.input] = nt.tensor.clone();
+  ++stepsDone_;
+  return all;
+}
+
+TensorMap randomInputs(const Function &fn, const FunctionDescription &desc, std::mt19937_64 &rng,
+                       const std::vector<std::string> &skip) {
+  TensorMap out;
+  for (const auto &in : fn.inputs) {
+    if (in->type.isState() || std::find(skip.begin(), skip.end(), in->name) != skip.end())
+      continue;
+    const FeatureDescription *fd = nullptr;
+    for (const FeatureDescription &d : desc.inputs)
+      if (d.name == in->name)
+        fd = &d;
+    out[in->name] = randomInput(*in, fd, rng);
+  }
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Comparison
+//===----------------------------------------------------------------------===//
+
+void Comparison::fail(const std::string &what) {
+  if (ok_)
+    firstMismatch_ = what;
+  ok_ = false;
+}
+
+void Comparison::compare(const std::string &what, const Tensor &expected, const Tensor &actual) {
+  if (expected.shape() != actual.shape()) {
+    fail(what + ": shape " + shapeStr(expected.shape()) + " became " + shapeStr(actual.shape()));
+    return;
+  }
+  for (int64_t i = 0; i < expected.numElements(); ++i) {
+    double x = expected.floatAt(i), y = actual.floatAt(i);
+    if (std::isnan(x) && std::isnan(y))
+      continue;
+    double diff = std::fabs(x - y);
+    if (std::isnan(diff))
+      diff = INFINITY;
+    maxAbsDiff_ = std::max(maxAbsDiff_, diff);
+    ++compared_;
+    if (diff > tolerance_.atol + tolerance_.rtol * std::fabs(x)) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, ": element %lld is %.9g, was %.9g", (long long)i, y, x);
+      fail(what + buf);
+    }
+  }
+}
+
+void Comparison::compareOutputs(const std::string &prefix, const std::vector<NamedTensor> &expected,
+                                const std::vector<NamedTensor> &actual) {
+  for (const NamedTensor &e : expected) {
+    const Tensor *found = nullptr;
+    for (const NamedTensor &a : actual)
+      if (a.name == e.name)
+        found = &a.tensor;
+    if (!found) {
+      fail(prefix + "output '" + e.name + "': missing");
+      continue;
+    }
+    compare(prefix + "output '" + e.name + "'", e.tensor, *found);
+  }
+}
+
+} // namespace anefit::runtime

@@ -1,0 +1,260 @@
+//===- StepperTest.cpp - Stepping like a host, comparing two runs ---------===//
+//
+// The stepper behind fix/split/run: states kept and rounded between steps,
+// carries from outputs to inputs (the state map's host loop), chains of
+// functions run within a step, and the comparator's tolerance, NaN and
+// first-mismatch rules.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/Stepper.h"
+#include "ir/AsmParser.h"
+#include "ir/StateMap.h"
+#include "support/Error.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace anefit;
+using namespace anefit::runtime;
+
+namespace {
+
+std::unique_ptr<Model> parse(const char *text) { return parseModelText(text, "t.mil", nullptr); }
+
+/// acc <- acc + x, as a Core ML state.
+constexpr const char *kStateful = R"(
+main[CoreML8](%x: (1, 2, fp32)(Tensor), %acc: (1, 2, fp16)(State)) {
+  block0() {
+    %r: (1, 2, fp16)(Tensor) = read_state(input=%acc, name="r")
+    %xh: (1, 2, fp16)(Tensor) = cast(x=%x, dtype="fp16", name="xh")
+    %s: (1, 2, fp16)(Tensor) = add(x=%r, y=%xh, name="s")
+    write_state(input=%acc, data=%s, name="w")
+  } -> (%s)
+}
+)";
+
+/// The same with the state moved to an input and an output, as state-to-io
+/// writes it.
+constexpr const char *kMoved = R"(
+main[CoreML7](%x: (1, 2, fp32)(Tensor), %acc: (1, 2, fp16)(Tensor)) {
+  block0() {
+    %xh: (1, 2, fp16)(Tensor) = cast(x=%x, dtype="fp16", name="xh")
+    %s: (1, 2, fp16)(Tensor) = add(x=%acc, y=%xh, name="s")
+    %acc_out: (1, 2, fp16)(Tensor) = identity(x=%s, name="acc_out")
+  } -> (%s, %acc_out)
+}
+)";
+
+StateMap accMap() {
+  StateMap map;
+  StateMapEntry e;
+  e.state = "acc";
+  e.input = "acc";
+  e.output = "acc_out";
+  e.shape = {1, 2};
+  e.dtype = DType::F16;
+  e.functions = {"main"};
+  map.entries.push_back(e);
+  return map;
+}
+
+const Tensor &output(const std::vector<NamedTensor> &outs, const std::string &name) {
+  for (const NamedTensor &nt : outs)
+    if (nt.name == name)
+      return nt.tensor;
+  throw std::runtime_error("no output " + name);
+}
+
+} // namespace
+
+TEST(Stepper, KeepsStatesBetweenSteps) {
+  auto m = parse(kStateful);
+  Stepper s(*m->program->functions.front());
+  for (int k = 1; k <= 3; ++k) {
+    auto outs = s.step({{"x", Tensor::fromF32({1, 2}, {1, 2})}});
+    EXPECT_EQ(output(outs, "s").floatAt(1), 2.0f * k);
+  }
+  EXPECT_EQ(s.stepsDone(), 3);
+  ASSERT_TRUE(s.stateValue("acc"));
+  EXPECT_EQ(s.stateValue("acc")->dtype(), DType::F16);
+  EXPECT_EQ(s.stateValue("acc")->floatAt(0), 3.0f);
+  EXPECT_FALSE(s.stateValue("nope"));
+}
+
+TEST(Stepper, RoundsStatesToTheirDeclaredDtype) {
+  // fp32 0.1 is not an fp16 value: rounded, the state holds fp16(0.1).
+  auto m = parse(kStateful);
+  const Function &fn = *m->program->functions.front();
+  StepperOptions raw;
+  raw.roundStates = false;
+  Stepper rounded(fn), kept(fn, {}, raw);
+  TensorMap in{{"x", Tensor::fromF32({0.1f, 0.1f}, {1, 2})}};
+  rounded.step(in);
+  kept.step(in);
+  float half = Tensor::fromF32({0.1f}, {1}).convertTo(DType::F16).floatAt(0);
+  ASSERT_NE(half, 0.1f);
+  EXPECT_EQ(rounded.states().find("acc")->floatAt(0), half);
+  EXPECT_EQ(rounded.states().find("acc")->dtype(), DType::F32);
+  EXPECT_EQ(kept.states().find("acc")->floatAt(0), 0.1f);
+}
+
+TEST(Stepper, StartsFromAGivenState) {
+  auto m = parse(kStateful);
+  Stepper s(*m->program->functions.front());
+  s.setState("acc", Tensor::fromF32({10, 20}, {1, 2}));
+  auto outs = s.step({{"x", Tensor::fromF32({1, 1}, {1, 2})}});
+  EXPECT_EQ(output(outs, "s").floatAt(1), 21.0f);
+  EXPECT_THROW(s.setState("nope", Tensor::fromF32({0, 0}, {1, 2})), InputError);
+}
+
+TEST(Stepper, CarriesFromTheStateMapReproduceTheState) {
+  auto stateful = parse(kStateful);
+  auto moved = parse(kMoved);
+  const Function &fm = *moved->program->functions.front();
+  CarryMap carries = carriesFromStateMap(accMap(), fm);
+  ASSERT_EQ(carries.size(), 1u);
+  EXPECT_EQ(carries[0].source, "state map");
+  Stepper a(*stateful->program->functions.front()), b(fm, carries);
+  // Moved inputs are not asked of the caller.
+  ASSERT_EQ(b.externalInputs().size(), 1u);
+  EXPECT_EQ(b.externalInputs()[0]->name, "x");
+  Comparison cmp;
+  for (int k = 0; k < 4; ++k) {
+    TensorMap in{{"x", Tensor::fromF32({0.5f * k, -1.0f}, {1, 2})}};
+    auto oa = a.step(in);
+    auto ob = b.step(in);
+    cmp.compareOutputs("step " + std::to_string(k) + ": ", oa, ob);
+    cmp.compare("state", *a.states().find("acc"), output(ob, "acc_out"));
+  }
+  EXPECT_TRUE(cmp.ok()) << cmp.firstMismatch();
+  EXPECT_EQ(cmp.compared(), 16u);
+  EXPECT_EQ(cmp.maxAbsDiff(), 0.0);
+}
+
+TEST(Stepper, CarryStartsFromItsInitialValue) {
+  auto moved = parse(kMoved);
+  const Function &fm = *moved->program->functions.front();
+  Stepper s(fm, {{"acc_out", "acc", Tensor::fromF32({5, 6}, {1, 2}), "test"}});
+  auto outs = s.step({{"x", Tensor::fromF32({1, 1}, {1, 2})}});
+  EXPECT_EQ(output(outs, "s").floatAt(0), 6.0f);
+  outs = s.step({{"x", Tensor::fromF32({1, 1}, {1, 2})}});
+  EXPECT_EQ(output(outs, "s").floatAt(0), 7.0f);
+  // A given input wins over the carried value.
+  outs = s.step({{"x", Tensor::fromF32({1, 1}, {1, 2})}, {"acc", Tensor::fromF32({0, 0}, {1, 2})}});
+  EXPECT_EQ(output(outs, "s").floatAt(0), 1.0f);
+}
+
+TEST(Stepper, RejectsCarriesNamingNothing) {
+  auto moved = parse(kMoved);
+  const Function &fm = *moved->program->functions.front();
+  EXPECT_THROW(Stepper(fm, {{"nope", "acc", std::nullopt, "test"}}), InputError);
+  EXPECT_THROW(Stepper(fm, {{"acc_out", "nope", std::nullopt, "test"}}), InputError);
+  // A state map naming other functions' values adds no carry here.
+  StateMap map = accMap();
+  map.entries[0].output = "elsewhere";
+  EXPECT_TRUE(carriesFromStateMap(map, fm).empty());
+}
+
+TEST(Stepper, HostCarriesReadTheModelsStateMap) {
+  auto moved = parse(kMoved);
+  const Function &fm = *moved->program->functions.front();
+  EXPECT_TRUE(hostCarries(*moved, fm).empty());
+  moved->description.metadata.userDefined[StateMap::kMetadataKey] = accMap().toJson(-1);
+  CarryMap carries = hostCarries(*moved, fm);
+  ASSERT_EQ(carries.size(), 1u);
+  EXPECT_EQ(carries[0].output, "acc_out");
+  EXPECT_EQ(carries[0].input, "acc");
+  moved->description.metadata.userDefined[StateMap::kMetadataKey] = "{not json";
+  EXPECT_THROW(hostCarries(*moved, fm), InputError);
+}
+
+TEST(Stepper, ChainsFunctionsWithinAStep) {
+  auto whole = parse(R"(
+main[CoreML8](%x: (2, fp32)(Tensor), %w: (2, fp32)(Tensor)) {
+  block0() {
+    %a: (2, fp32)(Tensor) = add(x=%x, y=%x, name="a")
+    %b: (2, fp32)(Tensor) = mul(x=%a, y=%w, name="b")
+  } -> (%b)
+}
+)");
+  auto first = parse(R"(
+r0[CoreML8](%x: (2, fp32)(Tensor)) {
+  block0() {
+    %a: (2, fp32)(Tensor) = add(x=%x, y=%x, name="a")
+  } -> (%a)
+}
+)");
+  auto second = parse(R"(
+r1[CoreML8](%a: (2, fp32)(Tensor), %w: (2, fp32)(Tensor)) {
+  block0() {
+    %b: (2, fp32)(Tensor) = mul(x=%a, y=%w, name="b")
+  } -> (%b)
+}
+)");
+  Stepper one(*whole->program->functions.front());
+  Stepper chain(
+      {first->program->functions.front().get(), second->program->functions.front().get()});
+  ASSERT_EQ(chain.externalInputs().size(), 2u);
+  EXPECT_EQ(chain.externalInputs()[0]->name, "x");
+  EXPECT_EQ(chain.externalInputs()[1]->name, "w");
+  TensorMap in{{"x", Tensor::fromF32({1, 2}, {2})}, {"w", Tensor::fromF32({3, 4}, {2})}};
+  auto expected = one.step(in);
+  auto got = chain.step(in);
+  ASSERT_EQ(got.size(), 2u); // the boundary value a, then b
+  EXPECT_EQ(got[0].name, "a");
+  Comparison cmp;
+  cmp.compareOutputs("", expected, got);
+  EXPECT_TRUE(cmp.ok()) << cmp.firstMismatch();
+  EXPECT_EQ(output(got, "b").floatAt(1), 16.0f);
+  in["typo"] = Tensor::fromF32({0, 0}, {2});
+  EXPECT_THROW(chain.step(in), InputError);
+}
+
+TEST(RandomInputs, AreSeededAndSkipWhatIsGiven) {
+  auto moved = parse(kMoved);
+  const Function &fm = *moved->program->functions.front();
+  FunctionDescription desc = moved->description.describe("main");
+  std::mt19937_64 r1(7), r2(7), r3(8);
+  TensorMap a = randomInputs(fm, desc, r1), b = randomInputs(fm, desc, r2);
+  TensorMap c = randomInputs(fm, desc, r3, {"acc"});
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a.at("x").toFloats(), b.at("x").toFloats());
+  EXPECT_NE(a.at("x").toFloats(), c.at("x").toFloats());
+  EXPECT_EQ(c.count("acc"), 0u);
+}
+
+TEST(Comparison, ToleranceNaNAndFirstMismatch) {
+  Comparison cmp({0.1, 0.0});
+  cmp.compare("a", Tensor::fromF32({1, NAN, 3}, {3}), Tensor::fromF32({1.05f, NAN, 3}, {3}));
+  EXPECT_TRUE(cmp.ok());
+  EXPECT_EQ(cmp.compared(), 2u); // the NaN pair is not counted
+  EXPECT_NEAR(cmp.maxAbsDiff(), 0.05, 1e-6);
+  cmp.compare("b", Tensor::fromF32({1, 2}, {2}), Tensor::fromF32({1, 2.5f}, {2}));
+  cmp.compare("c", Tensor::fromF32({1}, {1}), Tensor::fromF32({NAN}, {1}));
+  EXPECT_FALSE(cmp.ok());
+  EXPECT_EQ(cmp.firstMismatch(), "b: element 1 is 2.5, was 2");
+  EXPECT_TRUE(std::isinf(cmp.maxAbsDiff()));
+}
+
+TEST(Comparison, RelativeToleranceScalesWithTheExpectedValue) {
+  Comparison cmp({0.0, 0.01});
+  cmp.compare("big", Tensor::fromF32({1000}, {1}), Tensor::fromF32({1005}, {1}));
+  EXPECT_TRUE(cmp.ok());
+  cmp.compare("small", Tensor::fromF32({1}, {1}), Tensor::fromF32({1.05f}, {1}));
+  EXPECT_FALSE(cmp.ok());
+}
+
+TEST(Comparison, ShapeChangesAndMissingOutputsAreMismatches) {
+  Comparison shape;
+  shape.compare("y", Tensor::fromF32({1, 2}, {2}), Tensor::fromF32({1, 2}, {1, 2}));
+  EXPECT_FALSE(shape.ok());
+  EXPECT_EQ(shape.firstMismatch(), "y: shape [2] became [1, 2]");
+  Comparison missing;
+  missing.compareOutputs("main: step 0: ", {{"y", Tensor::fromF32({1}, {1})}}, {});
+  EXPECT_FALSE(missing.ok());
+  EXPECT_EQ(missing.firstMismatch(), "main: step 0: output 'y': missing");
+  Comparison exact; // the default tolerance is zero: any difference fails
+  exact.compare("z", Tensor::fromF32({1}, {1}), Tensor::fromF32({1.0000001f}, {1}));
+  EXPECT_FALSE(exact.ok());
+}
