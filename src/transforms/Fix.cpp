@@ -1,0 +1,101 @@
+//===- Fix.cpp - Rewrite a model for the ANE and prove it -----------------===//
+#include "transforms/Fix.h"
+
+#include "ir/Clone.h"
+#include "ir/Verifier.h"
+#include "support/Error.h"
+#include "transforms/Pass.h"
+
+#include <random>
+
+namespace anefit {
+
+std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before) {
+  return options.passes.empty() ? std::string(kDefaultFixPipeline) : options.passes;
+}
+
+runtime::Comparison compareRewrite(const Model &original, const Model &fixed, const StateMap &map,
+                                   int64_t steps, uint64_t seed, runtime::Tolerance tolerance) {
+  runtime::Comparison cmp(tolerance);
+  std::mt19937_64 rng(seed);
+  for (const auto &fnPtr : original.program->functions) {
+    const Function &fo = *fnPtr;
+    const Function *ff = fixed.program->findFunction(fo.name);
+    if (!ff)
+      throw InputError("fix: function '" + fo.name + "' is missing after the rewrite");
+    FunctionDescription desc = original.description.describe(fo.name);
+    // The original keeps every state in the interpreter; the fixed model
+    // keeps only the states it did not move, the others go around the host
+    // loop of the state map.
+    runtime::Stepper so(fo), sf(*ff, runtime::carriesFromStateMap(map, *ff));
+    for (int64_t step = 0; step < steps; ++step) {
+      runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng);
+      std::vector<runtime::NamedTensor> outO = so.step(inputs);
+      std::vector<runtime::NamedTensor> outF = sf.step(inputs);
+      std::string at = fo.name + ": step " + std::to_string(step) + ": ";
+      cmp.compareOutputs(at, outO, outF);
+      for (const StateMapEntry &e : map.entries) {
+        const runtime::Tensor *was = so.states().find(e.state);
+        for (const runtime::NamedTensor &nt : outF)
+          if (was && nt.name == e.output)
+            cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor);
+      }
+    }
+  }
+  return cmp;
+}
+
+FixResult fixModel(const Model &model, const FixOptions &options) {
+  if (options.steps < 1)
+    throw InputError("fix: expected a positive step count, found " + std::to_string(options.steps));
+  if (!model.program)
+    throw InputError(model.sourcePath + ": expected an ML Program, found a model without one");
+  auto stage = [&](std::string_view name) {
+    if (options.progress)
+      options.progress(name);
+  };
+  FixResult result;
+  stage("check");
+  result.before = ane::checkModel(model);
+
+  stage("rewrite");
+  result.pipeline = fixPipeline(options, result.before);
+  PassManager pm;
+  pm.addPipeline(result.pipeline);
+  result.fixed = cloneModel(model);
+  PassResult passes = pm.run(*result.fixed);
+  result.changes = std::move(passes.changes);
+  result.diagnostics = std::move(passes.diagnostics);
+  result.stateMap = std::move(passes.stateMap);
+
+  result.verifierDiagnostics = verifyModel(*result.fixed);
+  if (!result.verifies())
+    return result;
+  stage("check");
+  result.after = ane::checkModel(*result.fixed);
+
+  bool verify =
+      options.verify == FixVerify::Always ||
+      (options.verify == FixVerify::Auto && result.before.weightBytes <= kAutoVerifyWeightBytes);
+  if (!verify)
+    return result;
+  stage("verify");
+  FixVerification &v = result.verification;
+  v.steps = options.steps;
+  try {
+    v.comparison = compareRewrite(model, *result.fixed, result.stateMap, options.steps,
+                                  options.seed, options.tolerance);
+    v.status =
+        v.comparison.ok() ? FixVerification::Status::Same : FixVerification::Status::Different;
+  } catch (const InputError &e) {
+    // An op without a kernel (or similar) should not keep users from a
+    // rewrite they did not ask to verify; FixVerify::Always insists.
+    if (options.verify == FixVerify::Always)
+      throw;
+    v.status = FixVerification::Status::Skipped;
+    v.skipReason = e.what();
+  }
+  return result;
+}
+
+} // namespace anefit

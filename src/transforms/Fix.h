@@ -1,0 +1,113 @@
+//===- Fix.h - Rewrite a model for the ANE and prove it ---------*- C++ -*-===//
+//
+// The library behind `anefit fix`: checks a model, runs a pass pipeline on a
+// copy, verifies the copy's structure, checks it again and proves the
+// rewrite by stepping original and rewritten model side by side in the
+// interpreter, carrying moved states the way the state map tells a host to.
+// Options in, a result out; nothing is printed or written (the caller saves
+// `FixResult::fixed` and the state map where it wants).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ane/Checker.h"
+#include "ir/Model.h"
+#include "ir/StateMap.h"
+#include "runtime/Stepper.h"
+#include "support/Diagnostic.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace anefit {
+
+/// Whether fixModel steps both models in the interpreter.
+enum class FixVerify {
+  /// Verify when the weights are at most kAutoVerifyWeightBytes; a model the
+  /// interpreter cannot run (an op without a kernel, ...) is skipped, not
+  /// failed.
+  Auto,
+  /// Always verify; a model the interpreter cannot run is an InputError.
+  Always,
+  Never,
+};
+
+/// Above this many weight bytes, FixVerify::Auto does not verify.
+inline constexpr uint64_t kAutoVerifyWeightBytes = uint64_t(2) << 30;
+
+struct FixOptions {
+  /// Pass pipeline (Pass.h syntax); empty runs kDefaultFixPipeline.
+  std::string passes;
+  FixVerify verify = FixVerify::Auto;
+  /// Prediction steps compared, states carried between them (>= 1).
+  int64_t steps = 8;
+  /// Seed of the random inputs of the comparison.
+  uint64_t seed = 0;
+  runtime::Tolerance tolerance{1e-4, 1e-3};
+  /// Called as each stage starts ("check", "rewrite", "verify"); may be empty.
+  std::function<void(std::string_view stage)> progress;
+};
+
+/// How the comparison of original and fixed model ended.
+struct FixVerification {
+  enum class Status {
+    NotRun,    ///< off (FixVerify::Never, or Auto above the weight limit)
+    Skipped,   ///< Auto, and the interpreter could not run the model
+    Same,      ///< every output and moved state within tolerance
+    Different, ///< see comparison.firstMismatch()
+  };
+  Status status = Status::NotRun;
+  /// Status::Skipped: the interpreter's reason.
+  std::string skipReason;
+  int64_t steps = 0;
+  runtime::Comparison comparison;
+};
+
+struct FixResult {
+  /// The rewritten copy (the input model is never changed).
+  std::unique_ptr<Model> fixed;
+  /// The pipeline that ran.
+  std::string pipeline;
+  /// One line per change the passes made, and their notes and warnings.
+  std::vector<std::string> changes;
+  Diagnostics diagnostics;
+  /// Moved states (empty when no state moved).
+  StateMap stateMap;
+  /// The structural verifier's findings on `fixed`; with an error, `after`
+  /// and `verification` are not computed and the rewrite must not be saved.
+  Diagnostics verifierDiagnostics;
+  ane::CheckReport before;
+  ane::CheckReport after;
+  FixVerification verification;
+
+  /// The rewritten model passed the structural verifier.
+  bool verifies() const { return !hasErrors(verifierDiagnostics); }
+  /// Safe to save: it verifies and the comparison did not find a difference.
+  bool ok() const {
+    return verifies() && verification.status != FixVerification::Status::Different;
+  }
+};
+
+/// The pipeline fixModel runs for `options` on a model whose check report is
+/// `before`.
+std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before);
+
+/// Rewrites a copy of `model` for the ANE and proves it. Throws InputError on
+/// bad options or input (an unknown pass, a state name matching nothing, an
+/// interpreter error under FixVerify::Always).
+FixResult fixModel(const Model &model, const FixOptions &options = {});
+
+/// Steps every function of `original` and its counterpart in `fixed` for
+/// `steps` steps on the same random inputs, moved states carried as `map`
+/// says; compares each output and each moved state (the original's state
+/// against the fixed model's output). Throws InputError when the
+/// interpreter cannot run either model or a function is missing.
+runtime::Comparison compareRewrite(const Model &original, const Model &fixed, const StateMap &map,
+                                   int64_t steps, uint64_t seed, runtime::Tolerance tolerance);
+
+} // namespace anefit

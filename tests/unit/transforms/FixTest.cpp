@@ -1,0 +1,86 @@
+//===- FixTest.cpp - The fix driver: rewrite, check, prove ----------------===//
+#include "transforms/Fix.h"
+#include "io/ModelIO.h"
+#include "ir/AsmPrinter.h"
+#include "support/Error.h"
+#include "transforms/Pass.h"
+
+#include <gtest/gtest.h>
+
+using namespace anefit;
+
+namespace {
+
+std::unique_ptr<Model> load(const std::string &rel) {
+  return loadModel(std::string(ANEFIT_TEST_DATA_DIR) + "/" + rel);
+}
+
+FixOptions verifyMode(FixVerify mode) {
+  FixOptions o;
+  o.verify = mode;
+  return o;
+}
+
+} // namespace
+
+TEST(Fix, RewritesACopyAndProvesIt) {
+  auto model = load("lit/transforms/Inputs/two-states.mil");
+  std::string before = modelToString(*model);
+  std::vector<std::string> stages;
+  FixOptions options;
+  options.steps = 5;
+  options.progress = [&](std::string_view s) { stages.emplace_back(s); };
+  FixResult r = fixModel(*model, options);
+  EXPECT_EQ(modelToString(*model), before) << "the input model must not change";
+  EXPECT_EQ(r.pipeline, kDefaultFixPipeline);
+  ASSERT_EQ(r.stateMap.entries.size(), 2u);
+  EXPECT_EQ(r.stateMap.entries[0].output, "conv0_out");
+  EXPECT_FALSE(r.changes.empty());
+  EXPECT_TRUE(r.verifies());
+  EXPECT_EQ(r.before.functions.at(0).states, 2u);
+  EXPECT_EQ(r.after.functions.at(0).states, 0u);
+  EXPECT_EQ(r.verification.status, FixVerification::Status::Same);
+  EXPECT_EQ(r.verification.steps, 5);
+  // Per step: output y (8 values) and two moved states (8 each).
+  EXPECT_EQ(r.verification.comparison.compared(), 5u * 24u);
+  EXPECT_TRUE(r.ok());
+  EXPECT_EQ(stages, (std::vector<std::string>{"check", "rewrite", "check", "verify"}));
+}
+
+TEST(Fix, FindsARewriteThatChangesNumbers) {
+  auto model = load("lit/transforms/Inputs/two-states.mil");
+  FixResult r = fixModel(*model, verifyMode(FixVerify::Never));
+  EXPECT_EQ(r.verification.status, FixVerification::Status::NotRun);
+  // Break the rewrite: y = r1 + n0 becomes r1 - n0.
+  Function *fn = r.fixed->program->findFunction("main");
+  bool broken = false;
+  for (auto &op : fn->body->ops)
+    if (op->type == "add") {
+      op->type = "sub";
+      broken = true;
+    }
+  ASSERT_TRUE(broken);
+  runtime::Comparison cmp = compareRewrite(*model, *r.fixed, r.stateMap, 3, 0, {1e-4, 1e-3});
+  EXPECT_FALSE(cmp.ok());
+  EXPECT_EQ(cmp.firstMismatch().rfind("main: step 0: output 'y': element ", 0), 0u)
+      << cmp.firstMismatch();
+}
+
+TEST(Fix, SkipsAutomaticVerificationTheInterpreterCannotRun) {
+  auto model = load("lit/transforms/Inputs/no-kernel.mil");
+  FixResult r = fixModel(*model);
+  EXPECT_EQ(r.verification.status, FixVerification::Status::Skipped);
+  EXPECT_NE(r.verification.skipReason.find("random_normal"), std::string::npos);
+  EXPECT_TRUE(r.ok());
+  EXPECT_THROW(fixModel(*model, verifyMode(FixVerify::Always)), InputError);
+}
+
+TEST(Fix, RejectsBadOptions) {
+  auto model = load("lit/transforms/Inputs/two-states.mil");
+  FixOptions noSteps;
+  noSteps.steps = 0;
+  EXPECT_THROW(fixModel(*model, noSteps), InputError);
+  FixOptions badPass;
+  badPass.passes = "no-such-pass";
+  EXPECT_THROW(fixModel(*model, badPass), InputError);
+}
