@@ -1,26 +1,19 @@
 //===- SplitCommand.cpp - anefit split: partition between ANE and CPU -----===//
 //
-// Runs the checker, partitions each function into ANE and CPU regions with
-// the cost model of src/partition, and reports why each boundary exists.
-// Emits the plan as JSON ("anefit.split/1"), the skip list for ExecuTorch's
-// CoreMLPartitioner, and optionally each region as its own .mlpackage, proven
-// equal to the original by running both in the interpreter.
+// Parses the options and runs splitModel (partition/Split.h: check, plan,
+// region models, the proof in the interpreter); prints the plan as text, as
+// JSON ("anefit.split/1"), as HTML or as the skip list for ExecuTorch's
+// CoreMLPartitioner, and the outcome of each proof.
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
-#include "ane/Checker.h"
 #include "io/ModelIO.h"
-#include "partition/Partitioner.h"
 #include "partition/PlanJson.h"
+#include "partition/Split.h"
 #include "report/HtmlReport.h"
-#include "runtime/Interpreter.h"
-#include "runtime/RandomInput.h"
 #include "support/Error.h"
 
-#include <cmath>
-#include <cstdio>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -87,106 +80,32 @@ void printText(std::ostream &os, const partition::Plan &plan) {
   }
 }
 
-/// Runs the original function and its regions chained in plan order on the
-/// same random inputs for `steps` steps, states carried across steps; returns
-/// the largest absolute output difference.
-double verifyChain(const Model &model, const partition::FunctionPlan &fp,
-                   const std::vector<std::unique_ptr<Model>> &regions, int steps, uint64_t seed) {
-  const Function &fn = *model.program->findFunction(fp.function);
-  // Values crossing a boundary take their declared dtype; with every op
-  // rounded to fp16 (as the ANE computes) that cast is exact, so the chain
-  // must reproduce the original bit for bit.
-  runtime::RunOptions runOptions;
-  runOptions.precision = runtime::Precision::FP16;
-  runtime::Interpreter original(fn, runOptions);
-  std::vector<std::unique_ptr<runtime::Interpreter>> chain;
-  for (const auto &m : regions)
-    chain.push_back(
-        std::make_unique<runtime::Interpreter>(*m->program->functions.front(), runOptions));
-  runtime::StateContext originalStates, chainStates;
-  FunctionDescription desc = model.description.describe(fn.name);
-  std::mt19937_64 rng(seed);
-  double worst = 0;
-  for (int step = 0; step < steps; ++step) {
-    runtime::TensorMap feed;
-    for (const auto &in : fn.inputs) {
-      if (in->type.isState())
-        continue;
-      const FeatureDescription *fd = nullptr;
-      for (const auto &d : desc.inputs)
-        if (d.name == in->name)
-          fd = &d;
-      feed[in->name] = runtime::randomInput(*in, fd, rng);
-    }
-    auto expected = original.run(feed, originalStates);
-    runtime::TensorMap values = feed;
-    for (auto &interp : chain) {
-      runtime::TensorMap regionFeed;
-      for (const auto &in : interp->function().inputs)
-        if (!in->type.isState())
-          regionFeed[in->name] = values.at(in->name);
-      for (auto &out : interp->run(regionFeed, chainStates))
-        values[out.name] = std::move(out.tensor);
-    }
-    for (const auto &e : expected) {
-      auto it = values.find(e.name);
-      if (it == values.end())
-        throw InputError("split verification: output '" + e.name + "' not produced by any region");
-      auto a = e.tensor.toFloats(), b = it->second.toFloats();
-      if (a.size() != b.size())
-        throw InputError("split verification: output '" + e.name + "' changed shape");
-      for (size_t i = 0; i < a.size(); ++i) {
-        double d = std::fabs(static_cast<double>(a[i]) - b[i]);
-        if (std::isnan(a[i]) != std::isnan(b[i]))
-          d = INFINITY;
-        if (!(std::isnan(a[i]) && std::isnan(b[i])))
-          worst = std::max(worst, d);
-      }
-    }
-  }
-  return worst;
-}
-
 int runSplit(const SplitCliOptions &o) {
   std::string format = o.json ? "json" : formatFor(o.format, o.output);
   if (format != "text" && format != "json" && format != "html")
     failExpected("", "--format", "text, json or html", "'" + format + "'");
+  if (o.verify && o.emitDir.empty())
+    throw InputError("--verify needs --emit-models DIR (it runs the emitted region models)");
+  partition::SplitOptions split;
+  split.function = o.function;
+  split.partition.cost.boundaryMs = o.boundaryMs;
+  split.partition.absorbSmallRegions = !o.noAbsorb;
+  split.emitDir = o.emitDir;
+  split.verify = o.verify;
+  split.steps = o.steps;
+  split.seed = o.seed;
   bool needWeights = !o.emitDir.empty() || o.verify;
   std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = needWeights});
-  ane::CheckOptions checkOptions;
-  checkOptions.function = o.function;
-  ane::CheckReport report = ane::checkModel(*model, checkOptions);
-
-  partition::PartitionOptions options;
-  options.cost.boundaryMs = o.boundaryMs;
-  options.absorbSmallRegions = !o.noAbsorb;
-  partition::Plan plan = partition::makePlan(*model, report, options);
+  partition::SplitResult result = partition::splitModel(*model, split);
+  const partition::PartitionOptions &options = split.partition;
+  partition::Plan &plan = result.plan;
+  ane::CheckReport &report = result.report;
   plan.modelPath = o.model;
   bool withFiles = !o.emitDir.empty();
-
-  int exitCode = kExitOk;
-  if (withFiles) {
-    std::filesystem::create_directories(o.emitDir);
-    for (const auto &fp : plan.functions) {
-      std::vector<std::unique_ptr<Model>> regions;
-      for (size_t r = 0; r < fp.regions.size(); ++r) {
-        regions.push_back(partition::extractRegion(*model, fp, r));
-        saveModel(*regions.back(),
-                  (std::filesystem::path(o.emitDir) / partition::regionFileName(fp, fp.regions[r]))
-                      .string());
-      }
-      if (o.verify) {
-        double worst = verifyChain(*model, fp, regions, o.steps, o.seed);
-        std::cerr << "verify " << fp.function << ": " << fp.regions.size()
-                  << " regions chained over " << o.steps << " steps, max |difference| = " << worst
-                  << "\n";
-        if (worst > 0)
-          exitCode = kExitFindings;
-      }
-    }
-  } else if (o.verify) {
-    throw InputError("--verify needs --emit-models DIR (it runs the emitted region models)");
-  }
+  for (const partition::SplitVerification &v : result.verifications)
+    std::cerr << "verify " << v.function << ": " << v.regions << " regions chained over " << v.steps
+              << " steps, max |difference| = " << v.comparison.maxAbsDiff() << "\n";
+  int exitCode = result.ok() ? kExitOk : kExitFindings;
 
   std::string json = partition::renderPlanJson(plan, options.cost, withFiles);
   if (!o.planOut.empty())
