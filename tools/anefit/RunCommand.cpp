@@ -1,27 +1,21 @@
 //===- RunCommand.cpp - anefit run: execute a model on the CPU ------------===//
 //
-// Loads a model, binds inputs from .npy/.npz files (or random values), runs
-// one function through the reference interpreter once or step by step with
-// its Core ML states carried over, prints a summary of every output and
-// optionally writes outputs and states to an .npz archive.
+// Parses the options, reads .npy/.npz inputs and runs one function with
+// runtime::ModelRun (inputs bound per step or at random, Core ML states and
+// the state map's carries kept between steps); prints a summary of every
+// output and optionally writes outputs and states to an .npz archive.
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
 #include "io/ModelIO.h"
-#include "runtime/Interpreter.h"
+#include "runtime/ModelRun.h"
 #include "runtime/Npy.h"
-#include "runtime/RandomInput.h"
 #include "support/Error.h"
-#include "ir/StateMap.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <iostream>
-#include <map>
-#include <random>
-#include <set>
 #include <unistd.h>
 
 namespace anefit::cli {
@@ -30,7 +24,7 @@ namespace {
 using runtime::NamedTensor;
 using runtime::Tensor;
 
-struct RunOptions {
+struct RunCliOptions {
   std::string model;
   std::string function;
   std::vector<std::string> inputs;
@@ -51,19 +45,6 @@ std::pair<std::string, std::string> splitAssignment(const std::string &s, const 
   return {s.substr(0, eq), s.substr(eq + 1)};
 }
 
-/// "step<k>/<name>" -> (k, name); nullopt for keys without a step prefix.
-std::optional<std::pair<int64_t, std::string>> stepKey(const std::string &key) {
-  if (key.rfind("step", 0) != 0)
-    return std::nullopt;
-  size_t slash = key.find('/');
-  if (slash == std::string::npos || slash == 4)
-    return std::nullopt;
-  std::string num = key.substr(4, slash - 4);
-  if (num.size() > 9 || num.find_first_not_of("0123456789") != std::string::npos)
-    return std::nullopt;
-  return std::make_pair(std::stoll(num), key.substr(slash + 1));
-}
-
 std::string typeText(const Tensor &t) {
   std::string s = "(";
   for (int64_t d : t.shape())
@@ -73,85 +54,48 @@ std::string typeText(const Tensor &t) {
 
 /// "name (1, 8, fp32)  min -1.2 max 3.4 mean 0.01  nan 0 inf 0".
 void printSummary(std::ostream &os, const std::string &name, const Tensor &t) {
-  double mn = INFINITY, mx = -INFINITY, sum = 0;
-  int64_t nans = 0, infs = 0, finite = 0;
-  for (int64_t i = 0; i < t.numElements(); ++i) {
-    double v = isFloat(t.dtype()) ? t.floatAt(i) : static_cast<double>(t.intAt(i));
-    if (std::isnan(v)) {
-      ++nans;
-      continue;
-    }
-    if (std::isinf(v))
-      ++infs;
-    mn = std::min(mn, v);
-    mx = std::max(mx, v);
-    if (std::isfinite(v))
-      sum += v, ++finite;
-  }
+  runtime::TensorStats s = runtime::statsOf(t);
   char buf[256];
-  if (finite + infs == 0)
+  if (s.finite + s.infs == 0)
     std::snprintf(buf, sizeof buf, "  %s %s  no finite values  nan %lld inf %lld", name.c_str(),
-                  typeText(t).c_str(), (long long)nans, (long long)infs);
+                  typeText(t).c_str(), (long long)s.nans, (long long)s.infs);
   else
     std::snprintf(buf, sizeof buf, "  %s %s  min %.6g max %.6g mean %.6g  nan %lld inf %lld",
-                  name.c_str(), typeText(t).c_str(), mn, mx, finite ? sum / finite : NAN,
-                  (long long)nans, (long long)infs);
+                  name.c_str(), typeText(t).c_str(), s.min, s.max, s.mean, (long long)s.nans,
+                  (long long)s.infs);
   os << buf << "\n";
 }
 
-int runRun(const RunOptions &opts) {
-  runtime::Precision precision = runtime::parsePrecision(opts.precision);
+int runRun(const RunCliOptions &opts) {
+  runtime::ModelRunOptions options;
+  options.run.precision = runtime::parsePrecision(opts.precision);
   if (opts.steps < 0)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   std::unique_ptr<Model> model = loadModel(opts.model);
-  if (!model->program || model->program->functions.empty())
-    throw InputError(opts.model + ": expected an ML Program, found a model without one "
-                                  "(anefit run executes ML Programs only)");
-  const Function *fn = opts.function.empty() ? model->defaultFunction()
-                                             : model->program->findFunction(opts.function);
-  if (!fn) {
-    std::string names;
-    for (const auto &f : model->program->functions)
-      names += (names.empty() ? "" : ", ") + f->name;
-    throw InputError(opts.model + ": no function '" + opts.function + "' (functions: " + names +
-                     ")");
-  }
-  FunctionDescription desc = model->description.describe(fn->name);
 
   // Inputs: per step from --inputs (step<k>/NAME or NAME), for every step
   // from --input, the rest at random with --random.
-  std::map<int64_t, runtime::TensorMap> perStep;
-  runtime::TensorMap shared;
-  int64_t npzSteps = 0;
+  options.function = opts.function;
   if (!opts.inputsNpz.empty())
-    for (NamedTensor &nt : runtime::readNpz(opts.inputsNpz)) {
-      if (auto sk = stepKey(nt.name)) {
-        perStep[sk->first][sk->second] = std::move(nt.tensor);
-        npzSteps = std::max(npzSteps, sk->first + 1);
-      } else {
-        shared[nt.name] = std::move(nt.tensor);
-      }
-    }
+    options.inputs.addArchive(runtime::readNpz(opts.inputsNpz));
   for (const std::string &s : opts.inputs) {
     auto [name, file] = splitAssignment(s, "--input");
-    shared[name] = runtime::readNpy(file);
+    options.inputs.shared[name] = runtime::readNpy(file);
   }
-  int64_t steps = opts.steps ? opts.steps : std::max<int64_t>(npzSteps, 1);
-  bool stepped = steps > 1 || npzSteps > 0;
-
-  runtime::StateContext states;
   for (const std::string &s : opts.states) {
     auto [name, file] = splitAssignment(s, "--state");
-    states.set(*fn, name, runtime::readNpy(file));
+    options.initialStates[name] = runtime::readNpy(file);
   }
+  options.random = opts.random;
+  options.seed = opts.seed;
+  options.steps = opts.steps;
+  options.missingInputHint = "give it with --input NAME=FILE.npy, --inputs FILE.npz or --random";
 
-  runtime::RunOptions ropts;
-  ropts.precision = precision;
   bool tty = isatty(fileno(stderr));
   auto started = std::chrono::steady_clock::now();
   if (tty)
-    ropts.progress = [&, last = std::chrono::steady_clock::time_point()](size_t done,
-                                                                         size_t total) mutable {
+    options.run.progress = [&, last = std::chrono::steady_clock::time_point()](
+                               size_t done, size_t total) mutable {
       auto now = std::chrono::steady_clock::now();
       if (now - started < std::chrono::seconds(1) || now - last < std::chrono::milliseconds(200))
         return;
@@ -160,87 +104,28 @@ int runRun(const RunOptions &opts) {
       if (done == total)
         std::fprintf(stderr, "\r%40s\r", "");
     };
-  runtime::Interpreter interp(*fn, ropts);
+  runtime::ModelRun run(*model, std::move(options));
+  if (!run.carries().empty())
+    std::cout << "state map: carrying " << run.carries().size()
+              << " moved state(s) from output to input, starting from zeros\n";
 
-  // A model fixed by state-to-io carries its state map: the host feeds each
-  // moved state's output back into its input, starting from zeros. Do that
-  // here for inputs the user did not give, so --steps runs it like a host.
-  std::map<std::string, std::string> carried; // input <- output
-  auto mapText = model->description.metadata.userDefined.find(StateMap::kMetadataKey);
-  if (mapText != model->description.metadata.userDefined.end()) {
-    StateMap map = StateMap::fromJson(mapText->second, opts.model);
-    for (const StateMapEntry &e : map.entries) {
-      const Value *in = fn->findInput(e.input);
-      bool given = shared.count(e.input) || (perStep.count(0) && perStep.at(0).count(e.input));
-      if (!in || given)
-        continue;
-      auto shape = in->type.staticShape();
-      if (!shape)
-        continue;
-      shared[e.input] =
-          Tensor::zeros(in->type.dtype(), runtime::Shape(shape->begin(), shape->end()));
-      carried[e.input] = e.output;
-    }
-    if (!carried.empty())
-      std::cout << "state map: carrying " << carried.size()
-                << " moved state(s) from output to input, starting from zeros\n";
-  }
-
-  std::mt19937_64 rng(opts.seed);
   std::vector<NamedTensor> archive;
-  std::cout << "function " << fn->name << ", " << steps << (steps == 1 ? " step" : " steps")
-            << ", precision " << opts.precision << "\n";
-  for (int64_t k = 0; k < steps; ++k) {
-    runtime::TensorMap feed = shared;
-    for (auto &[name, t] : perStep[k])
-      feed[name] = t;
-    std::set<std::string> declared;
-    for (const auto &in : fn->inputs)
-      if (!in->type.isState()) {
-        declared.insert(in->name);
-        if (!feed.count(in->name) && opts.random) {
-          const FeatureDescription *fd = nullptr;
-          for (const FeatureDescription &d : desc.inputs)
-            if (d.name == in->name)
-              fd = &d;
-          feed[in->name] = runtime::randomInput(*in, fd, rng);
-        }
-      }
-    // Unknown names first: a misspelt name would otherwise surface as a
-    // missing input.
-    for (const auto &[name, t] : feed)
-      if (!declared.count(name)) {
-        std::string names;
-        for (const std::string &d : declared)
-          names += (names.empty() ? "" : ", ") + d;
-        throw InputError("function '" + fn->name + "': unknown input '" + name +
-                         "' (inputs: " + (names.empty() ? "none" : names) + ")");
-      }
-    if (!opts.random)
-      for (const auto &in : fn->inputs)
-        if (!in->type.isState() && !feed.count(in->name))
-          throw InputError("missing input '" + in->name + "' of type " + in->type.str() +
-                           (stepped ? " for step " + std::to_string(k) : "") +
-                           "; give it with --input NAME=FILE.npy, --inputs FILE.npz or --random");
-    std::vector<NamedTensor> outs = interp.run(feed, states);
-    std::string prefix = stepped ? "step" + std::to_string(k) + "/" : "";
-    if (stepped)
-      std::cout << "step " << k << "\n";
-    for (NamedTensor &o : outs) {
+  std::cout << "function " << run.function().name << ", " << run.steps()
+            << (run.steps() == 1 ? " step" : " steps") << ", precision " << opts.precision << "\n";
+  while (!run.done()) {
+    runtime::StepRecord r = run.next();
+    std::string prefix = run.stepped() ? "step" + std::to_string(r.step) + "/" : "";
+    if (run.stepped())
+      std::cout << "step " << r.step << "\n";
+    for (NamedTensor &o : r.outputs) {
       printSummary(std::cout, o.name, o.tensor);
-      for (const auto &[input, output] : carried)
-        if (output == o.name)
-          shared[input] = o.tensor;
       archive.push_back({prefix + o.name, std::move(o.tensor)});
     }
-    for (const auto &in : fn->inputs)
-      if (in->type.isState())
-        if (const Tensor *t = states.find(in->name)) {
-          Tensor declaredT = t->convertTo(in->type.dtype());
-          if (k + 1 == steps)
-            printSummary(std::cout, "state " + in->name, declaredT);
-          archive.push_back({prefix + "state/" + in->name, std::move(declaredT)});
-        }
+    for (NamedTensor &st : r.states) {
+      if (run.done())
+        printSummary(std::cout, "state " + st.name, st.tensor);
+      archive.push_back({prefix + "state/" + st.name, std::move(st.tensor)});
+    }
   }
   if (!opts.output.empty()) {
     runtime::writeNpz(opts.output, archive);
@@ -252,7 +137,7 @@ int runRun(const RunOptions &opts) {
 } // namespace
 
 void registerRun(CLI::App &parent, VerbResult &result) {
-  auto opts = std::make_shared<RunOptions>();
+  auto opts = std::make_shared<RunCliOptions>();
   CLI::App *cmd = parent.add_subcommand("run", "Run a model on the CPU with the reference "
                                                "interpreter, states included");
   cmd->add_option("MODEL", opts->model, "Model: .mlpackage, .mlmodel or .mil")->required();

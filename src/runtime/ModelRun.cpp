@@ -1,0 +1,159 @@
+//===- ModelRun.cpp - Run one function of a model, step by step -----------===//
+#include "runtime/ModelRun.h"
+
+#include "runtime/RandomInput.h"
+#include "support/Error.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace anefit::runtime {
+
+std::optional<std::pair<int64_t, std::string>> parseStepKey(const std::string &key) {
+  if (key.rfind("step", 0) != 0)
+    return std::nullopt;
+  size_t slash = key.find('/');
+  if (slash == std::string::npos || slash == 4)
+    return std::nullopt;
+  std::string num = key.substr(4, slash - 4);
+  if (num.size() > 9 || num.find_first_not_of("0123456789") != std::string::npos)
+    return std::nullopt;
+  return std::make_pair(std::stoll(num), key.substr(slash + 1));
+}
+
+int64_t RunInputs::perStepCount() const {
+  return perStep.empty() ? 0 : perStep.rbegin()->first + 1;
+}
+
+void RunInputs::addArchive(std::vector<NamedTensor> arrays) {
+  for (NamedTensor &nt : arrays) {
+    if (auto sk = parseStepKey(nt.name))
+      perStep[sk->first][sk->second] = std::move(nt.tensor);
+    else
+      shared[nt.name] = std::move(nt.tensor);
+  }
+}
+
+bool RunInputs::gives(const std::string &name, int64_t step) const {
+  if (shared.count(name))
+    return true;
+  auto it = perStep.find(step);
+  return it != perStep.end() && it->second.count(name);
+}
+
+ModelRun::ModelRun(const Model &model, ModelRunOptions options)
+    : options_(std::move(options)), rng_(options_.seed) {
+  if (options_.steps < 0)
+    throw InputError("expected a positive step count, found " + std::to_string(options_.steps));
+  if (!model.program || model.program->functions.empty())
+    throw InputError(model.sourcePath + ": expected an ML Program, found a model without one "
+                                        "(anefit run executes ML Programs only)");
+  fn_ = options_.function.empty() ? model.defaultFunction()
+                                  : model.program->findFunction(options_.function);
+  if (!fn_) {
+    std::string names;
+    for (const auto &f : model.program->functions)
+      names += (names.empty() ? "" : ", ") + f->name;
+    throw InputError(model.sourcePath + ": no function '" + options_.function +
+                     "' (functions: " + names + ")");
+  }
+  desc_ = model.description.describe(fn_->name);
+  int64_t perStep = options_.inputs.perStepCount();
+  steps_ = options_.steps ? options_.steps : std::max<int64_t>(perStep, 1);
+  stepped_ = steps_ > 1 || perStep > 0;
+
+  // A model fixed by state-to-io carries its state map: the host feeds each
+  // moved state's output back into its input, starting from zeros. Do that
+  // for inputs the caller does not give, so a run steps it like a host.
+  CarryMap carries;
+  for (Carry &c : hostCarries(model, *fn_))
+    if (!options_.inputs.gives(c.input, 0))
+      carries.push_back(std::move(c));
+
+  StepperOptions stepperOptions;
+  stepperOptions.run = options_.run;
+  // Like Core ML's own prediction calls, states keep the interpreter's
+  // values between steps; only the reported states are in declared dtype.
+  stepperOptions.roundStates = false;
+  stepper_ = std::make_unique<Stepper>(*fn_, std::move(carries), stepperOptions);
+  for (const auto &[name, value] : options_.initialStates)
+    stepper_->setState(name, value);
+}
+
+ModelRun::~ModelRun() = default;
+
+StepRecord ModelRun::next() {
+  int64_t k = next_;
+  TensorMap feed = options_.inputs.shared;
+  auto given = options_.inputs.perStep.find(k);
+  if (given != options_.inputs.perStep.end())
+    for (const auto &[name, t] : given->second)
+      feed[name] = t;
+  auto isCarried = [&](const std::string &name) {
+    for (const Carry &c : stepper_->carries())
+      if (c.input == name)
+        return true;
+    return false;
+  };
+  std::set<std::string> declared;
+  for (const auto &in : fn_->inputs)
+    if (!in->type.isState()) {
+      declared.insert(in->name);
+      if (!feed.count(in->name) && !isCarried(in->name) && options_.random) {
+        const FeatureDescription *fd = nullptr;
+        for (const FeatureDescription &d : desc_.inputs)
+          if (d.name == in->name)
+            fd = &d;
+        feed[in->name] = randomInput(*in, fd, rng_);
+      }
+    }
+  // Unknown names first: a misspelt name would otherwise surface as a
+  // missing input.
+  for (const auto &[name, t] : feed)
+    if (!declared.count(name)) {
+      std::string names;
+      for (const std::string &d : declared)
+        names += (names.empty() ? "" : ", ") + d;
+      throw InputError("function '" + fn_->name + "': unknown input '" + name +
+                       "' (inputs: " + (names.empty() ? "none" : names) + ")");
+    }
+  for (const auto &in : fn_->inputs)
+    if (!in->type.isState() && !feed.count(in->name) && !isCarried(in->name))
+      throw InputError("missing input '" + in->name + "' of type " + in->type.str() +
+                       (stepped_ ? " for step " + std::to_string(k) : "") + "; " +
+                       options_.missingInputHint);
+
+  StepRecord record;
+  record.step = k;
+  record.outputs = stepper_->step(feed);
+  for (const Value *st : stepper_->stateInputs())
+    if (auto t = stepper_->stateValue(st->name))
+      record.states.push_back({st->name, std::move(*t)});
+  ++next_;
+  return record;
+}
+
+TensorStats statsOf(const Tensor &t) {
+  TensorStats s;
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  for (int64_t i = 0; i < t.numElements(); ++i) {
+    double v = isFloat(t.dtype()) ? t.floatAt(i) : static_cast<double>(t.intAt(i));
+    if (std::isnan(v)) {
+      ++s.nans;
+      continue;
+    }
+    if (std::isinf(v))
+      ++s.infs;
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+    if (std::isfinite(v))
+      sum += v, ++s.finite;
+  }
+  s.min = mn;
+  s.max = mx;
+  s.mean = s.finite ? sum / static_cast<double>(s.finite) : NAN;
+  return s;
+}
+
+} // namespace anefit::runtime
