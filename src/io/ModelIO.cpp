@@ -67,13 +67,15 @@ std::string randomSuffix() {
 /// are not opened, so a hostile name is reported by every command.
 class WeightResolver {
 public:
-  WeightResolver(std::string modelDir, std::string referrer, bool open)
-      : modelDir_(std::move(modelDir)), referrer_(std::move(referrer)), open_(open) {}
+  WeightResolver(std::string modelDir, std::string referrer, const LoadOptions &options)
+      : modelDir_(std::move(modelDir)), referrer_(std::move(referrer)), open_(options.openWeights),
+        allowMissing_(options.allowMissingWeights) {}
 
   std::shared_ptr<const BlobStore> operator()(const std::string &fileName) {
     std::string path = resolveWeightPath(modelDir_, fileName, referrer_);
     std::shared_ptr<const BlobStore> store;
-    if (open_) {
+    std::error_code ec;
+    if (open_ && !(allowMissing_ && !fs::is_regular_file(path, ec))) {
       auto it = byPath_.find(path);
       if (it != byPath_.end()) {
         store = it->second;
@@ -92,6 +94,7 @@ private:
   std::string modelDir_;
   std::string referrer_;
   bool open_;
+  bool allowMissing_;
   std::map<std::string, std::shared_ptr<const BlobStore>> byPath_;
   std::map<std::string, std::shared_ptr<const BlobStore>> seen_;
 };
@@ -286,105 +289,231 @@ void writeFileAtomically(const std::string &pathText, std::string_view bytes) {
   }
 }
 
+//===----------------------------------------------------------------------===//
+// The formats of ModelFormats.def
+//===----------------------------------------------------------------------===//
+
+namespace formats {
+
+#define FORMAT(Id, name, extensions, directory, detect, load, save, note)                          \
+  bool detect(const std::string &path);                                                            \
+  std::unique_ptr<Model> load(const std::string &path, const LoadOptions &options);                \
+  void save(const Model &model, const std::string &path);
+#include "io/ModelFormats.def"
+
+bool byExtensionOnly(const std::string &) { return false; }
+
+void cannotSave(const Model &, const std::string &path) {
+  failExpected(path, "", "an output path ending in " + formatExtensionsText(true),
+               "'" + fs::path(path).filename().string() + "'");
+}
+
+bool detectPackage(const std::string &path) { return isPackageDirectory(path); }
+
+/// Reads a file in full, with the model's weight files resolved next to it.
+template <typename Parse>
+std::unique_ptr<Model> loadFile(const std::string &path, const std::string &expected,
+                                const LoadOptions &options, Parse &&parse) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    failExpected(path, "", expected, "a directory");
+  WeightResolver resolver(fs::path(path).parent_path().string(), path, options);
+  std::vector<uint8_t> bytes = readFileBytes(path);
+  std::unique_ptr<Model> model =
+      parse(bytes, [&](const std::string &name) { return resolver(name); });
+  for (const auto &[name, store] : resolver.seen())
+    model->weightFiles.emplace(name, store);
+  model->sourcePath = path;
+  return model;
+}
+
+std::unique_ptr<Model> loadPackage(const std::string &path, const LoadOptions &options) {
+  PackageLayout layout = openPackage(path);
+  WeightResolver resolver(layout.modelDir, layout.modelFile, options);
+  std::vector<uint8_t> bytes = readFileBytes(layout.modelFile);
+  std::unique_ptr<Model> model = parseModelProto(
+      bytes, layout.modelFile, [&](const std::string &name) { return resolver(name); });
+  for (const auto &[name, store] : resolver.seen())
+    model->weightFiles.emplace(name, store);
+  model->sourcePath = path;
+  return model;
+}
+
+std::unique_ptr<Model> loadModelFile(const std::string &path, const LoadOptions &options) {
+  return loadFile(path, "a .mlmodel file", options,
+                  [&](const std::vector<uint8_t> &bytes, const WeightOpener &open) {
+                    return parseModelProto(bytes, path, open);
+                  });
+}
+
+std::unique_ptr<Model> loadMilTextFile(const std::string &path, const LoadOptions &options) {
+  return loadFile(path, "a .mil text file", options,
+                  [&](const std::vector<uint8_t> &bytes, const WeightOpener &open) {
+                    std::string_view text(reinterpret_cast<const char *>(bytes.data()),
+                                          bytes.size());
+                    return parseModelText(text, path, open, options.text);
+                  });
+}
+
+void savePackage(const Model &model, const std::string &path) {
+  writePackage(path, [&](WeightWriter &weights) { return serializeModelProto(model, &weights); });
+}
+
+void saveModelFile(const Model &model, const std::string &path) {
+  std::string bytes;
+  try {
+    bytes = serializeModelProto(model, nullptr);
+  } catch (const InputError &e) {
+    // The serializer names the op; the user also needs to know which output.
+    throw InputError::at(path, "", e.what());
+  }
+  writeFileAtomically(path, bytes);
+}
+
+void saveMilTextFile(const Model &model, const std::string &path) { saveMilText(model, path); }
+
+} // namespace formats
+
+namespace {
+
+using LoadFn = std::unique_ptr<Model> (*)(const std::string &, const LoadOptions &);
+using SaveFn = void (*)(const Model &, const std::string &);
+using DetectFn = bool (*)(const std::string &);
+
+struct FormatRow {
+  ModelFormatInfo info;
+  DetectFn detect;
+  LoadFn load;
+  SaveFn save;
+};
+
+const std::vector<FormatRow> &formatRows() {
+  static const std::vector<FormatRow> rows = {
+#define FORMAT(Id, name, extensions, directory, detect, load, save, note)                          \
+  {{ModelFormat::Id, name, extensions, directory != 0, &formats::save != &formats::cannotSave,     \
+    note},                                                                                         \
+   &formats::detect,                                                                               \
+   &formats::load,                                                                                 \
+   &formats::save},
+#include "io/ModelFormats.def"
+  };
+  return rows;
+}
+
+const FormatRow &rowOf(ModelFormat format) {
+  for (const FormatRow &r : formatRows())
+    if (r.info.format == format)
+      return r;
+  throw std::logic_error("no row for a model format");
+}
+
+bool hasExtension(const ModelFormatInfo &info, const std::string &ext) {
+  std::string_view all = info.extensions;
+  while (!all.empty()) {
+    size_t space = all.find(' ');
+    if (all.substr(0, space) == ext)
+      return true;
+    all = space == std::string_view::npos ? std::string_view() : all.substr(space + 1);
+  }
+  return false;
+}
+
+} // namespace
+
+std::span<const ModelFormatInfo> modelFormats() {
+  static const std::vector<ModelFormatInfo> infos = [] {
+    std::vector<ModelFormatInfo> out;
+    for (const FormatRow &r : formatRows())
+      out.push_back(r.info);
+    return out;
+  }();
+  return infos;
+}
+
+const ModelFormatInfo &formatInfo(ModelFormat format) {
+  static const ModelFormatInfo unknown{ModelFormat::Unknown, "unknown", "", false, false, ""};
+  for (const ModelFormatInfo &info : modelFormats())
+    if (info.format == format)
+      return info;
+  return unknown;
+}
+
+std::string formatExtensionsText(bool writable) {
+  std::vector<std::string> exts;
+  for (const ModelFormatInfo &info : modelFormats()) {
+    if (writable && !info.writable)
+      continue;
+    std::string_view all = info.extensions;
+    while (!all.empty()) {
+      size_t space = all.find(' ');
+      exts.emplace_back(all.substr(0, space));
+      all = space == std::string_view::npos ? std::string_view() : all.substr(space + 1);
+    }
+  }
+  std::string text;
+  for (size_t i = 0; i < exts.size(); ++i)
+    text += (i == 0 ? "" : i + 1 == exts.size() ? " or " : ", ") + exts[i];
+  return text;
+}
+
+std::string modelArgumentHelp() {
+  std::string text = "Model: " + formatExtensionsText();
+  std::string notes;
+  for (const ModelFormatInfo &info : modelFormats())
+    if (!info.note.empty())
+      notes += (notes.empty() ? "" : "; ") + std::string(info.note);
+  return notes.empty() ? text : text + " (" + notes + ")";
+}
+
 ModelFormat detectFormat(const std::string &path) {
+  for (const FormatRow &r : formatRows())
+    if (r.detect(path))
+      return r.info.format;
   std::error_code ec;
   fs::path p(path);
   std::string ext = lowerExtension(p);
-  if (fs::is_directory(p, ec))
-    return isPackageDirectory(path) || ext == ".mlpackage" ? ModelFormat::MLPackage
-                                                           : ModelFormat::Unknown;
-  if (ext == ".mlpackage")
-    return ModelFormat::MLPackage;
-  if (ext == ".mlmodel")
-    return ModelFormat::MLModel;
-  if (ext == ".mil")
-    return ModelFormat::MilText;
-  if (ext == ".pte")
-    return ModelFormat::Pte;
+  bool isDir = fs::is_directory(p, ec);
+  for (const FormatRow &r : formatRows())
+    if ((r.info.directory || !isDir) && hasExtension(r.info, ext))
+      return r.info.format;
   return ModelFormat::Unknown;
 }
 
-/// "model.pte#2" -> ("model.pte", 2); other paths unchanged.
-std::pair<std::string, std::optional<size_t>> splitPteSelector(const std::string &path) {
-  size_t hash = path.rfind('#');
-  if (hash == std::string::npos || hash + 1 >= path.size() || hash + 8 < path.size())
-    return {path, std::nullopt};
-  std::string base = path.substr(0, hash);
-  if (lowerExtension(base) != ".pte" ||
-      path.find_first_not_of("0123456789", hash + 1) != std::string::npos)
-    return {path, std::nullopt};
-  return {base, std::stoul(path.substr(hash + 1))};
+std::unique_ptr<Model> loadModelText(std::string_view text, const std::string &origin,
+                                     const std::string &modelDir, const LoadOptions &options) {
+  WeightResolver resolver(modelDir, origin, options);
+  std::unique_ptr<Model> model = parseModelText(
+      text, origin, [&](const std::string &name) { return resolver(name); }, options.text);
+  for (const auto &[name, store] : resolver.seen())
+    model->weightFiles.emplace(name, store);
+  return model;
 }
 
 std::unique_ptr<Model> loadModel(const std::string &path, const LoadOptions &options) {
-  auto [ptePath, selector] = splitPteSelector(path);
-  if (selector || detectFormat(path) == ModelFormat::Pte) {
-    std::vector<EmbeddedModel> models = loadPteModels(ptePath, options);
-    if (models.empty())
-      throw InputError::at(ptePath, "", "no Core ML delegate in this ExecuTorch program");
-    size_t pick = selector.value_or(0);
-    if (!selector && models.size() > 1)
-      throw InputError::at(ptePath, "",
-                           "holds " + std::to_string(models.size()) +
-                               " Core ML delegates; pick one as " + ptePath + "#0 .. " + ptePath +
-                               "#" + std::to_string(models.size() - 1) + " ('anefit show " +
-                               ptePath + "' lists them)");
-    if (pick >= models.size())
-      failExpected(ptePath, "delegate selector '#" + std::to_string(pick) + "'",
-                   "0 .. " + std::to_string(models.size() - 1), std::to_string(pick));
-    return std::move(models[pick].model);
-  }
+  ModelFormat format = options.format;
+  bool claimed = false;
+  if (format == ModelFormat::Unknown)
+    for (const FormatRow &r : formatRows())
+      if (r.detect(path)) {
+        format = r.info.format;
+        claimed = true;
+        break;
+      }
   std::error_code ec;
-  if (!fs::exists(path, ec))
+  if (!claimed && !fs::exists(path, ec))
     throw InputError::at(path, "", "no such file or directory");
-  bool isDir = fs::is_directory(path, ec);
-  std::unique_ptr<Model> model;
-  std::unique_ptr<WeightResolver> resolver;
-
-  switch (detectFormat(path)) {
-  case ModelFormat::MLPackage: {
-    PackageLayout layout = openPackage(path);
-    resolver =
-        std::make_unique<WeightResolver>(layout.modelDir, layout.modelFile, options.openWeights);
-    std::vector<uint8_t> bytes = readFileBytes(layout.modelFile);
-    model = parseModelProto(bytes, layout.modelFile,
-                            [&](const std::string &name) { return (*resolver)(name); });
-    break;
-  }
-  case ModelFormat::MLModel: {
-    if (isDir)
-      failExpected(path, "", "a .mlmodel file", "a directory");
-    resolver = std::make_unique<WeightResolver>(fs::path(path).parent_path().string(), path,
-                                                options.openWeights);
-    std::vector<uint8_t> bytes = readFileBytes(path);
-    model =
-        parseModelProto(bytes, path, [&](const std::string &name) { return (*resolver)(name); });
-    break;
-  }
-  case ModelFormat::MilText: {
-    if (isDir)
-      failExpected(path, "", "a .mil text file", "a directory");
-    resolver = std::make_unique<WeightResolver>(fs::path(path).parent_path().string(), path,
-                                                options.openWeights);
-    std::vector<uint8_t> bytes = readFileBytes(path);
-    std::string_view text(reinterpret_cast<const char *>(bytes.data()), bytes.size());
-    model = parseModelText(text, path, [&](const std::string &name) { return (*resolver)(name); });
-    break;
-  }
-  case ModelFormat::Pte: // handled above
-    break;
-  case ModelFormat::Unknown:
-    if (isDir)
+  if (format == ModelFormat::Unknown)
+    format = detectFormat(path);
+  if (format == ModelFormat::Unknown) {
+    if (fs::is_directory(path, ec))
       failExpected(path, "", "a model (a .mlpackage directory with a Manifest.json)",
                    "a directory without a Manifest.json");
-    failExpected(path, "", "a model file ending in .mlpackage, .mlmodel, .mil or .pte",
+    failExpected(path, "", "a model file ending in " + formatExtensionsText(),
                  "'" + fs::path(path).filename().string() + "'");
   }
+  std::unique_ptr<Model> model = rowOf(format).load(path, options);
   if (!model)
     throw InputError::at(path, "", "no model could be read");
-  model->sourcePath = path;
-  for (const auto &[name, store] : resolver->seen())
-    model->weightFiles.emplace(name, store);
   return model;
 }
 
@@ -393,10 +522,13 @@ void saveModel(const Model &model, const std::string &path, const SaveOptions &o
   fs::path out(path);
   ModelFormat format = detectFormat(path);
   if (format == ModelFormat::Unknown)
-    failExpected(path, "", "an output path ending in .mlpackage, .mlmodel or .mil",
+    failExpected(path, "", "an output path ending in " + formatExtensionsText(true),
                  "'" + out.filename().string() + "'");
-  if (format == ModelFormat::Pte)
-    throw InputError::at(path, "", "writing ExecuTorch .pte files is not supported");
+  const FormatRow &row = rowOf(format);
+  if (!row.info.writable)
+    throw InputError::at(path, "",
+                         "cannot write " + std::string(row.info.name) + " files; write one of " +
+                             formatExtensionsText(true));
 
   for (const std::string &in : inputPaths(model))
     if (pathContains(path, in) || pathContains(in, path))
@@ -404,30 +536,9 @@ void saveModel(const Model &model, const std::string &path, const SaveOptions &o
   bool exists = fs::exists(fs::symlink_status(out, ec));
   if (exists && !options.overwrite)
     throw InputError::at(path, "", "output already exists; not replacing it");
-  if (exists && format != ModelFormat::MLPackage && fs::is_directory(out, ec))
+  if (exists && !row.info.directory && fs::is_directory(out, ec))
     failExpected(path, "", "a file to replace", "a directory");
-
-  switch (format) {
-  case ModelFormat::MLPackage:
-    writePackage(path, [&](WeightWriter &weights) { return serializeModelProto(model, &weights); });
-    return;
-  case ModelFormat::MLModel: {
-    std::string bytes;
-    try {
-      bytes = serializeModelProto(model, nullptr);
-    } catch (const InputError &e) {
-      // The serializer names the op; the user also needs to know which output.
-      throw InputError::at(path, "", e.what());
-    }
-    writeFileAtomically(out, bytes);
-    return;
-  }
-  case ModelFormat::MilText:
-    saveMilText(model, out);
-    return;
-  default:
-    return;
-  }
+  row.save(model, path);
 }
 
 } // namespace anefit

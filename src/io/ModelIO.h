@@ -1,6 +1,7 @@
 //===- ModelIO.h - Reading and writing models in every format ---*- C++ -*-===//
 //
-// One entry point per direction. The format is chosen from the path:
+// One entry point per direction. The format is chosen from the path, by the
+// table of formats (ModelFormats.def):
 //   *.mlpackage (directory)  Manifest.json + model protobuf + weight files
 //   *.mlmodel                a bare Model protobuf
 //   *.mil                    MIL text (ir/AsmParser.h)
@@ -11,17 +12,47 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ir/AsmParser.h"
 #include "ir/Model.h"
 
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace anefit {
 
-enum class ModelFormat { MLPackage, MLModel, MilText, Pte, Unknown };
+enum class ModelFormat {
+#define FORMAT(Id, name, extensions, directory, detect, load, save, note) Id,
+#include "io/ModelFormats.def"
+  Unknown,
+};
+
+/// One row of ModelFormats.def.
+struct ModelFormatInfo {
+  ModelFormat format;
+  std::string_view name;       ///< "mlpackage"
+  std::string_view extensions; ///< ".mlpackage" (several separated by spaces)
+  bool directory;              ///< models of this format are directories
+  bool writable;               ///< saveModel writes it
+  std::string_view note;       ///< remark for help text, or empty
+};
+
+/// Every format, in table order.
+std::span<const ModelFormatInfo> modelFormats();
+/// The row of `format`; for Unknown a row named "unknown".
+const ModelFormatInfo &formatInfo(ModelFormat format);
+
+/// ".mlpackage, .mlmodel, .mil or .pte": the extensions of every format that
+/// can be read (or, with `writable`, written).
+std::string formatExtensionsText(bool writable = false);
+/// Help text for a model argument: "Model: .mlpackage, .mlmodel, .mil or .pte
+/// (MODEL.pte#N: one Core ML delegate)".
+std::string modelArgumentHelp();
 
 /// Guesses the format from the path (and, for directories, their contents).
 ModelFormat detectFormat(const std::string &path);
@@ -30,7 +61,20 @@ struct LoadOptions {
   /// When false, weight files are not opened (blob constants keep their
   /// BlobRef without a store). `check` uses this: it never reads weights.
   bool openWeights = true;
+  /// With openWeights, a weight file that does not exist leaves its blob
+  /// constants unresolved instead of failing (anefit-opt reads text whose
+  /// weights may be elsewhere).
+  bool allowMissingWeights = false;
+  /// Read the path as this format whatever its name; Unknown: detect it.
+  ModelFormat format = ModelFormat::Unknown;
+  /// How MIL text is read (coremltools' print form).
+  ParseOptions text = {};
 };
+
+/// Reads MIL text held in memory; `origin` names it in messages and
+/// `modelDir` is what "@model_path" stands for.
+std::unique_ptr<Model> loadModelText(std::string_view text, const std::string &origin,
+                                     const std::string &modelDir, const LoadOptions &options = {});
 
 /// Reads a model. Throws InputError with file, place, expected and found.
 /// For a .pte, the Core ML model of its only Core ML delegate; with several,
@@ -45,6 +89,10 @@ struct EmbeddedModel {
   std::map<std::string, std::string> compileSpecs;
   std::unique_ptr<Model> model;
 };
+
+/// "model.pte#2" -> ("model.pte", 2): a path naming one Core ML delegate of
+/// an ExecuTorch program; other paths come back unchanged with no selector.
+std::pair<std::string, std::optional<size_t>> splitPteSelector(const std::string &path);
 
 /// Every Core ML delegate payload of the .pte at `path` (a flattened
 /// directory holding model.mlpackage, or a CMJR reference into named data),
@@ -62,7 +110,8 @@ struct SaveOptions {
 /// so a failed write never leaves a half-written file. Throws InputError.
 void writeFileAtomically(const std::string &path, std::string_view bytes);
 
-/// Writes `model` to `path` in the format its extension names. Blob constants
+/// Writes `model` to `path` in the format its extension names (a writable
+/// row of ModelFormats.def). Blob constants
 /// are copied blob by blob from their source stores. Atomic: the result
 /// appears under `path` only when complete. Throws InputError.
 void saveModel(const Model &model, const std::string &path, const SaveOptions &options = {});

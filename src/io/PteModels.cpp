@@ -16,7 +16,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
+#include <optional>
 
 namespace anefit {
 namespace {
@@ -120,5 +123,54 @@ std::vector<EmbeddedModel> loadPteModels(const std::string &path, const LoadOpti
   }
   return out;
 }
+
+namespace {
+
+bool endsWithPte(const std::string &path) {
+  if (path.size() < 4)
+    return false;
+  std::string ext = path.substr(path.size() - 4);
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".pte";
+}
+
+} // namespace
+
+std::pair<std::string, std::optional<size_t>> splitPteSelector(const std::string &path) {
+  size_t hash = path.rfind('#');
+  if (hash == std::string::npos || hash + 1 >= path.size() || hash + 8 < path.size())
+    return {path, std::nullopt};
+  std::string base = path.substr(0, hash);
+  if (!endsWithPte(base) || path.find_first_not_of("0123456789", hash + 1) != std::string::npos)
+    return {path, std::nullopt};
+  return {base, std::stoul(path.substr(hash + 1))};
+}
+
+namespace formats {
+
+bool detectPteSelector(const std::string &path) {
+  return splitPteSelector(path).second.has_value();
+}
+
+std::unique_ptr<Model> loadPte(const std::string &path, const LoadOptions &options) {
+  auto [ptePath, selector] = splitPteSelector(path);
+  std::vector<EmbeddedModel> models = loadPteModels(ptePath, options);
+  if (models.empty())
+    throw InputError::at(ptePath, "", "no Core ML delegate in this ExecuTorch program");
+  size_t pick = selector.value_or(0);
+  if (!selector && models.size() > 1)
+    throw InputError::at(ptePath, "",
+                         "holds " + std::to_string(models.size()) +
+                             " Core ML delegates; pick one as " + ptePath + "#0 .. " + ptePath +
+                             "#" + std::to_string(models.size() - 1) + " ('anefit show " + ptePath +
+                             "' lists them)");
+  if (pick >= models.size())
+    failExpected(ptePath, "delegate selector '#" + std::to_string(pick) + "'",
+                 "0 .. " + std::to_string(models.size() - 1), std::to_string(pick));
+  return std::move(models[pick].model);
+}
+
+} // namespace formats
 
 } // namespace anefit

@@ -6,24 +6,13 @@
 // 2 usage or input errors.
 //
 //===----------------------------------------------------------------------===//
-#include "ir/AsmParser.h"
+#include "io/ModelIO.h"
 #include "ir/AsmPrinter.h"
 #include "ir/Verifier.h"
-#include "support/Error.h"
-
-#ifdef ANEFIT_HAVE_IO
-#include "io/WeightFile.h"
-#endif
-#ifdef ANEFIT_HAVE_MODEL_IO
-#include "io/ModelIO.h"
-#endif
-#ifdef ANEFIT_HAVE_OPS
 #include "ops/OpDocs.h"
 #include "ops/OpVerifier.h"
-#endif
-#ifdef ANEFIT_HAVE_TRANSFORMS
+#include "support/Error.h"
 #include "transforms/Pass.h"
-#endif
 
 #include <CLI/CLI.hpp>
 
@@ -51,52 +40,26 @@ struct Options {
   bool splitInputFile = false;
 };
 
-/// Weight files named "@model_path/..." are looked up next to the text file
-/// (in the current directory for stdin); missing files leave blobs unresolved.
-WeightOpener weightOpenerFor(const fs::path &modelDir) {
-  return [modelDir](const std::string &fileName) -> std::shared_ptr<const BlobStore> {
-#ifdef ANEFIT_HAVE_IO
-    constexpr std::string_view kPrefix = "@model_path/";
-    if (fileName.rfind(kPrefix, 0) != 0)
-      return nullptr;
-    fs::path path = modelDir / fileName.substr(kPrefix.size());
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec))
-      return nullptr;
-    return WeightFile::open(path.string());
-#else
-    (void)modelDir;
-    (void)fileName;
-    return nullptr;
-#endif
-  };
-}
-
-std::unique_ptr<Model> readInput(const std::string &input, const ParseOptions &parseOptions) {
+/// Reads the input through io::loadModel. Anything that is not a known model
+/// format is read as MIL text (coremltools' print output is often a .txt);
+/// weight files of text that are not next to it leave their blobs
+/// unresolved, so passes still run on text copied out of a package.
+std::unique_ptr<Model> readInput(const std::string &input, bool allowUndefined) {
+  LoadOptions options;
+  options.text.allowUndefinedValues = allowUndefined;
   if (input == "-") {
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
-    return parseModelText(text, "<stdin>", weightOpenerFor(fs::current_path()), parseOptions);
+    options.allowMissingWeights = true;
+    return loadModelText(text, "<stdin>", fs::current_path().string(), options);
   }
-  fs::path path(input);
   std::error_code ec;
-  if (!fs::exists(path, ec))
-    throw InputError::at(input, "", "no such file or directory");
-  // Anything that is not a known model format is read as MIL text.
-  bool isText = path.extension() == ".mil" || !fs::is_directory(path, ec);
-#ifdef ANEFIT_HAVE_MODEL_IO
   ModelFormat format = detectFormat(input);
-  isText = format == ModelFormat::MilText || (format == ModelFormat::Unknown && isText);
-  if (!isText)
-    return loadModel(input);
-#endif
-  if (!isText)
-    throw InputError::at(input, "", "expected MIL text (.mil); this build reads no packages");
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError::at(input, "", "cannot open the file for reading");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  fs::path dir = path.has_parent_path() ? path.parent_path() : fs::current_path();
-  return parseModelText(text, input, weightOpenerFor(dir), parseOptions);
+  if (format == ModelFormat::MilText ||
+      (format == ModelFormat::Unknown && fs::exists(input, ec) && !fs::is_directory(input, ec))) {
+    options.format = ModelFormat::MilText;
+    options.allowMissingWeights = true;
+  }
+  return loadModel(input, options);
 }
 
 /// Prints diagnostics; returns true if any is an error.
@@ -106,16 +69,14 @@ bool report(const Diagnostics &diags) {
   return hasErrors(diags);
 }
 
-/// Verification: structure, model description, and op rules when built in.
+/// Verification: structure, model description, and op rules.
 Diagnostics verifyAll(const Model &model) {
   Diagnostics diags = verifyModel(model);
-#ifdef ANEFIT_HAVE_OPS
   // Op rules assume a structurally sound program.
   if (!hasErrors(diags) && model.program) {
     Diagnostics ops = verifyOps(*model.program);
     diags.insert(diags.end(), ops.begin(), ops.end());
   }
-#endif
   return diags;
 }
 
@@ -123,17 +84,12 @@ Diagnostics verifyAll(const Model &model) {
 void runPasses(Model &model, const std::string &pipeline) {
   if (pipeline.empty())
     return;
-#ifdef ANEFIT_HAVE_TRANSFORMS
   PassManager pm;
   pm.addPipeline(pipeline);
   PassResult result = pm.run(model);
   for (const std::string &change : result.changes)
     std::cerr << "note: " << change << "\n";
   report(result.diagnostics);
-#else
-  (void)model;
-  throw InputError::at("--passes", "", "this build has no passes; cannot run '" + pipeline + "'");
-#endif
 }
 
 /// Verifies, runs the passes, verifies again; returns an exit code.
@@ -150,7 +106,7 @@ int process(Model &model, const Options &opts) {
 /// `// -----` is a test case of its own, processed and printed in turn (the
 /// parts joined by the same line). A part's errors do not stop the others;
 /// line numbers stay those of the whole file.
-int runSplit(const Options &opts, const ParseOptions &parseOptions) {
+int runSplit(const Options &opts) {
   if (opts.emit != "mil")
     throw InputError::at("--split-input-file", "", "works with --emit mil only");
   fs::path path(opts.input);
@@ -165,6 +121,9 @@ int runSplit(const Options &opts, const ParseOptions &parseOptions) {
   }
   fs::path dir =
       opts.input != "-" && path.has_parent_path() ? path.parent_path() : fs::current_path();
+  LoadOptions options;
+  options.text.allowUndefinedValues = opts.allowUndefined;
+  options.allowMissingWeights = true;
   std::vector<std::string> parts(1);
   std::istringstream lines(text);
   size_t lineNo = 0;
@@ -185,8 +144,8 @@ int runSplit(const Options &opts, const ParseOptions &parseOptions) {
     if (i)
       out += "// -----\n";
     try {
-      std::unique_ptr<Model> model = parseModelText(
-          parts[i], opts.input == "-" ? "<stdin>" : opts.input, weightOpenerFor(dir), parseOptions);
+      std::unique_ptr<Model> model = loadModelText(
+          parts[i], opts.input == "-" ? "<stdin>" : opts.input, dir.string(), options);
       int code = process(*model, opts);
       worst = std::max(worst, code);
       if (code == kExitOk)
@@ -204,22 +163,16 @@ int runSplit(const Options &opts, const ParseOptions &parseOptions) {
 }
 
 int run(const Options &opts) {
-  ParseOptions parseOptions;
-  parseOptions.allowUndefinedValues = opts.allowUndefined;
   if (opts.splitInputFile)
-    return runSplit(opts, parseOptions);
-  std::unique_ptr<Model> model = readInput(opts.input, parseOptions);
+    return runSplit(opts);
+  std::unique_ptr<Model> model = readInput(opts.input, opts.allowUndefined);
   if (int code = process(*model, opts))
     return code;
   if (opts.emit == "package") {
-#ifdef ANEFIT_HAVE_MODEL_IO
     if (opts.output.empty())
       throw InputError::at("-o", "", "--emit package needs an output path");
     saveModel(*model, opts.output);
     return kExitOk;
-#else
-    throw InputError::at("--emit", "", "this build cannot write packages");
-#endif
   }
   std::string text = modelToString(*model);
   if (opts.output.empty() || opts.output == "-")
@@ -235,16 +188,14 @@ int main(int argc, char **argv) {
   CLI::App app{"anefit-opt: reads a model (MIL text or any format anefit reads), verifies it, "
                "runs passes and prints MIL text."};
   Options opts;
-  CLI::Option *input =
-      app.add_option("INPUT", opts.input, "MIL text, .mlpackage, .mlmodel or .pte; '-' for stdin");
-#ifdef ANEFIT_HAVE_OPS
+  CLI::Option *input = app.add_option(
+      "INPUT", opts.input, "MIL text (any name), " + formatExtensionsText() + "; '-' for stdin");
   // The op table as markdown needs no input; docs/ops.md is its output.
   bool listOps = false;
   CLI::Option *listOpsFlag =
       app.add_flag("--list-ops", listOps, "print the op table as markdown (docs/ops.md) and exit");
   input->excludes(listOpsFlag);
   listOpsFlag->excludes(input);
-#endif
   app.add_option("-o,--output", opts.output, "where to write the result (default: stdout)");
   app.add_flag("--verify", opts.verify,
                "check the program and description; print diagnostics, exit 1 on errors");
@@ -265,12 +216,10 @@ int main(int argc, char **argv) {
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitInputError;
   }
-#ifdef ANEFIT_HAVE_OPS
   if (listOps) {
     std::cout << opsMarkdown();
     return kExitOk;
   }
-#endif
   if (input->count() == 0) {
     std::cerr << "INPUT is required\nRun with --help for more information.\n";
     return kExitInputError;

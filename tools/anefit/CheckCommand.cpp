@@ -93,7 +93,7 @@ void registerCheck(CLI::App &parent, VerbResult &result) {
   auto o = std::make_shared<CheckCliOptions>();
   CLI::App *cmd = parent.add_subcommand(
       "check", "Predict ANE placement, compile failures and fallbacks, with reasons and fixes");
-  cmd->add_option("MODEL", o->model, "Model: .mlpackage, .mlmodel, .mil or .pte")->required();
+  cmd->add_option("MODEL", o->model, modelArgumentHelp())->required();
   cmd->add_option("--chip", o->chip, "Target chip: " + chipNames())->capture_default_str();
   cmd->add_option("--os", o->os, "Target OS: any, ios17, ios18, ios26")->capture_default_str();
   cmd->add_option("--compute-units", o->computeUnits, "Compute units: cpu_and_ne, all")

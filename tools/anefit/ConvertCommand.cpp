@@ -1,7 +1,7 @@
 //===- ConvertCommand.cpp - anefit convert: change a model's container ----===//
 //
 // Loads a model in any readable format and writes it in the format the
-// output path names (.mlpackage, .mlmodel or .mil). An existing output is
+// output path names (the writable rows of io/ModelFormats.def). An existing output is
 // replaced only with --force, and never when it is the input itself.
 //
 //===----------------------------------------------------------------------===//
@@ -44,8 +44,10 @@ constexpr const char *kConvertSummary =
 void registerConvert(CLI::App &parent, VerbResult &result) {
   auto opts = std::make_shared<ConvertOptions>();
   CLI::App *cmd = parent.add_subcommand("convert", kConvertSummary);
-  cmd->add_option("IN", opts->input, "Input model: .mlpackage, .mlmodel or .mil")->required();
-  cmd->add_option("OUT", opts->output, "Output path; its extension picks the format")->required();
+  cmd->add_option("IN", opts->input, modelArgumentHelp())->required();
+  cmd->add_option("OUT", opts->output,
+                  "Output path; its extension picks the format: " + formatExtensionsText(true))
+      ->required();
   cmd->add_flag("--force", opts->force, "Replace OUT if it exists (never the input)");
   cmd->footer("ML Programs with blob weights need .mlpackage (or .mil, which writes the "
               "weights to weights/<name>.bin beside it).");

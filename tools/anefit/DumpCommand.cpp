@@ -49,7 +49,7 @@ int runDump(const DumpOptions &opts) {
 void registerDump(CLI::App &parent, VerbResult &result) {
   auto opts = std::make_shared<DumpOptions>();
   CLI::App *cmd = parent.add_subcommand("dump", "Print a model's program as MIL text");
-  cmd->add_option("MODEL", opts->model, "Model: .mlpackage, .mlmodel, .pte or .mil")->required();
+  cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("-o,--output", opts->output, "Write the text to this file (default: stdout)");
   cmd->add_flag("--hide-consts", opts->hideConsts,
                 "Print like coremltools: no header, const ops hidden, small constants inline "

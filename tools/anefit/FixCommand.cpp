@@ -132,9 +132,10 @@ void registerFix(CLI::App &parent, VerbResult &result) {
   auto opts = std::make_shared<FixCliOptions>();
   CLI::App *cmd = parent.add_subcommand(
       "fix", "Rewrite a model so the ANE takes it: Core ML states become inputs/outputs");
-  cmd->add_option("MODEL", opts->model, "the model to fix (.mlpackage, .mlmodel, .mil)")
+  cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
+  cmd->add_option("-o,--output", opts->output,
+                  "where to write the fixed model: " + formatExtensionsText(true))
       ->required();
-  cmd->add_option("-o,--output", opts->output, "where to write the fixed model")->required();
   cmd->add_option("--passes", opts->passes,
                   "pass pipeline (default: " + std::string(kDefaultFixPipeline) + ")");
   cmd->add_flag("--verify", opts->verify,

@@ -140,7 +140,7 @@ void registerRun(CLI::App &parent, VerbResult &result) {
   auto opts = std::make_shared<RunCliOptions>();
   CLI::App *cmd = parent.add_subcommand("run", "Run a model on the CPU with the reference "
                                                "interpreter, states included");
-  cmd->add_option("MODEL", opts->model, "Model: .mlpackage, .mlmodel or .mil")->required();
+  cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("--function", opts->function, "Function to run (default: the model's default)");
   cmd->add_option("--input", opts->inputs, "Input from a .npy file: NAME=FILE.npy (repeatable)");
   cmd->add_option("--inputs", opts->inputsNpz,

@@ -61,22 +61,6 @@ std::string osText(int specVersion) {
   return std::string("iOS ") + info->iOS + ", macOS " + info->macOS;
 }
 
-const char *formatName(ModelFormat f) {
-  switch (f) {
-  case ModelFormat::MLPackage:
-    return "mlpackage";
-  case ModelFormat::MLModel:
-    return "mlmodel";
-  case ModelFormat::MilText:
-    return "mil";
-  case ModelFormat::Pte:
-    return "pte";
-  case ModelFormat::Unknown:
-    break;
-  }
-  return "unknown";
-}
-
 /// One input, output or state as shown.
 struct Feature {
   std::string name;
@@ -231,8 +215,6 @@ Summary summarize(const Model &model, const std::string &path) {
   Summary s;
   s.path = path;
   s.format = detectFormat(path);
-  if (s.format == ModelFormat::Unknown && !model.origin.empty())
-    s.format = ModelFormat::Pte; // "model.pte#N": a payload of an ExecuTorch program
   s.specVersion = model.specificationVersion;
   s.metadata = model.description.metadata;
   Function *def = model.defaultFunction();
@@ -318,7 +300,7 @@ json toJson(const Summary &s) {
   json j;
   j["schema"] = kSchema;
   j["path"] = s.path;
-  j["format"] = formatName(s.format);
+  j["format"] = formatInfo(s.format).name;
   j["specificationVersion"] = s.specVersion;
   const SpecVersionInfo *info = specVersionInfo(s.specVersion);
   j["minimumOS"] = info ? json{{"iOS", info->iOS}, {"macOS", info->macOS}} : json(nullptr);
@@ -415,7 +397,7 @@ void printFeatures(std::ostream &os, const char *title, const std::vector<Featur
 }
 
 void printText(const Summary &s, std::ostream &os) {
-  os << "model: " << s.path << " (" << formatName(s.format) << ")\n";
+  os << "model: " << s.path << " (" << formatInfo(s.format).name << ")\n";
   os << "specification version: " << s.specVersion << " (" << osText(s.specVersion) << ")\n";
   if (!s.defaultFunction.empty())
     os << "default function: " << s.defaultFunction << "\n";
@@ -537,7 +519,7 @@ int showPte(const ShowOptions &opts) {
 }
 
 int runShow(const ShowOptions &opts) {
-  if (detectFormat(opts.model) == ModelFormat::Pte)
+  if (detectFormat(opts.model) == ModelFormat::Pte && !splitPteSelector(opts.model).second)
     return showPte(opts);
   LoadOptions load;
   load.openWeights = false; // show never reads weight data
@@ -560,9 +542,7 @@ constexpr const char *kShowSummary =
 void registerShow(CLI::App &parent, VerbResult &result) {
   auto opts = std::make_shared<ShowOptions>();
   CLI::App *cmd = parent.add_subcommand("show", kShowSummary);
-  cmd->add_option("MODEL", opts->model,
-                  "Model: .mlpackage, .mlmodel, .mil, or .pte (MODEL.pte#N: one delegate)")
-      ->required();
+  cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_flag("--json", opts->json, "Print JSON (schema anefit.show/1, see docs/show.md)");
   cmd->footer("Weight files are located but never read.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runShow(*opts); }); });

@@ -138,7 +138,7 @@ void registerSplit(CLI::App &parent, VerbResult &result) {
   CLI::App *cmd = parent.add_subcommand(
       "split", "Partition a model between ANE and CPU; emit a plan, split models and an "
                "ExecuTorch skip list");
-  cmd->add_option("MODEL", o->model, "Model: .mlpackage, .mlmodel, .mil or .pte")->required();
+  cmd->add_option("MODEL", o->model, modelArgumentHelp())->required();
   cmd->add_option("--function", o->function, "Split only this function");
   cmd->add_option("--format", o->format,
                   "Output: text, json (the anefit.split/1 plan) or html (the check report with "

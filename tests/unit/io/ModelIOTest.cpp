@@ -149,6 +149,51 @@ TEST(DetectFormatTest, ByExtensionAndContents) {
   EXPECT_EQ(detectFormat(dir.path().string()), ModelFormat::MLPackage);
 }
 
+TEST(DetectFormatTest, PteSelectorsAreClaimed) {
+  EXPECT_EQ(detectFormat("m.pte#1"), ModelFormat::Pte);
+  EXPECT_EQ(detectFormat("m.PTE#12"), ModelFormat::Pte);
+  EXPECT_EQ(detectFormat("m.mil#1"), ModelFormat::Unknown);
+  EXPECT_EQ(splitPteSelector("a/m.pte#3"),
+            std::make_pair(std::string("a/m.pte"), std::optional<size_t>(3)));
+  EXPECT_FALSE(splitPteSelector("a/m.pte#x").second);
+  EXPECT_FALSE(splitPteSelector("a/m.pte#").second);
+  EXPECT_FALSE(splitPteSelector("a/m.pte").second);
+}
+
+TEST(ModelFormatTable, DrivesHelpAndErrors) {
+  std::vector<std::string> names;
+  for (const ModelFormatInfo &f : modelFormats()) {
+    names.emplace_back(f.name);
+    EXPECT_EQ(&formatInfo(f.format), &f);
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"mlpackage", "mlmodel", "mil", "pte"}));
+  EXPECT_EQ(formatInfo(ModelFormat::Unknown).name, "unknown");
+  EXPECT_TRUE(formatInfo(ModelFormat::MLPackage).directory);
+  EXPECT_FALSE(formatInfo(ModelFormat::Pte).writable);
+  EXPECT_EQ(formatExtensionsText(), ".mlpackage, .mlmodel, .mil or .pte");
+  EXPECT_EQ(formatExtensionsText(true), ".mlpackage, .mlmodel or .mil");
+  EXPECT_THAT(modelArgumentHelp(), HasSubstr(".pte (MODEL.pte#N: one Core ML delegate)"));
+}
+
+TEST(LoadModelTest, ForcedTextFormatAndMissingWeights) {
+  ScratchDir dir;
+  // A .txt read as MIL text, its weight file absent: the blob stays unresolved.
+  test::writeText(dir.file("p.txt"),
+                  "main[CoreML8](%x: (2, fp16)(Tensor)) {\n  block0() {\n"
+                  "    %w: (2, fp16)(Tensor) = const(val=BLOBFILE(path=\"@model_path/"
+                  "weights/weight.bin\", offset=64), name=\"w\")\n"
+                  "    %y: (2, fp16)(Tensor) = add(x=%x, y=%w, name=\"y\")\n  } -> (%y)\n}\n");
+  LoadOptions text;
+  text.format = ModelFormat::MilText;
+  EXPECT_THAT(errorOf([&] { loadModel(dir.file("p.txt"), text); }),
+              HasSubstr("weight.bin: no such file or directory"));
+  text.allowMissingWeights = true;
+  auto model = loadModel(dir.file("p.txt"), text);
+  EXPECT_EQ(model->sourcePath, dir.file("p.txt"));
+  ASSERT_EQ(model->weightFiles.size(), 1u);
+  EXPECT_EQ(model->weightFiles.begin()->second, nullptr);
+}
+
 TEST(LoadModelTest, Errors) {
   ScratchDir dir;
   EXPECT_EQ(errorOf([&] { loadModel(dir.file("none.mlpackage")); }),
