@@ -2,6 +2,7 @@
 # Installs everything anefit needs on a Debian bookworm machine (as root or
 # with sudo), creates a Python virtual environment in .venv for the test
 # tools (coremltools, numpy, lit, pytest), and builds the project in build/.
+# Headless Chromium is only for the test that renders the HTML report.
 #
 #   scripts/setup.sh            install, configure, build
 #   ANEFIT_BUILD_TYPE=Debug scripts/setup.sh
@@ -27,6 +28,7 @@ debian_packages=(
   libopenblas-dev zlib1g-dev
   llvm-14-tools
   python3 python3-venv python3-pip
+  chromium fonts-dejavu-core
 )
 missing=()
 for p in "${debian_packages[@]}"; do

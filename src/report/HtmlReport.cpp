@@ -86,7 +86,22 @@ std::string num(double v, int decimals = 1) {
   return buf;
 }
 
-std::string coord(double v) { return num(std::round(v * 10) / 10, v == std::floor(v) ? 0 : 1); }
+/// A coordinate to one decimal ("12", "-3.5"), without printf: the page
+/// holds tens of thousands of them.
+std::string coord(double v) {
+  long long tenths = std::llround(v * 10);
+  std::string s;
+  if (tenths < 0) {
+    s += '-';
+    tenths = -tenths;
+  }
+  s += std::to_string(tenths / 10);
+  if (tenths % 10) {
+    s += '.';
+    s += static_cast<char>('0' + tenths % 10);
+  }
+  return s;
+}
 
 std::string humanBytes(double b) {
   const char *units[] = {"B", "KB", "MB", "GB", "TB"};
@@ -108,20 +123,37 @@ std::string percent(double part, double whole) {
   return whole > 0 ? num(100.0 * part / whole, 1) + "%" : "-";
 }
 
-/// Serializes JSON for a <script type="application/json"> element: compact,
-/// invalid UTF-8 replaced, and every '<' written as \u003c, so no name can
-/// end the element ("</script") or change how it is parsed ("<!--").
-template <typename J> std::string scriptJson(const J &j) {
-  std::string s = j.dump(-1, ' ', false, J::error_handler_t::replace);
-  std::string out;
-  out.reserve(s.size() + 64);
-  for (char c : s) {
+/// Copies JSON text into a <script type="application/json"> element:
+/// whitespace outside strings dropped, and every '<' written as \u003c, so
+/// no name can end the element ("</script") or change how it is parsed
+/// ("<!--"). The text must be valid JSON (nlohmann's output is).
+void appendScriptJson(std::string &out, std::string_view json) {
+  out.reserve(out.size() + json.size());
+  bool inString = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    char c = json[i];
+    if (inString) {
+      if (c == '\\' && i + 1 < json.size()) {
+        out += c;
+        out += json[++i];
+        continue;
+      }
+      if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == ' ' || c == '\n' || c == '\t' || c == '\r') {
+      continue;
+    }
     if (c == '<')
       out += "\\u003c";
     else
       out += c;
   }
-  return out;
+}
+
+std::string dumpJson(const Json &j) {
+  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 /// Shortens `s` to at most `max` characters (UTF-8 aware), with an ellipsis.
@@ -187,6 +219,9 @@ struct FunctionContext {
   std::vector<std::vector<size_t>> findingsOf; ///< per op: indices into report.findings
   std::vector<std::string> worstEffect;        ///< per op, "" if no finding
   std::vector<std::string> outputLabel;        ///< per op: second line of the node
+  /// Per chunk: entered through a port at its top, its entry value made in
+  /// the chunk above or passing through it.
+  std::vector<bool> entered;
 };
 
 bool onAne(const FunctionContext &ctx, size_t op) {
@@ -224,15 +259,8 @@ Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
     edgeClass.push_back(std::move(cls));
   };
 
-  auto producedIn = [&](const Value *v, size_t chunkIndex) {
-    if (!v || !v->definingOp)
-      return false;
-    auto it = g.opByName.find(v->definingOp->name);
-    return it != g.opByName.end() && g.ops[it->second].chunk == chunkIndex &&
-           g.ops[it->second].op == v->definingOp;
-  };
-  bool hasIn = c > 0 && producedIn(chunk.entry, c - 1);
-  bool hasOut = c + 1 < g.chunks.size() && producedIn(g.chunks[c + 1].entry, c);
+  bool hasIn = ctx.entered[c];
+  bool hasOut = c + 1 < g.chunks.size() && ctx.entered[c + 1];
 
   uint32_t inPort = UINT32_MAX, outPort = UINT32_MAX;
   if (hasIn)
@@ -312,9 +340,13 @@ Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
     }
   }
   if (hasOut) {
+    // The next chunk's entry is made here, or passes through from above.
     const Value *next = g.chunks[c + 1].entry;
-    size_t producer = g.opByName.at(next->definingOp->name);
-    addEdge(nodeOf[producer - chunk.firstOp], outPort, "e p");
+    auto producer = g.opByName.find(next->definingOp->name);
+    if (producer != g.opByName.end() && g.ops[producer->second].chunk == c)
+      addEdge(nodeOf[producer->second - chunk.firstOp], outPort, "e p");
+    else if (hasIn)
+      addEdge(inPort, outPort, "e p");
   }
 
   LayoutResult layout = layoutLayered(nodes, edges);
@@ -395,22 +427,22 @@ Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
   svg += "</g>\n";
 
   Json j;
-  j["w"] = std::round(layout.width);
-  j["h"] = std::round(layout.height);
+  j["w"] = std::llround(layout.width);
+  j["h"] = std::llround(layout.height);
   j["g"] = chunk.group == kNone ? Json(nullptr) : Json(chunk.group);
   if (hasIn) {
-    j["in"] = std::round(layout.centers[inPort].x);
-    j["iy"] = std::round(layout.centers[inPort].y);
+    j["in"] = std::llround(layout.centers[inPort].x);
+    j["iy"] = std::llround(layout.centers[inPort].y);
   }
   if (hasOut) {
-    j["out"] = std::round(layout.centers[outPort].x);
-    j["oy"] = std::round(layout.centers[outPort].y);
+    j["out"] = std::llround(layout.centers[outPort].x);
+    j["oy"] = std::llround(layout.centers[outPort].y);
   }
-  std::vector<double> ys;
+  std::vector<long long> ys;
   for (size_t i = chunk.firstOp; i <= chunk.lastOp; ++i) {
     const LayoutPoint &p = layout.centers[nodeOf[i - chunk.firstOp]];
-    ys.push_back(std::round(p.x));
-    ys.push_back(std::round(p.y));
+    ys.push_back(std::llround(p.x));
+    ys.push_back(std::llround(p.y));
   }
   j["xy"] = ys;
   return j;
@@ -522,6 +554,18 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
     else if (!gop.op->outputs.empty())
       s = compactShape(gop.op->outputs.front()->type.shapeStr());
     ctx.outputLabel[i] = clip(s, kOpChars + 4);
+  }
+
+  ctx.entered.assign(g.chunks.size(), false);
+  for (size_t c = 1; c < g.chunks.size(); ++c) {
+    const Value *entry = g.chunks[c].entry;
+    if (!entry || !entry->definingOp)
+      continue;
+    auto producer = g.opByName.find(entry->definingOp->name);
+    bool madeAbove = producer != g.opByName.end() &&
+                     g.ops[producer->second].op == entry->definingOp &&
+                     g.ops[producer->second].chunk == c - 1;
+    ctx.entered[c] = madeAbove || (ctx.entered[c - 1] && g.chunks[c - 1].entry == entry);
   }
 
   // Ops: what the details panel shows.
@@ -851,17 +895,19 @@ std::string renderHtml(const Model &model, const ane::CheckReport &report,
   out += "<footer>Generated by anefit. Predictions come from the rules table (anefit rules); "
          "evidence links open the public sources behind each rule.</footer>";
   out += "<script type=\"application/json\" id=\"anefit-check\">";
-  // Parsed and written back compact, keys in the documented order.
-  out += scriptJson(nlohmann::ordered_json::parse(ane::renderJson(report)));
+  appendScriptJson(out, ane::renderJson(report));
   out += "</script><script type=\"application/json\" id=\"anefit-graph\">";
-  out += scriptJson(data);
+  appendScriptJson(out, dumpJson(data));
   out += "</script>";
   if (options.plan) {
     out += "<script type=\"application/json\" id=\"anefit-split\">";
-    auto plan = nlohmann::ordered_json::parse(
-        partition::renderPlanJson(*options.plan, options.cost, false, -1));
-    plan["skipListSnippet"] = partition::skipListSnippet(*options.plan);
-    out += scriptJson(plan);
+    // The plan as documented, then the snippet under a key of the page's own.
+    std::string plan = partition::renderPlanJson(*options.plan, options.cost, false, -1);
+    size_t end = plan.rfind('}');
+    plan = plan.substr(0, end) +
+           ",\"skipListSnippet\":" + dumpJson(Json(partition::skipListSnippet(*options.plan))) +
+           "}";
+    appendScriptJson(out, plan);
     out += "</script>";
   }
   out += "<script>";

@@ -32,6 +32,20 @@ void sortUnique(std::vector<size_t> &v) {
   v.erase(std::unique(v.begin(), v.end()), v.end());
 }
 
+/// True if the op types of [s0, s1] appear in order within [b0, b1], and
+/// [b0, b1] has at most `ratio` times as many ops.
+bool containsInOrder(const FunctionGraph &g, size_t b0, size_t b1, size_t s0, size_t s1,
+                     double ratio) {
+  double big = static_cast<double>(b1 - b0 + 1), small = static_cast<double>(s1 - s0 + 1);
+  if (big < small || big > ratio * small)
+    return false;
+  size_t j = s0;
+  for (size_t i = b0; i <= b1 && j <= s1; ++i)
+    if (g.ops[i].op->type == g.ops[j].op->type)
+      ++j;
+  return j > s1;
+}
+
 /// The op-type signature of chunks [first, last] as one string per chunk.
 std::string signature(const FunctionGraph &g, const Chunk &c) {
   std::string s;
@@ -77,18 +91,11 @@ void findGroups(FunctionGraph &g, size_t minAnchorOps) {
     spans.emplace_back(at[k - 1] + 1, at[k]);
   // The first group is the longest later group's shape that ends at the
   // first anchor; whatever precedes it (embedding, preamble) stays apart.
-  // Its first chunk may carry a few extra ops (exporters hoist rotary table
+  // Its first chunk may carry extra ops (exporters hoist rotary table
   // lookups and views into the first layer): the expected op types must
-  // appear in order, with at most a quarter of the chunk extra.
+  // appear in it in order, and be at least half of it.
   auto contains = [&](const Chunk &big, const Chunk &small) {
-    size_t bigOps = big.lastOp - big.firstOp + 1, smallOps = small.lastOp - small.firstOp + 1;
-    if (bigOps < smallOps || 4 * (bigOps - smallOps) > bigOps)
-      return false;
-    size_t j = small.firstOp;
-    for (size_t i = big.firstOp; i <= big.lastOp && j <= small.lastOp; ++i)
-      if (g.ops[i].op->type == g.ops[j].op->type)
-        ++j;
-    return j > small.lastOp;
+    return containsInOrder(g, big.firstOp, big.lastOp, small.firstOp, small.lastOp, 2);
   };
   auto shapeOf = [&](size_t a, size_t b) {
     return std::vector<size_t>(sig.begin() + (long)a, sig.begin() + (long)b + 1);
@@ -131,30 +138,54 @@ void findGroups(FunctionGraph &g, size_t minAnchorOps) {
     g.groups.push_back(grp);
   }
 
+  // Shapes that differ by a few ops (the first attention layer computing
+  // the cache positions the others reuse) are one kind of layer.
+  std::vector<size_t> rep(shapes.size(), kNone), canon(shapes.size(), kNone);
+  for (size_t k = 0; k < g.groups.size(); ++k)
+    if (rep[g.groups[k].shape] == kNone)
+      rep[g.groups[k].shape] = k;
+  size_t kinds = 0;
+  std::vector<size_t> canonRep;
+  for (size_t s = 0; s < shapes.size(); ++s) {
+    const Group &a = g.groups[rep[s]];
+    for (size_t t = 0; t < canonRep.size() && canon[s] == kNone; ++t) {
+      const Group &b = g.groups[canonRep[t]];
+      if (containsInOrder(g, a.firstOp, a.lastOp, b.firstOp, b.lastOp, 1.25) ||
+          containsInOrder(g, b.firstOp, b.lastOp, a.firstOp, a.lastOp, 1.25))
+        canon[s] = t;
+    }
+    if (canon[s] == kNone) {
+      canon[s] = kinds++;
+      canonRep.push_back(rep[s]);
+    }
+  }
+  for (Group &grp : g.groups)
+    grp.shape = canon[grp.shape];
+
   // A hint for each shape when several differ: what sets it apart.
-  if (shapes.size() < 2)
+  if (kinds < 2)
     return;
-  std::vector<std::set<std::string>> typesOf(shapes.size());
+  std::vector<std::set<std::string>> typesOf(kinds);
   for (const Group &grp : g.groups)
     for (size_t i = grp.firstOp; i <= grp.lastOp; ++i)
       typesOf[grp.shape].insert(g.ops[i].op->type);
-  std::vector<std::string> kinds(shapes.size());
-  for (size_t s = 0; s < shapes.size(); ++s) {
+  std::vector<std::string> hints(kinds);
+  for (size_t s = 0; s < kinds; ++s) {
     const auto &t = typesOf[s];
     if (t.count("scaled_dot_product_attention") || t.count("softmax"))
-      kinds[s] = "attention";
+      hints[s] = "attention";
     else if (t.count("conv"))
-      kinds[s] = "conv";
+      hints[s] = "conv";
     else
       for (const std::string &type : t)
         if (std::all_of(typesOf.begin(), typesOf.end(),
                         [&](const auto &o) { return &o == &t || !o.count(type); })) {
-          kinds[s] = type;
+          hints[s] = type;
           break;
         }
   }
   for (Group &grp : g.groups)
-    grp.kind = kinds[grp.shape];
+    grp.kind = hints[grp.shape];
 }
 
 } // namespace

@@ -5,7 +5,8 @@
 (function () {
   'use strict';
   var t0 = performance.now();
-  var SVGNS = 'http://www.w3.org/2000/svg';
+  // The SVG namespace, read from the page's own SVG.
+  var SVGNS = document.querySelector('svg.canvas').namespaceURI;
   function $(s, r) { return (r || document).querySelector(s); }
   function $$(s, r) { return Array.prototype.slice.call((r || document).querySelectorAll(s)); }
   function json(id) { var e = document.getElementById(id); return e ? JSON.parse(e.textContent) : null; }
@@ -394,7 +395,7 @@
     s += '<tr><th>FLOPs</th><td>' + fmtFlops(o.f) + '</td></tr>';
     if (seg) s += '<tr><th>segment</th><td>' + (o.s + 1) + ' of ' + F.f.segments.length + ' \u00b7 ' +
                   (seg.ane ? 'ANE' : 'CPU/GPU') + (seg.fails ? ' (compile predicted to fail)' : '') +
-                  ' \u00b7 ' + (seg.o1 - seg.o0 + 1) + ' ops</td></tr>';
+                  ' \u00b7 ' + (seg.o1 - seg.o0 + 1) + (seg.o1 === seg.o0 ? ' op' : ' ops') + '</td></tr>';
     if (grp) s += '<tr><th>block</th><td>' + h(grp.label) + '</td></tr>';
     s += '<tr><th>PyTorch node</th><td>' + (o.tn ? '<code>' + h(o.tn) + '</code>' : '<i>none in the op name</i>') + '</td></tr>';
     if (o.dh) s += '<tr><th>ExecuTorch debug handle</th><td>' + o.dh.map(h).join(', ') + '</td></tr>';
@@ -462,8 +463,22 @@
       return !rows.some(function (r) { return r.rule === check.findings[k].rule; });
     });
     if (other.length) {
+      // One card per rule; the rule's other findings listed under it.
       s += '<h4>Other function-wide findings</h4>';
-      other.forEach(function (k) { s += findingCard(check.findings[k]); });
+      var byRule = new Map();
+      other.forEach(function (k) {
+        var r = check.findings[k].rule;
+        if (!byRule.has(r)) byRule.set(r, []);
+        byRule.get(r).push(k);
+      });
+      byRule.forEach(function (ks) {
+        s += findingCard(check.findings[ks[0]]);
+        if (ks.length > 1) {
+          s += '<details class="more"><summary>' + (ks.length - 1) + ' more ' + h(check.findings[ks[0]].rule) +
+               '</summary><ul>' + ks.slice(1).map(function (k) { return '<li>' + h(check.findings[k].message) + '</li>'; }).join('') +
+               '</ul></details>';
+        }
+      });
     }
     s += '<div class="tip">Click a reason to mark its ops, an op to see its findings, a collapsed block to open it. ' +
          'The left bands are the ANE and CPU/GPU segments in program order' + (F.plan ? ', then the split regions' : '') + '.</div>';
