@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <map>
 #include <set>
+#include <tuple>
 
 namespace anefit::report {
 
@@ -219,6 +220,8 @@ struct FunctionContext {
   std::vector<std::vector<size_t>> findingsOf; ///< per op: indices into report.findings
   std::vector<std::string> worstEffect;        ///< per op, "" if no finding
   std::vector<std::string> outputLabel;        ///< per op: second line of the node
+  /// Codes of the rules with a finding on the whole function.
+  std::set<std::string> wideRules;
   /// Per chunk: entered through a port at its top, its entry value made in
   /// the chunk above or passing through it.
   std::vector<bool> entered;
@@ -471,9 +474,12 @@ void drawGroupBox(std::string &svg, const FunctionContext &ctx, size_t k,
   svg += "<g class=\"gbox\" data-g=\"" + std::to_string(k) + "\"><rect class=\"f\" x=\"" +
          coord(-w / 2) + "\" y=\"0\" width=\"" + coord(w) + "\" height=\"" + coord(h) +
          "\" rx=\"8\"/>";
+  std::string count = std::to_string(total) + " ops";
+  if (!states.empty())
+    count +=
+        " \xC2\xB7 " + std::to_string(states.size()) + (states.size() == 1 ? " state" : " states");
   svg += "<text class=\"gt\" x=\"" + coord(-w / 2 + 12) + "\" y=\"18\">\xE2\x96\xB8 " + esc(label) +
-         "</text><text class=\"gn\" x=\"" + coord(w / 2 - 12) + "\" y=\"18\">" +
-         std::to_string(total) + " ops</text>";
+         "</text><text class=\"gn\" x=\"" + coord(w / 2 - 12) + "\" y=\"18\">" + count + "</text>";
   // Placement bar, in enum order so colours keep their places.
   double x = -w / 2 + 12, barW = w - 24;
   for (std::string_view p : placementNames()) {
@@ -486,23 +492,26 @@ void drawGroupBox(std::string &svg, const FunctionContext &ctx, size_t k,
            " " + esc(p) + "</title></rect>";
     x += pw;
   }
-  std::string why;
-  std::vector<std::pair<size_t, std::string>> ranked;
+  // The rules that place this block's ops, its own before the function-wide
+  // ones every block shares (those are in the side panel).
+  std::vector<std::tuple<bool, size_t, std::string>> ranked;
   for (const auto &[code, n] : rules)
-    ranked.emplace_back(n, code);
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto &a, const auto &b) { return a.first > b.first; });
-  for (size_t r = 0; r < ranked.size() && r < 3; ++r)
-    why += (r ? ", " : "") + ranked[r].second + " \xC3\x97" + std::to_string(ranked[r].first);
-  if (ranked.size() > 3)
-    why += ", \xE2\x80\xA6";
+    ranked.emplace_back(ctx.wideRules.count(code) > 0, n, code);
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) {
+    return std::get<0>(a) != std::get<0>(b) ? !std::get<0>(a) : std::get<1>(a) > std::get<1>(b);
+  });
+  std::string why;
+  for (const auto &[wide, n, code] : ranked) {
+    std::string item = code + (wide ? "" : " \xC3\x97" + std::to_string(n));
+    if (utf8Length(why) + utf8Length(item) + 2 > 54) {
+      why += ", \xE2\x80\xA6";
+      break;
+    }
+    why += (why.empty() ? "" : ", ") + item;
+  }
   if (why.empty())
     why = "every op on the ANE";
-  svg += "<text class=\"gr\" x=\"" + coord(-w / 2 + 12) + "\" y=\"51\">" + esc(clip(why, 52)) +
-         "</text>";
-  if (!states.empty())
-    svg += "<text class=\"gs\" x=\"" + coord(w / 2 - 12) + "\" y=\"51\">" +
-           std::to_string(states.size()) + (states.size() == 1 ? " state" : " states") + "</text>";
+  svg += "<text class=\"gr\" x=\"" + coord(-w / 2 + 12) + "\" y=\"51\">" + esc(why) + "</text>";
   svg += "</g>\n";
 }
 
@@ -532,8 +541,12 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
   std::vector<int> worst(n, -1);
   for (size_t f = 0; f < report.findings.size(); ++f) {
     const ane::Finding &finding = report.findings[f];
-    if (finding.function != fr.name || finding.op.empty())
+    if (finding.function != fr.name)
       continue;
+    if (finding.op.empty()) {
+      ctx.wideRules.insert(std::string(ane::ruleInfo(finding.rule).code));
+      continue;
+    }
     auto it = g.opByName.find(finding.op);
     if (it == g.opByName.end())
       continue;

@@ -154,7 +154,7 @@
     return { x: 0, y: b.y + F.f.groups[ch.g].h / 2, h: F.f.groups[ch.g].h, box: ch.g };
   }
 
-  function band(F, x, o0, o1, className, title) {
+  function band(F, x, o0, o1, className, title, text) {
     var top = Infinity, bottom = -Infinity;
     for (var i = o0; i <= o1; i++) {
       var b = opBox(F, i);
@@ -164,20 +164,29 @@
     if (top === Infinity) return;
     var r = el('rect', { 'class': className, x: x, y: top, width: 9, height: Math.max(bottom - top, 3), rx: 2 }, F.under);
     el('title', {}, r).textContent = title;
+    // Label a band only where it is tall and no label is yet.
+    if (text && bottom - top > 90 && top >= (F.labelledTo || -Infinity)) {
+      F.labelledTo = bottom;
+      var t = el('text', { 'class': 'bandtext', transform: 'translate(' + (x - 3) + ',' + (top + bottom) / 2 + ') rotate(-90)' }, F.under);
+      t.textContent = text;
+    }
   }
 
   function drawBands(F) {
     var x = F.minX - 30;
+    F.labelledTo = -Infinity;
     var t = el('text', { 'class': 'bandlabel', x: x + 9, y: -6 }, F.under);
     t.textContent = 'segments';
     F.f.segments.forEach(function (s, k) {
       var p = s.fails ? 'blocks-ane-compile' : s.ane ? 'ane' : 'cpu-gpu';
       band(F, x, s.o0, s.o1, 'band p-' + p + (s.fails ? ' fails' : ''),
            'segment ' + (k + 1) + ' of ' + F.f.segments.length + ': ' + (s.ane ? 'ANE' : 'CPU/GPU') +
-           (s.fails ? ', compile predicted to fail' : '') + ', ' + (s.o1 - s.o0 + 1) + ' ops, ' + fmtFlops(s.flops));
+           (s.fails ? ', compile predicted to fail' : '') + ', ' + (s.o1 - s.o0 + 1) + ' ops, ' + fmtFlops(s.flops),
+           'segment ' + (k + 1) + ' \u00b7 ' + (s.ane ? (s.fails ? 'ANE, compile fails' : 'ANE') : 'CPU/GPU'));
     });
     if (!F.plan) return;
     var xr = x - 16;
+    F.labelledTo = -Infinity;
     var t2 = el('text', { 'class': 'bandlabel', x: xr + 9, y: -18 }, F.under);
     t2.textContent = 'split regions';
     F.plan.regions.forEach(function (r) {
@@ -545,8 +554,11 @@
   }
   /// Marks the ops of the shown findings (and, for a reason picked in the
   /// overview, the ops that rule placed) and dims the rest.
+  var hitsShown = false;
   function refreshHits() {
     var on = active();
+    if (!on && !hitsShown) return;
+    hitsShown = !!on;
     fns.forEach(function (F) {
       var hit = new Set();
       if (on) {
