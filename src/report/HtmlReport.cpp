@@ -189,6 +189,13 @@ std::string compactShape(std::string s) {
   return s;
 }
 
+/// How an op is shown: its placement, or "at-risk" when a contested failure
+/// rule points at it (the checker's OpReport::atRisk). The one place the
+/// page turns the checker's per-op facts into a colour.
+std::string_view shownPlacement(const ane::OpReport &o) {
+  return o.atRisk ? std::string_view("at-risk") : ane::placementName(o.placement);
+}
+
 // --- Node geometry (monospace labels make widths predictable) -------------
 
 constexpr double kCharWidth = 6.7; ///< 11px monospace
@@ -381,7 +388,7 @@ Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
     case DrawNode::Kind::Op: {
       const ane::OpReport &o = ctx.fr->ops[d.op];
       const GraphOp &gop = g.ops[d.op];
-      svg += "<g class=\"op p-" + cssName(ane::placementName(o.placement));
+      svg += "<g class=\"op p-" + cssName(shownPlacement(o));
       if (!gop.statesRead.empty() || !gop.statesWritten.empty())
         svg += " st";
       svg += "\" data-i=\"" + std::to_string(d.op) + "\"" + at + ">" + rect + " rx=\"6\"/>";
@@ -462,7 +469,7 @@ void drawGroupBox(std::string &svg, const FunctionContext &ctx, size_t k,
   size_t total = grp.lastOp - grp.firstOp + 1;
   for (size_t i = grp.firstOp; i <= grp.lastOp; ++i) {
     const ane::OpReport &o = ctx.fr->ops[i];
-    ++byPlacement[ane::placementName(o.placement)];
+    ++byPlacement[shownPlacement(o)];
     for (ane::RuleId r : o.rules)
       ++rules[std::string(ane::ruleInfo(r).code)];
     for (const Value *v : g.ops[i].statesRead)
@@ -551,9 +558,10 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
     if (it == g.opByName.end())
       continue;
     ctx.findingsOf[it->second].push_back(f);
-    if (static_cast<int>(finding.effect) > worst[it->second]) {
-      worst[it->second] = static_cast<int>(finding.effect);
-      ctx.worstEffect[it->second] = std::string(ane::effectName(finding.effect));
+    // Severity is the finding's level: its effect, or at-risk when contested.
+    if (static_cast<int>(finding.level()) > worst[it->second]) {
+      worst[it->second] = static_cast<int>(finding.level());
+      ctx.worstEffect[it->second] = std::string(ane::levelName(finding.level()));
     }
   }
   ctx.outputLabel.assign(n, "");
@@ -589,7 +597,7 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
     Json oj;
     oj["n"] = o.name;
     oj["t"] = o.type;
-    oj["p"] = ane::placementName(o.placement);
+    oj["p"] = shownPlacement(o);
     Json rules = Json::array();
     for (ane::RuleId r : o.rules)
       rules.push_back(ane::ruleInfo(r).code);
@@ -673,6 +681,7 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
   for (const ane::Segment &s : fr.segments)
     segs.push_back({{"ane", s.onAne},
                     {"fails", s.compileFails},
+                    {"risk", s.atRisk},
                     {"o0", s.firstOp},
                     {"o1", s.lastOp},
                     {"flops", s.flops}});
@@ -748,12 +757,12 @@ void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOp
     out += "<svg viewBox=\"0 0 1000 14\" preserveAspectRatio=\"none\">";
     for (size_t i = 0; i < fr.ops.size();) {
       size_t j = i;
-      while (j + 1 < fr.ops.size() && fr.ops[j + 1].placement == fr.ops[i].placement)
+      while (j + 1 < fr.ops.size() && shownPlacement(fr.ops[j + 1]) == shownPlacement(fr.ops[i]))
         ++j;
       double x0 = 1000.0 * static_cast<double>(i) / static_cast<double>(total);
       double x1 = 1000.0 * static_cast<double>(j + 1) / static_cast<double>(total);
-      out += "<rect class=\"p-" + cssName(ane::placementName(fr.ops[i].placement)) +
-             "\" data-i=\"" + std::to_string(i) + "\" x=\"" + num(x0, 2) + "\" width=\"" +
+      out += "<rect class=\"p-" + cssName(shownPlacement(fr.ops[i])) + "\" data-i=\"" +
+             std::to_string(i) + "\" x=\"" + num(x0, 2) + "\" width=\"" +
              num(std::max(x1 - x0, 1.5), 2) + "\" height=\"14\"/>";
       i = j + 1;
     }
@@ -765,7 +774,7 @@ void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOp
   std::map<std::string_view, size_t> placed;
   for (const ane::FunctionReport &fr : report.functions)
     for (const ane::OpReport &op : fr.ops)
-      ++placed[ane::placementName(op.placement)];
+      ++placed[shownPlacement(op)];
   out += "<div class=\"legend\">";
   for (std::string_view p : placementNames()) {
     const PaletteEntry *e = paletteEntry("placement", p);
@@ -815,6 +824,7 @@ std::vector<std::string_view> placementNames() {
       break;
     names.push_back(s);
   }
+  names.push_back("at-risk");
   return names;
 }
 

@@ -49,8 +49,10 @@ std::vector<PaletteEntry> palette();
 /// The palette entry for `name` of `kind`, or null.
 const PaletteEntry *paletteEntry(std::string_view kind, std::string_view name);
 
-/// Every placement and verdict name the checker can produce, in enum order.
+/// Every placement an op can be shown with: the checker's placements in enum
+/// order, then "at-risk" (an ANE op a contested failure rule points at).
 std::vector<std::string_view> placementNames();
+/// Every verdict the checker can give, in enum order.
 std::vector<std::string_view> verdictNames();
 
 /// Writes `text` to `path` atomically, refusing to write over or inside the

@@ -32,6 +32,9 @@
   var palette = graph.palette, rules = graph.rules;
   var svg = $('svg.canvas'), viewport = $('.viewport', svg), panel = $('aside.panel');
   var EFFECT_ORDER = ['runtime-fail', 'compile-fail', 'at-risk', 'wrong-numerics', 'fallback', 'slow'];
+  /// How severe a finding is: its level (anefit.check/2: the effect, or
+  /// at-risk when contested), else its effect.
+  function sev(fd) { return fd.level || fd.effect; }
   function effectRank(e) { var i = EFFECT_ORDER.indexOf(e); return i < 0 ? EFFECT_ORDER.length : i; }
   function label(kind, name) { var p = palette[kind][name]; return p ? p.label : name; }
   function meaning(kind, name) { var p = palette[kind][name]; return p ? p.meaning : ''; }
@@ -178,10 +181,10 @@
     var t = el('text', { 'class': 'bandlabel', x: x + 9, y: -6 }, F.under);
     t.textContent = 'segments';
     F.f.segments.forEach(function (s, k) {
-      var p = s.fails ? 'blocks-ane-compile' : s.ane ? 'ane' : 'cpu-gpu';
+      var p = s.fails ? 'blocks-ane-compile' : s.risk ? 'at-risk' : s.ane ? 'ane' : 'cpu-gpu';
       band(F, x, s.o0, s.o1, 'band p-' + p + (s.fails ? ' fails' : ''),
            'segment ' + (k + 1) + ' of ' + F.f.segments.length + ': ' + (s.ane ? 'ANE' : 'CPU/GPU') +
-           (s.fails ? ', compile predicted to fail' : '') + ', ' + (s.o1 - s.o0 + 1) + ' ops, ' + fmtFlops(s.flops),
+           (s.fails ? ', compile predicted to fail' : s.risk ? ', at risk' : '') + ', ' + (s.o1 - s.o0 + 1) + ' ops, ' + fmtFlops(s.flops),
            'segment ' + (k + 1) + ' \u00b7 ' + (s.ane ? (s.fails ? 'ANE, compile fails' : 'ANE') : 'CPU/GPU'));
     });
     if (!F.plan) return;
@@ -347,9 +350,10 @@
   }
 
   function findingCard(fd) {
-    var known = { rule: 1, title: 1, effect: 1, confidence: 1, 'function': 1, op: 1, opType: 1, types: 1,
-                  torchNode: 1, debugHandles: 1, message: 1, evidence: 1, fix: 1, remedies: 1 };
-    var s = '<div class="finding e-' + cls(fd.effect) + '"><div class="fh">' + chip('effect', fd.effect) +
+    var known = { rule: 1, title: 1, effect: 1, level: 1, confidence: 1, 'function': 1, op: 1, opType: 1, types: 1,
+                  torchNode: 1, debugHandles: 1, message: 1, evidence: 1, fix: 1, remedies: 1,
+                  failEvidence: 1, passEvidence: 1 };
+    var s = '<div class="finding e-' + cls(sev(fd)) + '"><div class="fh">' + chip('effect', sev(fd)) +
             ' <b>' + h(fd.rule) + '</b> <span>' + h(fd.title || '') + '</span><span class="conf">' +
             h(fd.confidence || '') + '</span></div><p>' + h(fd.message) + '</p>';
     if (fd.types) s += '<div class="types">' + h(fd.types) + '</div>';
@@ -362,7 +366,17 @@
     Object.keys(fd).forEach(function (k) {
       if (!known[k]) s += '<div class="extra"><b>' + h(k) + ':</b> ' + value(fd[k]) + '</div>';
     });
-    if (fd.evidence && fd.evidence.length) {
+    // Evidence both ways when the report has it (url and what it shows),
+    // else the plain list of links.
+    var cases = function (title, list) {
+      if (!list || !list.length) return '';
+      return '<div class="ev"><b>' + title + '</b><ul>' + list.map(function (c) {
+        return '<li>' + link(c.url || String(c)) + (c.what ? '<span class="what">' + h(c.what) + '</span>' : '') + '</li>';
+      }).join('') + '</ul></div>';
+    };
+    if (fd.failEvidence || fd.passEvidence) {
+      s += cases('Evidence it fails:', fd.failEvidence) + cases('Evidence it works:', fd.passEvidence);
+    } else if (fd.evidence && fd.evidence.length) {
       s += '<div class="ev"><b>Evidence:</b>';
       fd.evidence.forEach(function (u) { s += link(u); });
       s += '</div>';
@@ -415,7 +429,7 @@
     var mine = F.findings[i];
     s += '<h4>Findings on this op (' + mine.length + ')</h4>';
     if (!mine.length) s += '<div class="tip">No rule fires on this op.</div>';
-    mine.slice().sort(function (a, b) { return effectRank(check.findings[a].effect) - effectRank(check.findings[b].effect); })
+    mine.slice().sort(function (a, b) { return effectRank(sev(check.findings[a])) - effectRank(sev(check.findings[b])); })
       .forEach(function (k) { s += findingCard(check.findings[k]); });
     var wide = F.wide.filter(function (k) { return o.r.indexOf(check.findings[k].rule) >= 0; });
     if (wide.length) {
@@ -504,13 +518,13 @@
   var tbody = $('table.ftable tbody'), filters = $('.findings .filters');
   var effects = [], ruleCount = {};
   check.findings.forEach(function (fd) {
-    if (effects.indexOf(fd.effect) < 0) effects.push(fd.effect);
+    if (effects.indexOf(sev(fd)) < 0) effects.push(sev(fd));
     ruleCount[fd.rule] = (ruleCount[fd.rule] || 0) + 1;
   });
   effects.sort(function (a, b) { return effectRank(a) - effectRank(b); });
   var fs = '';
   effects.forEach(function (e) {
-    var n = check.findings.filter(function (fd) { return fd.effect === e; }).length;
+    var n = check.findings.filter(function (fd) { return sev(fd) === e; }).length;
     fs += '<button class="eff on e-' + cls(e) + '" data-e="' + h(e) + '">' + h(label('effect', e)) + ' ' + n + '</button>';
   });
   fs += '<select class="rule"><option value="">all rules</option>' + Object.keys(ruleCount).sort().map(function (r) {
@@ -519,7 +533,7 @@
   filters.innerHTML = fs;
   var rowsHtml = '';
   check.findings.forEach(function (fd, k) {
-    rowsHtml += '<tr class="row" data-k="' + k + '"><td>' + chip('effect', fd.effect) + '</td><td><b>' + h(fd.rule) +
+    rowsHtml += '<tr class="row" data-k="' + k + '"><td>' + chip('effect', sev(fd)) + '</td><td><b>' + h(fd.rule) +
       '</b></td><td>' + h(fd.confidence || '') + '</td><td>' + h(fd['function']) + '</td><td>' +
       (fd.op ? h(fd.opType || '') + ' <code>' + h(fd.op) + '</code>' : '<i>function</i>') + '</td><td class="msg">' + h(fd.message) + '</td></tr>';
   });
@@ -532,7 +546,7 @@
     runFilter();
   }
   function matches(fd) {
-    if (!filter.effects.has(fd.effect)) return false;
+    if (!filter.effects.has(sev(fd))) return false;
     if (filter.rule && fd.rule !== filter.rule) return false;
     if (filter.q) {
       var q = filter.q;

@@ -258,7 +258,9 @@ TEST(HtmlReport, EveryOpOnceWithItsPlacementClass) {
   for (size_t i = 0; i < fr.ops.size(); ++i) {
     std::string id = "\" data-i=\"" + std::to_string(i) + "\" transform=";
     EXPECT_EQ(count(html, id), 1u) << "op " << i;
-    std::string node = "<g class=\"op p-" + std::string(ane::placementName(fr.ops[i].placement));
+    std::string shown =
+        fr.ops[i].atRisk ? "at-risk" : std::string(ane::placementName(fr.ops[i].placement));
+    std::string node = "<g class=\"op p-" + shown;
     size_t at = html.find(id);
     ASSERT_NE(at, std::string::npos);
     size_t start = html.rfind("<g class=\"op ", at);
@@ -280,6 +282,10 @@ TEST(HtmlReport, EveryPlacementAndVerdictHasAColour) {
   for (ane::Effect e : {ane::Effect::Slow, ane::Effect::Fallback, ane::Effect::WrongNumerics,
                         ane::Effect::CompileFail, ane::Effect::RuntimeFail})
     EXPECT_NE(paletteEntry("effect", ane::effectName(e)), nullptr) << ane::effectName(e);
+  for (unsigned l = 0; l <= static_cast<unsigned>(ane::Level::RuntimeFail); ++l)
+    EXPECT_NE(paletteEntry("effect", ane::levelName(static_cast<ane::Level>(l))), nullptr)
+        << ane::levelName(static_cast<ane::Level>(l));
+  EXPECT_NE(std::find(placements.begin(), placements.end(), "at-risk"), placements.end());
   std::regex colour("#[0-9a-f]{6}");
   for (const PaletteEntry &e : palette())
     EXPECT_TRUE(std::regex_match(std::string(e.color), colour)) << e.name;
