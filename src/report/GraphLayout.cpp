@@ -332,17 +332,24 @@ LayoutResult layoutLayered(const std::vector<LayoutNode> &nodes,
   std::vector<double> rowCenter(rows), rowHalf(rows, 0);
   for (uint32_t i = 0; i < total; ++i)
     rowHalf[itemRank[i]] = std::max(rowHalf[itemRank[i]], items[i].height / 2);
-  double top = 0;
+  // Rows of bend points keep some height; rows of zero-size ports none, and
+  // half the gap next to them (two stacked chunks then look like one).
+  std::vector<bool> portsOnly(rows);
   for (size_t r = 0; r < rows; ++r) {
-    // Rows of bend points keep some height; rows of zero-size ports none.
-    bool portsOnly = std::all_of(layer[r].begin(), layer[r].end(), [&](uint32_t i) {
+    portsOnly[r] = std::all_of(layer[r].begin(), layer[r].end(), [&](uint32_t i) {
       return !items[i].dummy && items[i].width == 0 && items[i].height == 0;
     });
-    rowHalf[r] = portsOnly ? rowHalf[r] : std::max(rowHalf[r], 4.0);
-    rowCenter[r] = top + rowHalf[r];
-    top += 2 * rowHalf[r] + options.rowGap;
+    if (!portsOnly[r])
+      rowHalf[r] = std::max(rowHalf[r], 4.0);
   }
-  result.height = top - options.rowGap;
+  double top = 0;
+  for (size_t r = 0; r < rows; ++r) {
+    if (r > 0)
+      top += portsOnly[r] || portsOnly[r - 1] ? options.rowGap / 2 : options.rowGap;
+    rowCenter[r] = top + rowHalf[r];
+    top += 2 * rowHalf[r];
+  }
+  result.height = top;
 
   for (uint32_t v = 0; v < n; ++v) {
     result.centers[v] = {x[v], rowCenter[rank[v]]};

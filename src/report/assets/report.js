@@ -114,6 +114,7 @@
     F.minX = Infinity; F.maxX = -Infinity;
     items.forEach(function (it) { F.minX = Math.min(F.minX, it.left); F.maxX = Math.max(F.maxX, it.right); });
     frames.forEach(function (fr) { F.minX = Math.min(F.minX, fr.left - PAD); F.maxX = Math.max(F.maxX, fr.right + PAD); });
+    if (!items.length) { F.minX = 0; F.maxX = 0; }
     F.height = y;
     // Place the SVG that is already there.
     F.chunkEls.forEach(function (e, i) {
@@ -469,7 +470,8 @@
       return { rule: parts[0], p: parts[1], n: e[1] };
     }).sort(function (a, b) { return b.n - a.n || (a.rule < b.rule ? -1 : 1); });
     var s = '<h3>What keeps ops off the ANE in <code>' + h(F.f.name) + '</code></h3>';
-    if (!rows.length) s += '<div class="tip">Every op of this function is predicted on the ANE.</div>';
+    if (!F.f.ops.length) s += '<div class="tip">This function has no ops.</div>';
+    else if (!rows.length) s += '<div class="tip">Every op of this function is predicted on the ANE.</div>';
     s += '<ul class="reasons">';
     rows.forEach(function (r) {
       var info = rules[r.rule] || {}, fd = null, wide = F.wideRules.has(r.rule);
