@@ -910,8 +910,9 @@ std::string renderHtml(const Model &model, const ane::CheckReport &report,
   out += svg;
   out += "</g></svg></section><aside class=\"panel\"></aside></main>"
          "<section class=\"findings\"><h2>Findings</h2><div class=\"filters\"></div>"
-         "<table class=\"ftable\"><thead><tr><th>effect</th><th>rule</th><th>confidence</th>"
-         "<th>function</th><th>op</th><th>message</th></tr></thead><tbody></tbody></table>"
+         "<div class=\"ftable-wrap\"><table "
+         "class=\"ftable\"><thead><tr><th>effect</th><th>rule</th><th>confidence</th>"
+         "<th>function</th><th>op</th><th>message</th></tr></thead><tbody></tbody></table></div>"
          "</section>";
   if (options.plan)
     out += "<section class=\"plan\"><h2>Split plan</h2><div class=\"plan-body\"></div></section>";
