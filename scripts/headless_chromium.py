@@ -7,7 +7,7 @@ message per NUL-terminated chunk, so no websocket client is needed. Used by
 the HTML report's browser test, its benchmark and the docs screenshots.
 
     with Chromium(width=1600, height=1000) as browser:
-        page = browser.open("file:///tmp/report.html")   # waits for the load event
+        page = browser.open(pathlib.Path("report.html").resolve().as_uri())  # waits for load
         page.evaluate("document.title")
         page.click(100, 200)
         png = page.screenshot()
