@@ -1,64 +1,85 @@
 #!/usr/bin/env python3
-"""One decode step of an LFM2-350M-shaped model: `anefit run` against an eager baseline.
+"""One decode step of an ExecuTorch-exported LFM2-350M: anefit against PyTorch eager.
 
-The model has LFM2-350M's shape: 16 layers at D = 1024 (10 short-conv blocks and 6
-GQA attention blocks with 16 query / 8 KV heads of 64, in LFM2's order), SwiGLU MLPs
-of width 4608, vocabulary 65536 with the LM head tied to the embedding, fp16
-weights (random, seeded), the conv states and a 128-slot KV cache as Core ML
-states. It is written as MIL text plus a weight.bin blob file, so building it
-needs only numpy.
+The model has the shape `export_llm` gives LFM2-350M for Core ML (context 512): 16
+layers at D = 1024 (10 short-conv blocks and 6 GQA attention blocks with 16 query /
+8 KV heads of 64, QK-norm, interleaved RoPE from gathered tables), SwiGLU MLPs of
+width 4608, vocabulary 65536. Like the real export it has no Core ML state: the
+conv states and the (1, 8, 512, 64) KV caches come in as fp32 inputs, are cast to
+fp16, the KV caches are written in-graph by `slice_update` at the runtime position,
+repeated per query head by `expand_dims` + `tile` + `reshape` and read by
+`scaled_dot_product_attention` with a boolean mask gathered from a table; the new
+buffers leave as fp16 outputs. Every linear carries the zero bias coremltools adds.
 
-The baseline runs the same step eagerly in fp32 on the same machine: PyTorch when it
-is importable (torch.nn.functional, CPU), else numpy (both call an optimized BLAS for
-the matmuls). The
-benchmark reports the time of one decode step for both, their ratio, and anefit's
-peak resident memory against the weight bytes.
+Three weight forms of the same random (seeded) weights, all written as MIL text
+plus a weight.bin blob file (only numpy is needed to build them):
 
-    python3 bench/run_lfm2_350m.py --anefit build/tools/anefit/anefit [--steps 4]
+  fp16   dense fp16 weights, the LM head tied to the embedding (709 MB)
+  int4   every projection and the LM head as constexpr_blockwise_shift_scale:
+         int4 data, one fp16 scale per 32 inputs (the `qmode 4w` export)
+  lut4   every projection and the LM head as constexpr_lut_to_dense: uint4
+         indices, one 16-entry fp16 palette per 16 output channels
 
-Both sides use one thread unless BENCH_THREADS says otherwise (0 = library defaults).
+For each form the benchmark reports the time of one decode step (median over the
+rounds), the weight bytes one step reads per second, that rate against the read
+bandwidth one thread gets on this machine (measured by anefit-bench in the same
+run), and peak resident memory against the weight bytes. PyTorch eager (fp32, the
+dequantized weights) runs the same step when torch is importable; without torch
+it is skipped. The forms and the baseline run in turn, round after round, so a
+drift of the machine's speed touches all of them.
+
+    python3 bench/run_lfm2_350m.py --bench build/bench/anefit-bench \\
+        [--threads 1] [--rounds 3] [--forms fp16,int4,lut4]
+
+The logits of every form are checked against the baseline (or, without torch,
+against a numpy fp32 step) on one step.
 """
 
 import os
 
-# Threads for both sides, fixed before numpy loads its BLAS: on a shared machine
-# oversubscribed BLAS threads spin and distort both wall and CPU time.
-# BENCH_THREADS=0 leaves the libraries' defaults.
 _THREADS = os.environ.get("BENCH_THREADS", "1")
 if _THREADS != "0":
+    # Fixed before numpy loads its BLAS: oversubscribed threads distort timings.
     for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[_var] = _THREADS
 
 import argparse  # noqa: E402
-import resource  # noqa: E402
-import struct
-import subprocess
-import sys
-import tempfile
-import time
+import json  # noqa: E402
+import statistics  # noqa: E402
+import struct  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 D, LAYERS, FFN, VOCAB = 1024, 16, 4608, 65536
-HEADS, KV_HEADS, HEAD_DIM, CACHE = 16, 8, 64, 128
+HEADS, KV_HEADS, HEAD_DIM = 16, 8, 64
 ATTENTION_LAYERS = {2, 5, 8, 10, 12, 14}
 EPS = 1e-5
+GROUP = 32       # int4: inputs per scale
+LUT_GROUP = 16   # lut4: output channels per palette
+
+BLOB_DTYPES = {"fp16": 1, "fp32": 2, "uint8": 3, "int8": 4, "int4": 8, "uint4": 11}
 
 
 class WeightFile:
-    """Appends fp16 blobs in MIL blob storage v2 layout (64-byte aligned records)."""
+    """Appends blobs in MIL blob storage v2 layout (64-byte aligned records)."""
 
     def __init__(self, path):
         self.f = open(path, "wb")
         self.f.write(b"\0" * 64)
-        self.count = 0
-        self.end = 64
+        self.count, self.end = 0, 64
 
-    def add(self, array):
-        data = np.ascontiguousarray(array, dtype=np.float16).tobytes()
+    def add(self, data, dtype, elements):
+        padding = 0
+        if dtype in ("int4", "uint4"):
+            padding = (8 - elements * 4 % 8) % 8
         offset = (self.end + 63) // 64 * 64
         self.f.seek(offset)
-        self.f.write(struct.pack("<IIQQQ", 0xDEADBEEF, 1, len(data), offset + 64, 0))
+        self.f.write(struct.pack("<IIQQQ", 0xDEADBEEF, BLOB_DTYPES[dtype], len(data), offset + 64,
+                                 padding))
         self.f.write(b"\0" * 32)
         self.f.write(data)
         self.end = offset + 64 + len(data)
@@ -71,300 +92,555 @@ class WeightFile:
         self.f.close()
 
 
-class Program:
-    """Emits MIL text for the step and keeps the weights for the baseline."""
+def pack_nibbles(values):
+    """4-bit values (0..15) packed two per byte, the first in the low nibble."""
+    flat = values.reshape(-1).astype(np.uint8)
+    if flat.size % 2:
+        flat = np.append(flat, np.uint8(0))
+    return (flat[0::2] | (flat[1::2] << 4)).tobytes()
 
-    def __init__(self, weights, rng):
-        self.lines, self.weights, self.rng, self.wf, self.n = [], {}, rng, weights, 0
 
-    def weight(self, name, shape, scale):
-        w = (self.rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float16)
-        off = self.wf.add(w)
-        self.weights[name] = w
+def quantize_int4(w):
+    """Symmetric int4 per row and group of GROUP inputs: (q, fp16 scale, dequantized)."""
+    n, k = w.shape
+    g = w.astype(np.float32).reshape(n, k // GROUP, GROUP)
+    scale = (np.abs(g).max(axis=2) / 7.0).astype(np.float16)
+    s = np.maximum(scale.astype(np.float32), np.float32(1e-8))[:, :, None]
+    q = np.clip(np.rint(g / s), -8, 7).astype(np.int8)
+    deq = (q.astype(np.float32) * scale.astype(np.float32)[:, :, None]).reshape(n, k)
+    return q.reshape(n, k), scale, deq
+
+
+def palettize4(w):
+    """A uniform 16-entry palette per LUT_GROUP output channels: (indices, lut, dequantized)."""
+    n, k = w.shape
+    g = w.astype(np.float32).reshape(n // LUT_GROUP, LUT_GROUP * k)
+    lo, hi = g.min(axis=1, keepdims=True), g.max(axis=1, keepdims=True)
+    lut = (lo + (hi - lo) * np.linspace(0, 1, 16, dtype=np.float32)[None, :]).astype(np.float16)
+    step = np.maximum(hi - lo, 1e-8) / 15
+    idx = np.clip(np.rint((g - lo) / step), 0, 15).astype(np.uint8)
+    deq = np.take_along_axis(lut.astype(np.float32), idx.astype(np.int64), axis=1).reshape(n, k)
+    return idx.reshape(n, k), lut.reshape(n // LUT_GROUP, 1, 16, 1), deq
+
+
+def random_weights(seed, layers):
+    """Dense fp16 weights of the whole model, by name."""
+    rng = np.random.default_rng(seed)
+
+    def w(shape, scale):
+        return (rng.standard_normal(shape, dtype=np.float32) * scale).astype(np.float16)
+
+    ws = {"embed": w([VOCAB, D], 0.02), "final_norm": (1 + w([D], 0.1)).astype(np.float16)}
+    for i in range(layers):
+        p = f"l{i}_"
+        ws[p + "op_norm"] = (1 + w([D], 0.1)).astype(np.float16)
+        ws[p + "ffn_norm"] = (1 + w([D], 0.1)).astype(np.float16)
+        if i in ATTENTION_LAYERS:
+            ws[p + "q"] = w([D, D], 0.02)
+            ws[p + "k"] = w([KV_HEADS * HEAD_DIM, D], 0.02)
+            ws[p + "v"] = w([KV_HEADS * HEAD_DIM, D], 0.02)
+            ws[p + "o"] = w([D, D], 0.02)
+            ws[p + "q_norm"] = (1 + w([HEAD_DIM], 0.1)).astype(np.float16)
+            ws[p + "k_norm"] = (1 + w([HEAD_DIM], 0.1)).astype(np.float16)
+        else:
+            for name in ("b", "c", "x", "out"):
+                ws[p + name] = w([D, D], 0.02)
+            ws[p + "conv"] = w([D, 1, 3], 0.3)
+        ws[p + "w1"] = w([FFN, D], 0.02)
+        ws[p + "w3"] = w([FFN, D], 0.02)
+        ws[p + "w2"] = w([D, FFN], 0.02)
+    return ws
+
+
+def rope_tables(context):
+    inv = 1.0 / (1e6 ** (np.arange(0, HEAD_DIM, 2, dtype=np.float64) / HEAD_DIM))
+    ang = np.arange(context, dtype=np.float64)[:, None] * inv[None, :]
+    return np.cos(ang).astype(np.float16), np.sin(ang).astype(np.float16)
+
+
+class Emitter:
+    """Writes the MIL text of the step: one line per op, constants in weight.bin."""
+
+    def __init__(self, wf):
+        self.wf, self.lines, self.n = wf, [], 0
+        self.read_bytes = 0  # weight bytes one step reads
+
+    def name(self, prefix="v"):
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    @staticmethod
+    def ty(shape, dtype):
+        if not shape:
+            return f"({dtype})(Scalar)"
         dims = ", ".join(map(str, shape))
-        self.lines.append(f'    %{name}: ({dims}, fp16)(Tensor) = const(val=BLOBFILE('
+        return f"({dims}, {dtype})(Tensor)" if len(shape) > 1 else f"({dims},{dtype})(Tensor)"
+
+    def blob(self, name, array, dtype, read=True):
+        shape = list(array.shape)
+        if dtype in ("int4", "uint4"):
+            data = pack_nibbles(array.astype(np.int8).view(np.uint8) & 0xF)
+        else:
+            data = np.ascontiguousarray(array).tobytes()
+        off = self.wf.add(data, dtype, int(np.prod(shape)))
+        if read:
+            self.read_bytes += len(data)
+        self.lines.append(f'    %{name}: {self.ty(shape, dtype)} = const(val=BLOBFILE('
                           f'path="@model_path/weights/weight.bin", offset={off}), name="{name}")')
         return f"%{name}"
 
-    def op(self, shape, dtype, text):
-        self.n += 1
-        name = f"v{self.n}"
-        dims = ", ".join(map(str, shape))
-        self.lines.append(f'    %{name}: ({dims}{", " if dims else ""}{dtype})(Tensor) = '
-                          f'{text[:-1]}, name="{name}")')
+    def const(self, value, shape, dtype):
+        name = self.name("c")
+        self.lines.append(f'    %{name}: {self.ty(shape, dtype)} = const(val={value}, name="{name}")')
         return f"%{name}"
 
-    def rmsnorm(self, x, w, shape):
-        sq = self.op(shape, "fp16", f"mul(x={x}, y={x})")
-        red = list(shape[:-1]) + [1]
-        mean = self.op(red, "fp16", f"reduce_mean(x={sq}, axes=[-1], keep_dims=True)")
-        var = self.op(red, "fp16", f"add(x={mean}, y={EPS})")
-        inv = self.op(red, "fp16", f"rsqrt(x={var})")
-        xn = self.op(shape, "fp16", f"mul(x={x}, y={inv})")
-        return self.op(shape, "fp16", f"mul(x={xn}, y={w})")
+    def op(self, shape, dtype, text, name=None):
+        name = name or self.name()
+        self.lines.append(f'    %{name}: {self.ty(shape, dtype)} = {text[:-1]}, name="{name}")')
+        return f"%{name}"
+
+    def string(self, text):
+        return self.const('"' + text + '"', [], "string")
+
+    def ints(self, values):
+        return self.const("[" + ", ".join(map(str, values)) + "]", [len(values)], "int32")
+
+    def bools(self, values):
+        return self.const("[" + ", ".join("True" if v else "False" for v in values) + "]",
+                          [len(values)], "bool")
 
 
-def build(workdir, seed):
+def emit_weight(e, ws, name, form, quantize):
+    """A linear weight in the given form: the const or constexpr value's reference."""
+    w = ws[name]
+    n, k = w.shape
+    if form == "fp16" or not quantize:
+        return e.blob(name, w, "fp16")
+    if form == "int4":
+        q, scale, _ = quantize_int4(w)
+        data = e.blob(name + "_data", q, "int4")
+        sc = e.blob(name + "_scale", scale, "fp16")
+        return e.op([n, k], "fp16", f"constexpr_blockwise_shift_scale(data={data}, scale={sc})",
+                    name=name)
+    idx, lut, _ = palettize4(w)
+    ind = e.blob(name + "_indices", idx, "uint4")
+    lt = e.blob(name + "_lut", lut, "fp16")
+    return e.op([n, k], "fp16", f"constexpr_lut_to_dense(indices={ind}, lut={lt})", name=name)
+
+
+def dense_of(ws, name, form):
+    """The dense fp32 values a form's weight stands for (what PyTorch multiplies with)."""
+    w = ws[name]
+    if form == "fp16" or w.ndim != 2 or name == "embed":
+        return w.astype(np.float32)
+    return quantize_int4(w)[2] if form == "int4" else palettize4(w)[2]
+
+
+def build(workdir, ws, form, layers, context):
+    """Writes model.mil and weights/weight.bin; returns (input names, output names, bytes read)."""
     os.makedirs(os.path.join(workdir, "weights"), exist_ok=True)
     wf = WeightFile(os.path.join(workdir, "weights", "weight.bin"))
-    p = Program(wf, np.random.default_rng(seed))
-    h1 = [1, 1, D]
-    emb = p.weight("embed", [VOCAB, D], 0.02)
-    x = p.op(h1, "fp16", f"gather(x={emb}, indices=%token, axis=0)")
-    states = []
-    for i in range(LAYERS):
-        pre = f"l{i}_"
-        xn = p.rmsnorm(x, p.weight(pre + "op_norm", [D], 0.1), h1)
+    e = Emitter(wf)
+    h = [1, 1, D]
+    emb = e.blob("embed", ws["embed"], "fp16", read=False)
+    e.read_bytes += 2 * D  # the gathered row
+    mask_table = e.blob("mask_table", np.tril(np.ones((context, context), np.int8)), "int8",
+                        read=False)
+    cos_t, sin_t = rope_tables(context)
+    cos_tab = e.blob("freqs_cos", cos_t, "fp16", read=False)
+    sin_tab = e.blob("freqs_sin", sin_t, "fp16", read=False)
+    zero_bias = {}
+
+    def bias(n):
+        if n not in zero_bias:
+            zero_bias[n] = e.blob(f"bias_{n}", np.zeros([n], np.float16), "fp16")
+        return zero_bias[n]
+
+    def linear(x, name, out_shape, quantize=True):
+        w = emit_weight(e, ws, name, form, quantize)
+        return e.op(out_shape, "fp16", f"linear(x={x}, weight={w}, bias={bias(out_shape[-1])})")
+
+    def rmsnorm(x, wname, shape):
+        sq = e.op(shape, "fp16", f"mul(x={x}, y={x})")
+        red = list(shape[:-1]) + [1]
+        mean = e.op(red, "fp16", f"reduce_mean(x={sq}, axes={e.ints([-1])}, "
+                                 f"keep_dims={e.const('True', [], 'bool')})")
+        var = e.op(red, "fp16", f"add(x={mean}, y={e.const('1e-05', [], 'fp16')})")
+        inv = e.op(red, "fp16", f"rsqrt(x={var})")
+        xn = e.op(shape, "fp16", f"mul(x={x}, y={inv})")
+        return e.op(shape, "fp16", f"mul(x={xn}, y={e.blob(wname, ws[wname], 'fp16')})")
+
+    def rope(t, heads, cos4, sin4):
+        pairs = [1, 1, heads, HEAD_DIM // 2, 2]
+        half = [1, 1, heads, HEAD_DIM // 2]
+        v = e.op(pairs, "fp16", f"reshape(x={t}, shape={e.ints([1, 1, heads, -1, 2])})")
+        parts = []
+        for k in range(2):
+            s = e.op(pairs[:-1] + [1], "fp16",
+                     f"slice_by_index(x={v}, begin={e.ints([0, 0, 0, 0, k])}, "
+                     f"end={e.ints([1, 1, heads, HEAD_DIM // 2, k + 1])}, "
+                     f"end_mask={e.bools([True, True, True, True, False])})")
+            parts.append(e.op(half, "fp16", f"squeeze(x={s}, axes={e.ints([4])})"))
+        re_, im = parts
+        a = e.op(half, "fp16", f"mul(x={re_}, y={cos4})")
+        b = e.op(half, "fp16", f"mul(x={im}, y={sin4})")
+        c = e.op(half, "fp16", f"mul(x={re_}, y={sin4})")
+        d = e.op(half, "fp16", f"mul(x={im}, y={cos4})")
+        out_re = e.op(half, "fp16", f"sub(x={a}, y={b})")
+        out_im = e.op(half, "fp16", f"add(x={c}, y={d})")
+        st = e.op(pairs, "fp16", f"stack(values=({out_re}, {out_im}), axis={e.const('-1', [], 'int32')})")
+        return e.op([1, 1, heads, HEAD_DIM], "fp16",
+                    f"reshape(x={st}, shape={e.ints([1, 1, heads, HEAD_DIM])})")
+
+    inputs = [("tokens", [1, 1], "int32"), ("input_pos", [1], "int32")]
+    outputs = []
+    # Token and position handling as the export has it.
+    tok = e.op([1, 1], "int32", f"cast(x=%tokens, dtype={e.string('int32')})")
+    nonneg = e.op([1, 1], "bool", f"greater_equal(x={tok}, y={e.const('0', [], 'int32')})")
+    wrapped = e.op([1, 1], "int32", f"add(x={tok}, y={e.const(str(VOCAB), [], 'int32')})")
+    idx = e.op([1, 1], "int32", f"select(cond={nonneg}, a={tok}, b={wrapped})")
+    x = e.op(h, "fp16", f"gather(x={emb}, indices={idx}, axis={e.const('0', [], 'int32')}, "
+                        f"batch_dims={e.const('0', [], 'int32')})")
+    mask8 = e.op([1, context], "int8", f"gather(x={mask_table}, indices=%input_pos, "
+                                       f"axis={e.const('0', [], 'int32')})")
+    mask = e.op([1, context], "bool", f"cast(x={mask8}, dtype={e.string('bool')})")
+    cos = e.op([1, HEAD_DIM // 2], "fp16", f"gather(x={cos_tab}, indices=%input_pos, axis={e.const('0', [], 'int32')})")
+    sin = e.op([1, HEAD_DIM // 2], "fp16", f"gather(x={sin_tab}, indices=%input_pos, axis={e.const('0', [], 'int32')})")
+    cos4 = e.op([1, 1, 1, HEAD_DIM // 2], "fp16", f"reshape(x={cos}, shape={e.ints([1, 1, 1, HEAD_DIM // 2])})")
+    sin4 = e.op([1, 1, 1, HEAD_DIM // 2], "fp16", f"reshape(x={sin}, shape={e.ints([1, 1, 1, HEAD_DIM // 2])})")
+    pos = e.op([], "int32", f"squeeze(x=%input_pos)")
+    pos1 = e.op([], "int32", f"add(x={pos}, y={e.const('1', [], 'int32')})")
+    zero = e.const("0", [], "int32")
+    kv_begin = e.op([4], "int32", f"concat(values=({zero}, {zero}, {pos}, {zero}), "
+                                  f"axis={e.const('0', [], 'int32')})")
+    kv_end = e.op([4], "int32", f"concat(values=({e.const('1', [], 'int32')}, "
+                                f"{e.const(str(KV_HEADS), [], 'int32')}, {pos1}, "
+                                f"{e.const(str(HEAD_DIM), [], 'int32')}), axis={e.const('0', [], 'int32')})")
+    fp16 = e.string("fp16")
+    cache_shape = [1, KV_HEADS, context, HEAD_DIM]
+    for i in range(layers):
+        p = f"l{i}_"
+        xn = rmsnorm(x, p + "op_norm", h)
         if i in ATTENTION_LAYERS:
-            q = p.op(h1, "fp16", f"linear(x={xn}, weight={p.weight(pre + 'q', [D, D], 0.02)})")
-            k = p.op([1, 1, KV_HEADS * HEAD_DIM], "fp16",
-                     f"linear(x={xn}, weight={p.weight(pre + 'k', [KV_HEADS * HEAD_DIM, D], 0.02)})")
-            v = p.op([1, 1, KV_HEADS * HEAD_DIM], "fp16",
-                     f"linear(x={xn}, weight={p.weight(pre + 'v', [KV_HEADS * HEAD_DIM, D], 0.02)})")
-            # GQA: the 2 query heads of each KV head become the query length.
-            qh = p.op([1, KV_HEADS, 2, HEAD_DIM], "fp16",
-                      f"reshape(x={q}, shape=[1, {KV_HEADS}, 2, {HEAD_DIM}])")
-            kh = p.op([1, KV_HEADS, 1, HEAD_DIM], "fp16",
-                      f"reshape(x={k}, shape=[1, {KV_HEADS}, 1, {HEAD_DIM}])")
-            vh = p.op([1, KV_HEADS, 1, HEAD_DIM], "fp16",
-                      f"reshape(x={v}, shape=[1, {KV_HEADS}, 1, {HEAD_DIM}])")
-            cache_shape = [1, KV_HEADS, CACHE, HEAD_DIM]
-            caches = []
-            for kind, new in (("k", kh), ("v", vh)):
-                st = f"%{pre}{kind}_cache"
-                states.append((st, cache_shape))
-                old = p.op(cache_shape, "fp16", f"read_state(input={st})")
-                upd = p.op(cache_shape, "fp16",
-                           f"slice_update(x={old}, update={new}, begin=%kv_begin, end=%kv_end)")
-                caches.append(p.op(cache_shape, "fp16",
-                                   f"coreml_update_state(state={st}, value={upd})"))
-            att = p.op([1, KV_HEADS, 2, HEAD_DIM], "fp16",
-                       f"scaled_dot_product_attention(query={qh}, key={caches[0]}, "
-                       f"value={caches[1]}, attn_mask=%mask)")
-            flat = p.op(h1, "fp16", f"reshape(x={att}, shape=[1, 1, {D}])")
-            y = p.op(h1, "fp16", f"linear(x={flat}, weight={p.weight(pre + 'o', [D, D], 0.02)})")
+            q = linear(xn, p + "q", h)
+            k = linear(xn, p + "k", [1, 1, KV_HEADS * HEAD_DIM])
+            v = linear(xn, p + "v", [1, 1, KV_HEADS * HEAD_DIM])
+            qh = e.op([1, 1, HEADS, HEAD_DIM], "fp16", f"reshape(x={q}, shape={e.ints([1, 1, HEADS, HEAD_DIM])})")
+            kh = e.op([1, 1, KV_HEADS, HEAD_DIM], "fp16", f"reshape(x={k}, shape={e.ints([1, 1, KV_HEADS, HEAD_DIM])})")
+            vh = e.op([1, 1, KV_HEADS, HEAD_DIM], "fp16", f"reshape(x={v}, shape={e.ints([1, 1, KV_HEADS, HEAD_DIM])})")
+            qn = rmsnorm(qh, p + "q_norm", [1, 1, HEADS, HEAD_DIM])
+            kn = rmsnorm(kh, p + "k_norm", [1, 1, KV_HEADS, HEAD_DIM])
+            qr = rope(qn, HEADS, cos4, sin4)
+            kr = rope(kn, KV_HEADS, cos4, sin4)
+            caches = {}
+            for kind, t in (("v", vh), ("k", kr)):
+                inp = f"{p}{kind}_cache"
+                inputs.append((inp, cache_shape, "fp32"))
+                tt = e.op([1, KV_HEADS, 1, HEAD_DIM], "fp16", f"transpose(x={t}, perm={e.ints([0, 2, 1, 3])})")
+                r3 = e.op([KV_HEADS, 1, HEAD_DIM], "fp16", f"reshape(x={tt}, shape={e.ints([KV_HEADS, 1, HEAD_DIM])})")
+                upd = e.op([1, KV_HEADS, 1, HEAD_DIM], "fp16", f"expand_dims(x={r3}, axes={e.ints([0])})")
+                old = e.op(cache_shape, "fp16", f"cast(x=%{inp}, dtype={fp16})")
+                new = e.op(cache_shape, "fp16",
+                           f"slice_update(x={old}, update={upd}, begin={kv_begin}, end={kv_end}, "
+                           f"begin_mask={e.bools([True, True, False, True])}, "
+                           f"end_mask={e.bools([True, True, False, True])}, "
+                           f"squeeze_mask={e.bools([False] * 4)}, stride={e.ints([1, 1, 1, 1])})",
+                           name=f"{p}{kind}_cache_out")
+                outputs.append(new[1:])
+                ex = e.op([1, KV_HEADS, 1, context, HEAD_DIM], "fp16", f"expand_dims(x={new}, axes={e.ints([2])})")
+                rep = HEADS // KV_HEADS
+                tl = e.op([1, KV_HEADS, rep, context, HEAD_DIM], "fp16",
+                          f"tile(x={ex}, reps={e.ints([1, 1, rep, 1, 1])})")
+                caches[kind] = e.op([1, HEADS, context, HEAD_DIM], "fp16",
+                                    f"reshape(x={tl}, shape={e.ints([1, HEADS, context, HEAD_DIM])})")
+            qt = e.op([1, HEADS, 1, HEAD_DIM], "fp16", f"transpose(x={qr}, perm={e.ints([0, 2, 1, 3])})")
+            att = e.op([1, HEADS, 1, HEAD_DIM], "fp16",
+                       f"scaled_dot_product_attention(query={qt}, key={caches['k']}, "
+                       f"value={caches['v']}, attn_mask={mask})")
+            at = e.op([1, 1, HEADS, HEAD_DIM], "fp16", f"transpose(x={att}, perm={e.ints([0, 2, 1, 3])})")
+            flat = e.op(h, "fp16", f"reshape(x={at}, shape={e.ints(h)})")
+            y = linear(flat, p + "o", h)
         else:
-            h = p.op([1, 1, 3 * D], "fp16",
-                     f"linear(x={xn}, weight={p.weight(pre + 'in_proj', [3 * D, D], 0.02)})")
-            ht = p.op([1, 3 * D, 1], "fp16", f"transpose(x={h}, perm=[0, 2, 1])")
-            parts = [f"%{pre}b", f"%{pre}c", f"%{pre}xx"]
-            p.lines.append(f"    {parts[0]}: (1, {D}, 1, fp16)(Tensor), {parts[1]}: (1, {D}, 1, fp16)"
-                           f"(Tensor), {parts[2]}: (1, {D}, 1, fp16)(Tensor) = split(x={ht}, "
-                           f'num_splits=3, axis=1, name="{pre}split")')
-            bx = p.op([1, D, 1], "fp16", f"mul(x={parts[0]}, y={parts[2]})")
-            st = f"%{pre}conv_state"
-            states.append((st, [1, D, 2]))
-            old = p.op([1, D, 2], "fp16", f"read_state(input={st})")
-            cat = p.op([1, D, 3], "fp16", f"concat(values=({old}, {bx}), axis=2)")
-            new = p.op([1, D, 2], "fp16",
-                       f"slice_by_index(x={cat}, begin=[0, 0, 1], end=[1, {D}, 3])")
-            p.op([1, D, 2], "fp16", f"coreml_update_state(state={st}, value={new})")
-            conv = p.op([1, D, 1], "fp16",
-                        f"conv(x={cat}, weight={p.weight(pre + 'conv', [D, 1, 3], 0.3)}, groups={D})")
-            yc = p.op([1, D, 1], "fp16", f"mul(x={parts[1]}, y={conv})")
-            yt = p.op(h1, "fp16", f"transpose(x={yc}, perm=[0, 2, 1])")
-            y = p.op(h1, "fp16",
-                     f"linear(x={yt}, weight={p.weight(pre + 'out_proj', [D, D], 0.02)})")
-        x = p.op(h1, "fp16", f"add(x={x}, y={y})")
-        xn = p.rmsnorm(x, p.weight(pre + "ffn_norm", [D], 0.1), h1)
-        g = p.op([1, 1, FFN], "fp16", f"linear(x={xn}, weight={p.weight(pre + 'w1', [FFN, D], 0.02)})")
-        u = p.op([1, 1, FFN], "fp16", f"linear(x={xn}, weight={p.weight(pre + 'w3', [FFN, D], 0.02)})")
-        a = p.op([1, 1, FFN], "fp16", f"silu(x={g})")
-        m = p.op([1, 1, FFN], "fp16", f"mul(x={a}, y={u})")
-        y = p.op(h1, "fp16", f"linear(x={m}, weight={p.weight(pre + 'w2', [D, FFN], 0.02)})")
-        x = p.op(h1, "fp16", f"add(x={x}, y={y})")
-    xn = p.rmsnorm(x, p.weight("final_norm", [D], 0.1), h1)
-    logits = p.op([1, 1, VOCAB], "fp16", f"linear(x={xn}, weight={emb})")
+            b = linear(xn, p + "b", h)
+            c = linear(xn, p + "c", h)
+            xx = linear(xn, p + "x", h)
+            bx = e.op(h, "fp16", f"mul(x={b}, y={xx})")
+            inp = f"{p}conv_state"
+            inputs.append((inp, [1, D, 2], "fp32"))
+            st = e.op([1, D, 2], "fp16", f"cast(x=%{inp}, dtype={fp16})")
+            bxt = e.op([1, D, 1], "fp16", f"transpose(x={bx}, perm={e.ints([0, 2, 1])})")
+            cat = e.op([1, D, 3], "fp16", f"concat(values=({st}, {bxt}), axis={e.const('-1', [], 'int32')}, "
+                                          f"interleave={e.const('False', [], 'bool')})")
+            new = e.op([1, D, 2], "fp16", f"slice_by_index(x={cat}, begin={e.ints([0, 0, 1])}, "
+                                          f"end={e.ints([1, D, 1])}, end_mask={e.bools([True] * 3)})",
+                       name=f"{p}conv_state_out")
+            outputs.append(new[1:])
+            conv = e.op([1, D, 1], "fp16",
+                        f"conv(x={cat}, weight={e.blob(p + 'conv', ws[p + 'conv'], 'fp16')}, "
+                        f"groups={e.const(str(D), [], 'int32')}, pad_type={e.string('valid')})")
+            cr = e.op(h, "fp16", f"reshape(x={conv}, shape={e.ints(h)})")
+            y0 = e.op(h, "fp16", f"mul(x={c}, y={cr})")
+            y = linear(y0, p + "out", h)
+        x = e.op(h, "fp16", f"add(x={x}, y={y})")
+        xn = rmsnorm(x, p + "ffn_norm", h)
+        g = linear(xn, p + "w1", [1, 1, FFN])
+        u = linear(xn, p + "w3", [1, 1, FFN])
+        a = e.op([1, 1, FFN], "fp16", f"silu(x={g})")
+        m = e.op([1, 1, FFN], "fp16", f"mul(x={a}, y={u})")
+        y = linear(m, p + "w2", h)
+        x = e.op(h, "fp16", f"add(x={x}, y={y})")
+    last = e.op([1, D], "fp16", f"slice_by_index(x={x}, begin={e.ints([0, 0, 0])}, end={e.ints([1, 1, D])}, "
+                                f"squeeze_mask={e.bools([False, True, False])})")
+    xn = rmsnorm(last, "final_norm", [1, D])
+    if form == "fp16":
+        # The LM head is the embedding itself (tied weights, one constant).
+        head = emb
+        e.read_bytes += VOCAB * D * 2
+    else:
+        ws["lm_head"] = ws["embed"]
+        head = emit_weight(e, ws, "lm_head", form, True)
+    logits = e.op([1, VOCAB], "fp16", f"linear(x={xn}, weight={head}, bias={bias(VOCAB)})",
+                  name="logits")
+    outputs.append(logits[1:])
     wf.close()
-    args = ["%token: (1, 1, int32)(Tensor)", "%kv_begin: (4, int32)(Tensor)",
-            "%kv_end: (4, int32)(Tensor)", f"%mask: (1, 1, 1, {CACHE}, fp16)(Tensor)"]
-    args += [f"{s}: ({', '.join(map(str, shp))}, fp16)(State)" for s, shp in states]
+    args = [f"%{n}: {Emitter.ty(s, t)}" for n, s, t in inputs]
     text = "main[CoreML8](" + ",\n              ".join(args) + ") {\n  block0() {\n"
-    text += "\n".join(p.lines) + f"\n  }} -> ({logits})\n}}\n"
+    text += "\n".join(e.lines) + "\n  } -> (" + ", ".join("%" + o for o in outputs) + ")\n}\n"
     with open(os.path.join(workdir, "model.mil"), "w") as f:
         f.write(text)
-    return p.weights, os.path.getsize(os.path.join(workdir, "weights", "weight.bin")), logits[1:]
+    return inputs, outputs, e.read_bytes
 
 
-def step_inputs(step):
-    mask = np.where(np.arange(CACHE) <= step, 0, -np.inf).astype(np.float16).reshape(1, 1, 1, CACHE)
-    return {"token": np.array([[step * 7 % VOCAB]], np.int32),
-            "kv_begin": np.array([0, 0, step, 0], np.int32),
-            "kv_end": np.array([1, KV_HEADS, step + 1, HEAD_DIM], np.int32), "mask": mask}
+def step_inputs(inputs, pos, seed):
+    """One step's inputs: the buffers hold random fp16-exact values before `pos`."""
+    rng = np.random.default_rng(seed)
+    feed = {}
+    for name, shape, dtype in inputs:
+        if name == "tokens":
+            feed[name] = np.array([[pos * 7919 % VOCAB]], np.int32)
+        elif name == "input_pos":
+            feed[name] = np.array([pos], np.int32)
+        else:
+            a = (rng.standard_normal(shape, dtype=np.float32) * 0.5).astype(np.float16)
+            if name.endswith("_cache"):
+                a[:, :, pos:] = 0
+            feed[name] = a.astype(np.float32)
+    return feed
 
 
-class NumpyBaseline:
-    """The same step in fp32, eagerly, with numpy (BLAS matmuls)."""
+class TorchStep:
+    """The same step in fp32, eagerly, with PyTorch (or numpy when torch is absent)."""
 
-    name = "numpy"
+    def __init__(self, ws, form, layers, context):
+        try:
+            import torch
+        except ImportError:
+            torch = None
+        self.torch, self.layers, self.context = torch, layers, context
+        names = list(ws)
+        dense = {n: dense_of(ws, n, form) for n in names if n != "lm_head"}
+        dense["lm_head"] = dense_of(ws, "lm_head", form) if form != "fp16" else dense["embed"]
+        if torch is not None:
+            if _THREADS != "0":
+                torch.set_num_threads(int(_THREADS))
+            dense = {k: torch.from_numpy(v) for k, v in dense.items()}
+        self.w = dense
+        cos, sin = rope_tables(context)
+        self.cos, self.sin = cos.astype(np.float32), sin.astype(np.float32)
 
-    def __init__(self, weights):
-        self.w = {k: v.astype(np.float32) for k, v in weights.items()}
-        self.state = {}
+    @property
+    def name(self):
+        return f"PyTorch {self.torch.__version__} eager" if self.torch else "numpy (no torch)"
 
-    def rms(self, x, w):
-        return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + EPS) * w
+    def step(self, feed):
+        if self.torch is not None:
+            with self.torch.inference_mode():
+                return self._step(feed, self.torch).numpy()
+        return self._step(feed, None)
 
-    def step(self, inp):
-        w = self.w
-        x = w["embed"][inp["token"][0, 0]].reshape(1, D)
-        pos = int(inp["kv_begin"][2])
-        mask = inp["mask"].astype(np.float32).reshape(1, CACHE)
-        for i in range(LAYERS):
-            pre = f"l{i}_"
-            xn = self.rms(x, w[pre + "op_norm"])
+    def _step(self, feed, torch):
+        T = torch
+        w, pos = self.w, int(feed["input_pos"][0])
+
+        def arr(a):
+            return T.from_numpy(np.ascontiguousarray(a)) if T else a
+
+        def lin(x, name):
+            return T.nn.functional.linear(x, w[name]) if T else x @ w[name].T
+
+        def rms(x, name):
+            inv = 1.0 / (((x * x).mean(-1, keepdims=True) if not T else (x * x).mean(-1, keepdim=True)) + EPS) ** 0.5
+            return x * inv * w[name]
+
+        def sigmoid(x):
+            return T.sigmoid(x) if T else 1 / (1 + np.exp(-x))
+
+        def rope(t, heads):
+            t = t.reshape(heads, HEAD_DIM // 2, 2)
+            c, s = arr(self.cos[pos]), arr(self.sin[pos])
+            re_, im = t[..., 0], t[..., 1]
+            out = (re_ * c - im * s, re_ * s + im * c)
+            return (T.stack(out, -1) if T else np.stack(out, -1)).reshape(heads, HEAD_DIM)
+
+        x = w["embed"][int(feed["tokens"][0, 0])].reshape(1, D)
+        for i in range(self.layers):
+            p = f"l{i}_"
+            xn = rms(x, p + "op_norm")
             if i in ATTENTION_LAYERS:
-                q = (xn @ w[pre + "q"].T).reshape(KV_HEADS, 2, HEAD_DIM)
-                k = (xn @ w[pre + "k"].T).reshape(KV_HEADS, HEAD_DIM)
-                v = (xn @ w[pre + "v"].T).reshape(KV_HEADS, HEAD_DIM)
-                kc = self.state.setdefault(pre + "k", np.zeros((KV_HEADS, CACHE, HEAD_DIM), np.float32))
-                vc = self.state.setdefault(pre + "v", np.zeros((KV_HEADS, CACHE, HEAD_DIM), np.float32))
+                q = rms(lin(xn, p + "q").reshape(HEADS, HEAD_DIM), p + "q_norm")
+                k = rms(lin(xn, p + "k").reshape(KV_HEADS, HEAD_DIM), p + "k_norm")
+                v = lin(xn, p + "v").reshape(KV_HEADS, HEAD_DIM)
+                q, k = rope(q, HEADS), rope(k, KV_HEADS)
+                kc = arr(feed[p + "k_cache"][0].copy())
+                vc = arr(feed[p + "v_cache"][0].copy())
                 kc[:, pos], vc[:, pos] = k, v
-                # A Python float keeps float32 (a numpy float64 scalar would promote).
-                s = q @ kc.transpose(0, 2, 1) * (HEAD_DIM ** -0.5) + mask
-                s = np.exp(s - s.max(-1, keepdims=True))
-                s /= s.sum(-1, keepdims=True)
-                y = (s @ vc).reshape(1, D) @ w[pre + "o"].T
+                rep = HEADS // KV_HEADS
+                kr = kc.repeat_interleave(rep, 0) if T else np.repeat(kc, rep, 0)
+                vr = vc.repeat_interleave(rep, 0) if T else np.repeat(vc, rep, 0)
+                s = (q[:, None, :] @ kr.transpose(1, 2) if T else q[:, None, :] @ kr.transpose(0, 2, 1))
+                s = s[:, 0] * (HEAD_DIM ** -0.5)
+                s[:, pos + 1:] = -np.inf
+                s = T.softmax(s, -1) if T else np.exp(s - s.max(-1, keepdims=True))
+                if not T:
+                    s = s / s.sum(-1, keepdims=True)
+                o = (s[:, None, :] @ vr)[:, 0].reshape(1, D)
+                y = lin(o, p + "o")
             else:
-                b, c, xx = np.split((xn @ w[pre + "in_proj"].T).reshape(3 * D), 3)
-                st = self.state.setdefault(pre + "conv", np.zeros((D, 2), np.float32))
-                cat = np.concatenate([st, (b * xx)[:, None]], axis=1)
-                self.state[pre + "conv"] = cat[:, 1:].copy()
-                conv = np.sum(cat * w[pre + "conv"].reshape(D, 3), axis=1)
-                y = (c * conv).reshape(1, D) @ w[pre + "out_proj"].T
+                b, c, xx = lin(xn, p + "b"), lin(xn, p + "c"), lin(xn, p + "x")
+                st = arr(feed[p + "conv_state"][0])
+                bx = (b * xx).reshape(D, 1)
+                cat = T.cat([st, bx], 1) if T else np.concatenate([st, bx], 1)
+                conv = (cat * w[p + "conv"].reshape(D, 3)).sum(1)
+                y = lin((c.reshape(D) * conv).reshape(1, D), p + "out")
             x = x + y
-            xn = self.rms(x, w[pre + "ffn_norm"])
-            g = xn @ w[pre + "w1"].T
-            m = g / (1 + np.exp(-g)) * (xn @ w[pre + "w3"].T)
-            x = x + m @ w[pre + "w2"].T
-        assert x.dtype == np.float32, x.dtype
-        return self.rms(x, w["final_norm"]) @ w["embed"].T
+            xn = rms(x, p + "ffn_norm")
+            g = lin(xn, p + "w1")
+            x = x + lin(g * sigmoid(g) * lin(xn, p + "w3"), p + "w2")
+        return lin(rms(x, "final_norm"), "lm_head")
 
 
-class TorchBaseline:
-    """The same step in fp32 with PyTorch eager (torch.nn.functional on the CPU)."""
-
-    name = "torch"
-
-    def __init__(self, weights):
-        import torch
-
-        self.torch = torch
-        if _THREADS != "0":
-            torch.set_num_threads(int(_THREADS))
-        self.w = {k: torch.from_numpy(v.astype(np.float32)) for k, v in weights.items()}
-        self.state = {}
-
-    def rms(self, x, w):
-        return x * self.torch.rsqrt((x * x).mean(-1, keepdim=True) + EPS) * w
-
-    def step(self, inp):
-        torch, w = self.torch, self.w
-        F = torch.nn.functional
-        with torch.inference_mode():
-            x = w["embed"][int(inp["token"][0, 0])].reshape(1, D)
-            pos = int(inp["kv_begin"][2])
-            mask = torch.from_numpy(inp["mask"].astype(np.float32)).reshape(1, CACHE)
-            for i in range(LAYERS):
-                pre = f"l{i}_"
-                xn = self.rms(x, w[pre + "op_norm"])
-                if i in ATTENTION_LAYERS:
-                    q = F.linear(xn, w[pre + "q"]).reshape(KV_HEADS, 2, HEAD_DIM)
-                    k = F.linear(xn, w[pre + "k"]).reshape(KV_HEADS, HEAD_DIM)
-                    v = F.linear(xn, w[pre + "v"]).reshape(KV_HEADS, HEAD_DIM)
-                    kc = self.state.setdefault(pre + "k", torch.zeros(KV_HEADS, CACHE, HEAD_DIM))
-                    vc = self.state.setdefault(pre + "v", torch.zeros(KV_HEADS, CACHE, HEAD_DIM))
-                    kc[:, pos], vc[:, pos] = k, v
-                    s = torch.softmax(q @ kc.transpose(1, 2) * (HEAD_DIM ** -0.5) + mask, dim=-1)
-                    y = F.linear((s @ vc).reshape(1, D), w[pre + "o"])
-                else:
-                    b, c, xx = F.linear(xn, w[pre + "in_proj"]).reshape(3 * D).chunk(3)
-                    st = self.state.setdefault(pre + "conv", torch.zeros(D, 2))
-                    cat = torch.cat([st, (b * xx)[:, None]], dim=1)
-                    self.state[pre + "conv"] = cat[:, 1:].clone()
-                    conv = (cat * w[pre + "conv"].reshape(D, 3)).sum(1)
-                    y = F.linear((c * conv).reshape(1, D), w[pre + "out_proj"])
-                x = x + y
-                xn = self.rms(x, w[pre + "ffn_norm"])
-                x = x + F.linear(F.silu(F.linear(xn, w[pre + "w1"])) * F.linear(xn, w[pre + "w3"]),
-                                 w[pre + "w2"])
-            return F.linear(self.rms(x, w["final_norm"]), w["embed"]).numpy()
+def run_json(cmd):
+    out = subprocess.run(cmd, check=False, capture_output=True, text=True)
+    if out.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
+    return json.loads(out.stdout)
 
 
-def measure(cmd):
-    """Runs cmd; returns (wall seconds, CPU seconds, peak RSS bytes) of that child alone."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.perf_counter() - start
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{' '.join(cmd)} failed:\n{proc.stderr.read().decode()}")
-    return elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss * 1024
+def bench_step(bench, model, feed_npz, threads, steps):
+    """Wall and CPU ms per step (mean of `steps`) and peak RSS of anefit-bench on one model."""
+    r = run_json([bench, "--model", model, "--inputs", feed_npz, "--threads", str(threads),
+                  "--steps", str(steps), "--benchmark_filter=^step", "--benchmark_format=json"])
+    b = r["benchmarks"][0]
+    return b["real_time"], b["cpu_time"], b["peak_rss_bytes"]
 
 
-def cpu_seconds():
-    u = resource.getrusage(resource.RUSAGE_SELF)
-    return u.ru_utime + u.ru_stime
+def read_bandwidth(bench, passes=5):
+    """Best one-thread read rate (GB/s) over `passes` repetitions, and the bytes per pass."""
+    r = run_json([bench, "--benchmark_filter=^read_bandwidth", "--benchmark_format=json",
+                  f"--benchmark_repetitions={passes}"])
+    runs = [b for b in r["benchmarks"] if b.get("run_type") == "iteration"]
+    return max(b["bytes_per_second"] for b in runs) / 1e9, passes
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--anefit", default=os.environ.get("ANEFIT_BIN", "build-run/tools/anefit/anefit"))
-    ap.add_argument("--steps", type=int, default=6, help="decode steps per timed run")
-    ap.add_argument("--workdir", help="where to build the model (default: a temp dir)")
+    ap.add_argument("--bench", default=os.environ.get("ANEFIT_BENCH", "build/bench/anefit-bench"),
+                    help="the anefit-bench binary")
+    ap.add_argument("--anefit", default=os.environ.get("ANEFIT_BIN", "build/tools/anefit/anefit"),
+                    help="the anefit binary (for the numeric cross-check)")
+    ap.add_argument("--forms", default="fp16,int4,lut4")
+    ap.add_argument("--threads", default="1", help="anefit threads; a list runs each (1,2)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=8, help="timed steps per round and form")
+    ap.add_argument("--layers", type=int, default=LAYERS)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--pos", type=int, default=300, help="decode position of the timed step")
+    ap.add_argument("--workdir", help="where to build the models (default: a temp dir)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-baseline", action="store_true", help="skip PyTorch eager")
     args = ap.parse_args()
+    forms = args.forms.split(",")
+    threads = [int(t) for t in args.threads.split(",")]
     workdir = args.workdir or tempfile.mkdtemp(prefix="anefit-bench-")
+    bench = os.path.abspath(args.bench)
+
     t0 = time.perf_counter()
-    weights, weight_bytes, logits_name = build(workdir, args.seed)
-    print(f"model: {workdir}/model.mil, {weight_bytes / 2**20:.0f} MiB of fp16 weights, "
-          f"built in {time.perf_counter() - t0:.1f} s")
+    ws = random_weights(args.seed, args.layers)
+    built = {}
+    for form in forms:
+        d = os.path.join(workdir, form)
+        inputs, outputs, read = build(d, ws, form, args.layers, args.context)
+        built[form] = (os.path.join(d, "model.mil"), read, outputs)
+    feed = step_inputs(inputs, args.pos, args.seed + 1)
+    feed_npz = os.path.join(workdir, "inputs.npz")
+    np.savez(feed_npz, **feed)
+    print(f"models: {workdir} ({', '.join(forms)}), built in {time.perf_counter() - t0:.1f} s")
 
-    # anefit: per-step time from the difference of an N-step and a 1-step run
-    # (so loading the model is not counted); peak RSS of the N-step run.
-    def timed(steps):
-        feed = {f"step{k}/{n}": a for k in range(steps) for n, a in step_inputs(k).items()}
-        npz = os.path.join(workdir, f"inputs{steps}.npz")
-        np.savez(npz, **feed)
-        return measure([os.path.abspath(args.anefit), "run", os.path.join(workdir, "model.mil"),
-                        "--inputs", npz, "-o", os.path.join(workdir, f"out{steps}.npz")])
-    t1, c1, _ = timed(1)
-    tn, cn, rss = timed(1 + args.steps)
-    anefit_step = (tn - t1) / args.steps
-    anefit_cpu = (cn - c1) / args.steps
+    bound_gbs, passes = read_bandwidth(bench)
+    print(f"one-thread read bandwidth: {bound_gbs:.1f} GB/s (anefit-bench read_bandwidth, best "
+          f"of {passes})")
 
-    try:
-        import torch  # noqa: F401
+    baseline = None
+    if not args.no_baseline:
+        baseline = TorchStep(ws, forms[0], args.layers, args.context)
+        if baseline.torch is None:
+            print("PyTorch is not installed: the eager baseline is skipped")
+            baseline = None
 
-        baseline_note = f"PyTorch {torch.__version__} eager, fp32"
-        base = TorchBaseline(weights)
-    except ImportError:
-        baseline_note = "PyTorch is not installed; numpy (fp32, BLAS) is the eager baseline"
-        base = NumpyBaseline(weights)
-    del weights
-    base.step(step_inputs(0))  # warm-up
-    times, cpu0 = [], cpu_seconds()
-    for k in range(1, 1 + args.steps):
-        s = time.perf_counter()
-        logits = base.step(step_inputs(k))
-        times.append(time.perf_counter() - s)
-    base_cpu = (cpu_seconds() - cpu0) / args.steps
-    base_step = float(np.median(times))
+    times = {(f, t): [] for f in forms for t in threads}
+    cpu = {(f, t): [] for f in forms for t in threads}
+    rss = {}
+    base_times = []
+    for r in range(args.rounds):
+        for t in threads:
+            for form in forms:
+                ms, cms, peak = bench_step(bench, built[form][0], feed_npz, t, args.steps)
+                times[(form, t)].append(ms)
+                cpu[(form, t)].append(cms)
+                rss[form] = max(rss.get(form, 0), peak)
+        if baseline:
+            baseline.step(feed)
+            for _ in range(args.steps):
+                s = time.perf_counter()
+                baseline.step(feed)
+                base_times.append((time.perf_counter() - s) * 1e3)
 
-    # Cross-check: anefit's logits of the last step against the baseline's.
-    with np.load(os.path.join(workdir, f"out{1 + args.steps}.npz")) as z:
-        got = z[f"step{args.steps}/{logits_name}"].astype(np.float32)
-    err = float(np.max(np.abs(got.reshape(-1) - logits.reshape(-1)))) / float(np.max(np.abs(logits)))
+    print(f"\nLFM2-350M decode step, export_llm shape, context {args.context}, position {args.pos}; "
+          f"{args.rounds} rounds of {args.steps} steps, medians")
+    print(f"{'form':6s} {'thr':>3s} {'ms/step':>8s} {'CPU ms':>7s} {'weights read':>13s} "
+          f"{'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} {'RSS/weights':>11s}")
+    for t in threads:
+        for form in forms:
+            ms = statistics.median(times[(form, t)])
+            cms = statistics.median(cpu[(form, t)])
+            read = built[form][1]
+            wfile = os.path.getsize(os.path.join(os.path.dirname(built[form][0]), "weights",
+                                                 "weight.bin"))
+            gbs = read / ms / 1e6
+            bound_ms = read / bound_gbs / 1e6
+            print(f"{form:6s} {t:3d} {ms:8.1f} {cms:7.1f} {read / 1e6:10.0f} MB {gbs:6.1f} "
+                  f"{100 * bound_ms / ms:9.0f}% {rss[form] / 2**20:6.0f} MiB "
+                  f"{rss[form] / wfile:10.2f}x")
+    if len(threads) > 1:
+        for form in forms:
+            a, b = statistics.median(times[(form, threads[0])]), statistics.median(times[(form, threads[-1])])
+            print(f"{form}: {threads[-1]} threads vs {threads[0]}: {a / b:.2f}x")
+    if baseline:
+        bms = statistics.median(base_times)
+        print(f"{baseline.name} (fp32, {_THREADS} thread(s)): {bms:.1f} ms/step; anefit "
+              + ", ".join(f"{f} {bms / statistics.median(times[(f, threads[0])]):.2f}x" for f in forms)
+              + " faster")
 
-    print(f"baseline: {baseline_note}; threads: {_THREADS if _THREADS != '0' else 'default'}")
-    print(f"anefit run:  {anefit_step * 1e3:8.1f} ms/step wall, {anefit_cpu * 1e3:8.1f} ms/step CPU "
-          f"(1 step {t1:.2f} s, {1 + args.steps} steps {tn:.2f} s, load included)")
-    print(f"{base.name:11s}: {base_step * 1e3:8.1f} ms/step wall, {base_cpu * 1e3:8.1f} ms/step CPU "
-          f"(median of {args.steps})")
-    print(f"ratio (baseline / anefit): {base_step / anefit_step:.2f}x wall, "
-          f"{base_cpu / anefit_cpu:.2f}x CPU")
-    print(f"anefit peak RSS: {rss / 2**20:.0f} MiB = {rss / weight_bytes:.2f}x weight bytes")
-    print(f"max |anefit - baseline| / max |logits| on the last step: {err:.2e}")
+    # Numerics: each form's logits against the eager step on the same dense weights.
+    for form in forms:
+        ref = TorchStep(ws, form, args.layers, args.context).step(feed).reshape(-1)
+        out = os.path.join(workdir, f"out_{form}.npz")
+        subprocess.run([os.path.abspath(args.anefit), "run", built[form][0], "--inputs", feed_npz,
+                        "-o", out], check=True, capture_output=True)
+        with np.load(out) as z:
+            got = z["logits"].astype(np.float32).reshape(-1)
+        err = float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
+        print(f"{form}: max |anefit - eager| / max |logits| = {err:.2e}")
 
 
 if __name__ == "__main__":

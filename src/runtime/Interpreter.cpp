@@ -1,13 +1,19 @@
 //===- Interpreter.cpp - Reference interpreter for MIL programs -----------===//
 //
 // Plans a function once (a slot per value, the op after which each value is
-// dead, the kernel of each op) and then runs it: bind inputs, call kernels in
-// program order, free values at their last use, return the outputs.
+// dead, the kernel of each op, which values depend on constants only and which
+// may stay lazy) and then runs it: bind inputs, call kernels in program order,
+// free values at their last use, return the outputs. Values computed from
+// constants alone are kept from one run to the next (within a byte budget),
+// so a compressed weight read by an op that cannot decode it in place is
+// expanded once, not at every step.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Interpreter.h"
 
+#include "runtime/Convert.h"
 #include "runtime/Kernel.h"
+#include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
 #include <algorithm>
@@ -68,14 +74,6 @@ Tensor constantTensor(const Constant &c, const Operation &op) {
   if (c.kind == Constant::Kind::Blob)
     owner = c.blob.store;
   return Tensor::borrow(c.type.dtype(), *shape, data.data(), std::move(owner));
-}
-
-/// Rounds every element of an fp32 tensor to the nearest fp16 value
-/// (ties to even, overflow to infinity): the fp16 pipeline's view of it.
-void roundToHalf(Tensor &t) {
-  float *p = t.mutableData<float>();
-  for (int64_t i = 0, n = t.numElements(); i < n; ++i)
-    p[i] = halfToFloat(floatToHalf(p[i]));
 }
 
 bool sameKind(DType a, DType b) {
@@ -159,41 +157,101 @@ struct InterpreterPlan {
     const Operation *op;
     KernelFn fn;
     std::vector<size_t> freeAfter;
+    /// Every input is a constant or a folded value: the outputs are kept.
+    bool folded = false;
+    /// LazyKind bits every reader of output 0 takes.
+    unsigned lazyOut = 0;
+    /// Slot of each binding of each input (SIZE_MAX: a constant), and of
+    /// each output.
+    std::vector<std::vector<size_t>> inputSlots;
+    std::vector<size_t> outputSlots;
   };
   std::vector<Step> steps;
   size_t numSlots = 0;
+  /// Per slot: LazyKind bits the readers of the value take; the step that
+  /// frees it (SIZE_MAX: never).
+  std::vector<unsigned> lazyOk;
+  std::vector<size_t> freedAt;
+
+  // Kept across runs.
+  /// Values of folded steps, by slot (invalid until computed).
+  std::vector<Tensor> folded;
+  std::vector<char> foldTried;
+  /// FP16 mode: the folded value was rounded to fp16.
+  std::vector<char> foldRounded;
+  /// Compute-dtype copies of constants whose stored dtype differs (fp16 norms
+  /// and biases), by bytes address.
+  std::unordered_map<const void *, Tensor> converted;
+  uint64_t cachedBytes = 0;
 };
 
 namespace {
 
+/// Bytes a kept tensor costs (views of constants and lazy values: none).
+uint64_t ownedBytes(const Tensor &t) { return t.isOwned() && !t.isLazy() ? t.numBytes() : 0; }
+
+/// Accepted LazyKind bits of (op type, param), and whether the op hands them on.
+struct LazyRule {
+  std::string_view opType, param;
+  unsigned kinds;
+  bool passes;
+};
+
+constexpr LazyRule kLazyRules[] = {
+#define LAZY_INPUT(OpType, Param, Kinds, Passes) {OpType, Param, Kinds, Passes},
+#include "runtime/Kernels.def"
+};
+
+const LazyRule *lazyRule(std::string_view opType, std::string_view param) {
+  for (const LazyRule &r : kLazyRules)
+    if (r.opType == opType && r.param == param)
+      return &r;
+  return nullptr;
+}
+
 /// One op's view of the interpreter state while its kernel runs.
 class RunContext final : public KernelContext {
 public:
-  RunContext(const Operation &op, const InterpreterPlan &plan, std::vector<Tensor> &env,
-             StateContext &states, std::unordered_map<const void *, Tensor> &convertCache)
-      : KernelContext(op), plan_(plan), env_(env), states_(states), cache_(convertCache) {}
+  RunContext(const InterpreterPlan::Step &step, size_t index, InterpreterPlan &plan,
+             std::vector<Tensor> &env, StateContext &states, const RunOptions &options,
+             uint64_t cacheBudget)
+      : KernelContext(*step.op), step_(step), index_(index), plan_(plan), env_(env),
+        states_(states), options_(options), cacheBudget_(cacheBudget) {}
 
-  const Tensor &raw(std::string_view param) override {
-    const OpInput *in = op.input(param);
-    if (!in || in->bindings.empty()) {
-      if (const Constant *attr = op.attribute(param)) {
-        temps_.push_back(constantTensor(*attr, op));
-        return temps_.back();
-      }
-      fail("missing input '" + std::string(param) + "'");
-    }
-    return bound(in->bindings[0], param);
+  const Tensor &raw(std::string_view param) override { return dense(held(param)); }
+
+  const Tensor &lazyIn(std::string_view param) override {
+    const Tensor &t = held(param);
+    if (!t.isLazy())
+      return t;
+    const LazyRule *rule = lazyRule(op.type, param);
+    if (rule && (rule->kinds & t.lazyValue()->kind()))
+      return t;
+    return dense(t);
   }
 
   const Tensor &in(std::string_view param) override { return compute(raw(param)); }
+
+  Tensor takeOrCopy(std::string_view param) override {
+    const OpInput *in = op.input(param);
+    if (in && in->bindings.size() == 1 && in->bindings[0].isValue()) {
+      size_t slot = step_.inputSlots[static_cast<size_t>(in - op.inputs.data())][0];
+      if (plan_.freedAt[slot] == index_ && boundOnce(in->bindings[0].value)) {
+        Tensor &t = env_[slot];
+        if (!t.isLazy() && t.ownsUniquely() && computeDType(t.dtype()) == t.dtype())
+          return std::move(t);
+      }
+    }
+    return this->in(param).clone();
+  }
 
   std::vector<const Tensor *> variadic(std::string_view param) override {
     const OpInput *in = op.input(param);
     if (!in)
       fail("missing input '" + std::string(param) + "'");
     std::vector<const Tensor *> out;
-    for (const Binding &b : in->bindings)
-      out.push_back(&compute(bound(b, param)));
+    for (size_t i = 0; i < in->bindings.size(); ++i)
+      out.push_back(&compute(dense(bound(*in, i, param))));
     return out;
   }
 
@@ -207,6 +265,7 @@ public:
   void setState(std::string_view param, Tensor value) override {
     std::string name = stateName(param);
     const Tensor *old = states_.find(name);
+    value = value.materialize();
     if (old && old->shape() != value.shape())
       fail("state '" + name + "' has shape " + shapeStr(old->shape()) + ", the update has shape " +
            shapeStr(value.shape()));
@@ -221,23 +280,42 @@ public:
     if (i >= op.outputs.size())
       fail("kernel produced output " + std::to_string(i) + " of " +
            std::to_string(op.outputs.size()));
-    env_[plan_.slots.at(op.outputs[i].get())] = std::move(t);
+    env_[step_.outputSlots[i]] = std::move(t);
   }
+
+  bool outputMayBeLazy(LazyKind kind) const override { return (step_.lazyOut & kind) != 0; }
+  const RunOptions &options() const override { return options_; }
 
   /// Drops the temporaries of this op.
   void finish() { temps_.clear(); }
 
 private:
-  const Tensor &bound(const Binding &b, std::string_view param) {
+  /// The tensor bound to `param`, as held (possibly lazy).
+  const Tensor &held(std::string_view param) {
+    const OpInput *in = op.input(param);
+    if (!in || in->bindings.empty()) {
+      if (const Constant *attr = op.attribute(param)) {
+        temps_.push_back(constantTensor(*attr, op));
+        return temps_.back();
+      }
+      fail("missing input '" + std::string(param) + "'");
+    }
+    return bound(*in, 0, param);
+  }
+
+  /// Binding `i` of input `in`.
+  const Tensor &bound(const OpInput &in, size_t i, std::string_view param) {
+    const Binding &b = in.bindings[i];
     if (b.isValue()) {
-      auto it = plan_.slots.find(b.value);
-      if (it == plan_.slots.end())
-        fail("input '" + std::string(param) + "' refers to unknown value '" + b.value->name + "'");
-      const Tensor &t = env_[it->second];
-      if (!t.valid())
-        fail("input '" + std::string(param) + "' value '" + b.value->name +
-             "' has no value (a state must be read with read_state)");
-      return t;
+      size_t slot = step_.inputSlots[static_cast<size_t>(&in - op.inputs.data())][i];
+      const Tensor &t = env_[slot];
+      if (t.valid())
+        return t;
+      const Tensor &f = plan_.folded[slot];
+      if (f.valid())
+        return f;
+      fail("input '" + std::string(param) + "' value '" + b.value->name +
+           "' has no value (a state must be read with read_state)");
     }
     if (!b.constant)
       fail("input '" + std::string(param) + "' is empty");
@@ -245,18 +323,39 @@ private:
     return temps_.back();
   }
 
-  /// `t` in compute dtype; small converted constants are cached.
+  bool boundOnce(const Value *v) const {
+    int n = 0;
+    for (const OpInput &in : op.inputs)
+      for (const Binding &b : in.bindings)
+        n += b.value == v;
+    return n == 1;
+  }
+
+  /// The dense form of `t` (lazy values materialized for this op).
+  const Tensor &dense(const Tensor &t) {
+    if (!t.isLazy())
+      return t;
+    temps_.push_back(t.materialize());
+    return temps_.back();
+  }
+
+  /// `t` in compute dtype; converted constants are kept across runs.
   const Tensor &compute(const Tensor &t) {
     DType want = computeDType(t.dtype());
     if (want == t.dtype())
       return t;
-    bool cacheable = !t.isOwned() && t.numElements() <= (1 << 16);
-    if (cacheable) {
-      auto it = cache_.find(t.bytes());
-      if (it != cache_.end() && it->second.shape() == t.shape())
+    if (!t.isOwned()) {
+      auto it = plan_.converted.find(t.bytes());
+      if (it != plan_.converted.end() && it->second.shape() == t.shape() &&
+          it->second.dtype() == want)
         return it->second;
       Tensor c = t.convertTo(want);
-      return cache_[t.bytes()] = std::move(c);
+      if (plan_.cachedBytes + c.numBytes() <= cacheBudget_) {
+        plan_.cachedBytes += c.numBytes();
+        return plan_.converted[t.bytes()] = std::move(c);
+      }
+      temps_.push_back(std::move(c));
+      return temps_.back();
     }
     temps_.push_back(t.convertTo(want));
     return temps_.back();
@@ -272,12 +371,20 @@ private:
     return v->name;
   }
 
-  const InterpreterPlan &plan_;
+  const InterpreterPlan::Step &step_;
+  size_t index_;
+  InterpreterPlan &plan_;
   std::vector<Tensor> &env_;
   StateContext &states_;
-  std::unordered_map<const void *, Tensor> &cache_;
+  const RunOptions &options_;
+  uint64_t cacheBudget_;
   std::deque<Tensor> temps_;
 };
+
+/// Op types whose results depend on more than their inputs.
+bool hasEffects(std::string_view type) {
+  return type == "read_state" || type == "write_state" || type == "coreml_update_state";
+}
 
 } // namespace
 
@@ -287,7 +394,6 @@ Interpreter::Interpreter(const Function &fn, RunOptions options)
   auto addSlot = [&](const Value *v) { plan.slots.emplace(v, plan.numSlots++); };
   for (const auto &in : fn.inputs)
     addSlot(in.get());
-  std::vector<size_t> lastUse;
   const auto &ops = fn.body->ops;
   for (size_t i = 0; i < ops.size(); ++i) {
     const Operation &op = *ops[i];
@@ -302,19 +408,38 @@ Interpreter::Interpreter(const Function &fn, RunOptions options)
       addSlot(out.get());
     plan.steps.push_back({&op, it->second, {}});
   }
+  for (InterpreterPlan::Step &step : plan.steps) {
+    for (const OpInput &in : step.op->inputs) {
+      std::vector<size_t> slots;
+      for (const Binding &b : in.bindings) {
+        auto it = b.isValue() ? plan.slots.find(b.value) : plan.slots.end();
+        if (b.isValue() && it == plan.slots.end())
+          throw InputError("function '" + fn.name + "': " + opWhere(*step.op) + ": reads value '" +
+                           b.value->name + "' that is not defined before it");
+        slots.push_back(b.isValue() ? it->second : SIZE_MAX);
+      }
+      step.inputSlots.push_back(std::move(slots));
+    }
+    for (const auto &out : step.op->outputs)
+      step.outputSlots.push_back(plan.slots.at(out.get()));
+  }
   // Liveness: a value dies after the last op that reads it; function
   // outputs and states live to the end.
-  lastUse.assign(plan.numSlots, SIZE_MAX);
+  std::vector<size_t> lastUse(plan.numSlots, SIZE_MAX);
+  std::vector<char> constantSlot(plan.numSlots, 0);
   for (size_t i = 0; i < ops.size(); ++i) {
+    bool folded = !hasEffects(ops[i]->type);
     for (const auto &out : ops[i]->outputs)
       lastUse[plan.slots.at(out.get())] = i;
-    for (const Value *v : ops[i]->operandValues()) {
-      auto it = plan.slots.find(v);
-      if (it == plan.slots.end())
-        throw InputError("function '" + fn.name + "': " + opWhere(*ops[i]) + ": reads value '" +
-                         v->name + "' that is not defined before it");
-      lastUse[it->second] = i;
-    }
+    for (const std::vector<size_t> &slots : plan.steps[i].inputSlots)
+      for (size_t s : slots)
+        if (s != SIZE_MAX) {
+          lastUse[s] = i;
+          folded = folded && constantSlot[s];
+        }
+    plan.steps[i].folded = folded;
+    for (const auto &out : ops[i]->outputs)
+      constantSlot[plan.slots.at(out.get())] = folded;
   }
   for (const Value *v : fn.body->outputs) {
     auto it = plan.slots.find(v);
@@ -322,12 +447,44 @@ Interpreter::Interpreter(const Function &fn, RunOptions options)
       throw InputError("function '" + fn.name + "': output '" + v->name + "' is not defined");
     lastUse[it->second] = SIZE_MAX;
   }
+  // (A kept value of a folded step lives in plan.folded, not in the run's
+  // slots; one that did not fit the budget is freed like any other.)
+  plan.freedAt.assign(plan.numSlots, SIZE_MAX);
   for (size_t s = fn.inputs.size(); s < plan.numSlots; ++s)
-    if (lastUse[s] != SIZE_MAX)
+    if (lastUse[s] != SIZE_MAX) {
       plan.steps[lastUse[s]].freeAfter.push_back(s);
+      plan.freedAt[s] = lastUse[s];
+    }
+
+  // Lazy values: a value may stay lazy in the forms every reader takes
+  // (readers that hand the form on count with their own output's readers).
+  // Function outputs are always dense.
+  plan.lazyOk.assign(plan.numSlots, kLazyTiled | kLazyCompressed);
+  for (const Value *v : fn.body->outputs)
+    plan.lazyOk[plan.slots.at(v)] = 0;
+  for (size_t i = ops.size(); i-- > 0;) {
+    const Operation &op = *ops[i];
+    unsigned out = op.outputs.empty() ? 0 : plan.lazyOk[plan.slots.at(op.outputs[0].get())];
+    if (op.outputs.size() == 1)
+      plan.steps[i].lazyOut = out;
+    for (const OpInput &in : op.inputs) {
+      const LazyRule *rule = lazyRule(op.type, in.name);
+      unsigned takes = rule ? rule->kinds & (rule->passes ? out : ~0u) : 0;
+      if (in.bindings.size() != 1)
+        takes = 0;
+      for (const Binding &b : in.bindings)
+        if (b.isValue())
+          plan.lazyOk[plan.slots.at(b.value)] &= takes;
+    }
+  }
+  plan.folded.resize(plan.numSlots);
+  plan.foldTried.assign(plan.steps.size(), 0);
+  plan.foldRounded.assign(plan.numSlots, 0);
 }
 
 Interpreter::~Interpreter() = default;
+
+uint64_t Interpreter::keptBytes() const { return plan_->cachedBytes; }
 
 std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs) {
   StateContext states;
@@ -335,7 +492,8 @@ std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs) {
 }
 
 std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs, StateContext &states) {
-  const InterpreterPlan &plan = *plan_;
+  InterpreterPlan &plan = *plan_;
+  ThreadScope threads(resolveThreads(options_.threads));
   std::vector<Tensor> env(plan.numSlots);
   std::string where = "function '" + fn_.name + "'";
 
@@ -380,24 +538,73 @@ std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs, StateContext 
         throw InputError(where + ": input '" + in->name + "': expected shape " + type.shapeStr() +
                          ", found " + shapeStr(t.shape()));
     }
-    env[plan.slots.at(in.get())] = t.convertTo(computeDType(type.dtype()));
+    DType want = computeDType(type.dtype());
+    // Shared, not copied, when already in compute dtype: kernels never write
+    // their inputs (takeOrCopy copies what it does not own alone).
+    env[plan.slots.at(in.get())] =
+        t.dtype() == want && !t.isLazy() && !isSubByte(want) ? t : t.convertTo(want);
   }
   states.initialize(fn_);
 
-  std::unordered_map<const void *, Tensor> convertCache;
+  bool fp16 = options_.precision == Precision::FP16;
+  // FP16 mode: slots whose values the interpreter has rounded to fp16.
+  std::vector<char> rounded(fp16 ? plan.numSlots : 0, 0);
   size_t done = 0;
-  for (const InterpreterPlan::Step &step : plan.steps) {
-    RunContext ctx(*step.op, plan, env, states, convertCache);
+  for (size_t si = 0; si < plan.steps.size(); ++si) {
+    const InterpreterPlan::Step &step = plan.steps[si];
+    const Operation &op = *step.op;
+    if (step.folded && plan.foldTried[si]) {
+      bool all = true;
+      for (size_t slot : step.outputSlots)
+        all = all && plan.folded[slot].valid();
+      if (all) {
+        if (options_.progress)
+          options_.progress(++done, plan.steps.size());
+        continue;
+      }
+    }
+    RunContext ctx(step, si, plan, env, states, options_, options_.foldCacheBytes);
     step.fn(ctx);
-    for (const auto &out : step.op->outputs) {
-      Tensor &t = env[plan.slots.at(out.get())];
+    for (size_t oi = 0; oi < op.outputs.size(); ++oi) {
+      size_t slot = step.outputSlots[oi];
+      Tensor &t = env[slot];
       if (!t.valid())
-        ctx.fail("kernel did not produce output '" + out->name + "'");
-      if (options_.precision == Precision::FP16 && t.dtype() == DType::F32 && t.isOwned() &&
-          step.op->type != "const")
-        roundToHalf(t);
+        ctx.fail("kernel did not produce output '" + op.outputs[oi]->name + "'");
+      if (fp16 && t.dtype() == DType::F32 && !t.isLazy() && op.type != "const") {
+        // Round op results to fp16. A result that shares bytes with an input
+        // is rounded in place only when that input was rounded already (its
+        // readers must not see it change); otherwise it gets its own bytes.
+        bool aliasesRounded = false, aliasesOther = !t.isOwned();
+        for (const std::vector<size_t> &slots : step.inputSlots)
+          for (size_t s : slots)
+            if (s != SIZE_MAX) {
+              const Tensor &src = env[s].valid() ? env[s] : plan.folded[s];
+              if (t.sharesStorage(src))
+                (rounded[s] || plan.foldRounded[s] ? aliasesRounded : aliasesOther) = true;
+            }
+        if (aliasesOther || (!aliasesRounded && !t.ownsUniquely()))
+          t = t.clone();
+        if (aliasesOther || !aliasesRounded)
+          roundToHalfN(t.mutableData<float>(), t.numElements());
+        rounded[slot] = 1;
+      }
     }
     ctx.finish();
+    if (step.folded) {
+      // Keep the values of constant-only ops for the next runs.
+      plan.foldTried[si] = 1;
+      uint64_t bytes = 0;
+      for (size_t slot : step.outputSlots)
+        bytes += ownedBytes(env[slot]);
+      if (plan.cachedBytes + bytes <= options_.foldCacheBytes) {
+        plan.cachedBytes += bytes;
+        for (size_t slot : step.outputSlots) {
+          plan.folded[slot] = std::move(env[slot]);
+          plan.foldRounded[slot] = fp16 && rounded[slot];
+          env[slot] = Tensor();
+        }
+      }
+    }
     for (size_t s : step.freeAfter)
       env[s] = Tensor();
     if (options_.progress)
@@ -405,10 +612,17 @@ std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs, StateContext 
   }
 
   std::vector<NamedTensor> outputs;
-  for (const Value *v : fn_.body->outputs) {
-    const Tensor &t = env[plan.slots.at(v)];
+  const auto &outs = fn_.body->outputs;
+  for (const Value *v : outs) {
+    size_t slot = plan.slots.at(v);
+    Tensor &t = env[slot].valid() ? env[slot] : plan.folded[slot];
     DType want = v->type.isTensor() ? v->type.dtype() : t.dtype();
-    outputs.push_back({v->name, t.convertTo(want)});
+    // A result no one else holds is handed over; anything else is copied.
+    if (&t == &env[slot] && t.dtype() == want && t.ownsUniquely() &&
+        std::count(outs.begin(), outs.end(), v) == 1)
+      outputs.push_back({v->name, std::move(t)});
+    else
+      outputs.push_back({v->name, t.materialize().convertTo(want)});
   }
   return outputs;
 }

@@ -29,6 +29,17 @@ Precision parsePrecision(std::string_view s);
 
 struct RunOptions {
   Precision precision = Precision::FP32;
+  /// Threads kernels may use (the caller's thread included); 0 = every core
+  /// the process may run on.
+  int threads = 0;
+  /// Compressed weights (constexpr_* results) read by linear, matmul, conv
+  /// and gather are decoded where they are read, never expanded whole. False
+  /// expands them like any other value (to compare the two).
+  bool decodeInPlace = true;
+  /// Bytes of values computed from constants alone (an expanded weight read
+  /// by an op that cannot decode it in place, constants converted to fp32)
+  /// kept from one run to the next; what does not fit is recomputed each run.
+  uint64_t foldCacheBytes = uint64_t(2) << 30;
   /// Called after each top-level op with (ops done, total ops); may be empty.
   std::function<void(size_t, size_t)> progress;
 };
@@ -86,6 +97,9 @@ public:
   std::vector<NamedTensor> run(const TensorMap &inputs);
 
   const Function &function() const { return fn_; }
+  /// Bytes of the values computed from constants alone that this
+  /// interpreter keeps for its next runs (RunOptions::foldCacheBytes).
+  uint64_t keptBytes() const;
   const RunOptions &options() const { return options_; }
 
 private:

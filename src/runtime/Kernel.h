@@ -4,7 +4,9 @@
 // Kernels.def. The context hands them the op's inputs as tensors, its const
 // parameters with the op spec's defaults, and takes their results. Inputs are
 // in compute dtype (fp32, int32, bool) unless a kernel asks for the raw
-// tensor (fp16 weights read in place, quantized constexpr data).
+// tensor (fp16 weights read in place, quantized constexpr data) or for the
+// value as held (lazyIn: a compressed weight or repeated view, see
+// LAZY_INPUT in Kernels.def).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -40,6 +42,12 @@ public:
   virtual const Tensor &in(std::string_view param) = 0;
   /// Input `param` as stored (fp16 constants stay fp16, int8 stays int8).
   virtual const Tensor &raw(std::string_view param) = 0;
+  /// Input `param` as held: lazy values of the kinds the op's LAZY_INPUT rows
+  /// name stay lazy (anything else is as from raw()).
+  virtual const Tensor &lazyIn(std::string_view param) = 0;
+  /// Input `param` in compute dtype as a tensor the kernel may overwrite: the
+  /// input's own bytes when no one else can read them any more, else a copy.
+  virtual Tensor takeOrCopy(std::string_view param) = 0;
   /// All bindings of a variadic parameter, in compute dtype.
   virtual std::vector<const Tensor *> variadic(std::string_view param) = 0;
   /// The state value bound to `param` (read_state's input).
@@ -55,6 +63,12 @@ public:
   bool boolArg(std::string_view param, bool dflt);
   std::vector<bool> boolsArg(std::string_view param);
   std::string strArg(std::string_view param, std::string_view dflt);
+
+  /// True when every reader of output 0 takes lazy values of `kind`, so the
+  /// kernel may return one instead of dense bytes.
+  virtual bool outputMayBeLazy(LazyKind kind) const = 0;
+  /// The run's options (precision, threads).
+  virtual const RunOptions &options() const = 0;
 
   /// Declared type of output i.
   const Type &outputType(size_t i = 0) const { return op.output(i)->type; }

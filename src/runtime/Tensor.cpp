@@ -5,6 +5,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Tensor.h"
 
+#include "runtime/Convert.h"
 #include "support/Error.h"
 
 #include <cmath>
@@ -123,7 +124,12 @@ DType computeDType(DType t) {
   return DType::I32;
 }
 
-Tensor Tensor::zeros(DType dtype, Shape shape) {
+Tensor Tensor::zeros(DType dtype, Shape shape) { return allocate(dtype, std::move(shape), true); }
+
+Tensor Tensor::empty(DType dtype, Shape shape) { return allocate(dtype, std::move(shape), false); }
+
+/// Every tensor buffer of the interpreter is made here.
+Tensor Tensor::allocate(DType dtype, Shape shape, bool zero) {
   // Checked element count: every dim non-negative, product below the cap.
   uint64_t n = 1;
   for (int64_t d : shape) {
@@ -148,7 +154,10 @@ Tensor Tensor::zeros(DType dtype, Shape shape) {
   void *p = BufferPool::get().take(alloc);
   if (!p)
     throw std::bad_alloc();
-  std::memset(p, 0, alloc);
+  if (zero)
+    std::memset(p, 0, alloc);
+  else if (alloc > bytes) // the tail past the data, so no uninitialized byte is ever read
+    std::memset(static_cast<uint8_t *>(p) + bytes, 0, alloc - bytes);
   t.owner_ = std::shared_ptr<void>(p, [alloc](void *q) { BufferPool::get().give(q, alloc); });
   t.data_ = static_cast<const uint8_t *>(p);
   t.owned_ = true;
@@ -164,6 +173,24 @@ Tensor Tensor::borrow(DType dtype, Shape shape, const void *bytes,
   t.data_ = static_cast<const uint8_t *>(bytes);
   t.owner_ = std::move(owner);
   t.owned_ = false;
+  return t;
+}
+
+Tensor Tensor::lazy(DType dtype, Shape shape, std::shared_ptr<const LazyValue> value) {
+  Tensor t;
+  t.dtype_ = dtype;
+  t.numElements_ = numElementsOf(shape);
+  t.shape_ = std::move(shape);
+  t.lazy_ = std::move(value);
+  return t;
+}
+
+Tensor Tensor::materialize() const {
+  if (!lazy_)
+    return *this;
+  Tensor t = lazy_->materialize();
+  if (t.shape_ != shape_)
+    t = t.reshaped(shape_);
   return t;
 }
 
@@ -209,6 +236,17 @@ Tensor Tensor::reshaped(Shape shape) const {
     throw InputError("cannot reshape " + shapeStr(shape_) + " to " + shapeStr(shape));
   Tensor t = *this;
   t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::view(int64_t elementOffset, Shape shape) const {
+  int64_t n = numElementsOf(shape);
+  if (lazy_ || isSubByte(dtype_) || elementOffset < 0 || elementOffset + n > numElements_)
+    throw std::logic_error("view outside its tensor");
+  Tensor t = *this;
+  t.shape_ = std::move(shape);
+  t.numElements_ = n;
+  t.data_ = data_ + elementOffset * (dtypeBits(dtype_) / 8);
   return t;
 }
 
@@ -284,10 +322,22 @@ std::vector<int64_t> Tensor::toInts() const {
 }
 
 Tensor Tensor::convertTo(DType to) const {
-  Tensor out = zeros(to, shape_);
+  if (lazy_)
+    return materialize().convertTo(to);
+  Tensor out = empty(to, shape_);
   uint8_t *p = out.mutableBytes();
   if (to == dtype_) {
     std::memcpy(p, data_, numBytes());
+    return out;
+  }
+  if (dtype_ == DType::F16 && to == DType::F32) {
+    halfToFloatN(reinterpret_cast<const uint16_t *>(data_), reinterpret_cast<float *>(p),
+                 numElements_);
+    return out;
+  }
+  if (dtype_ == DType::F32 && to == DType::F16) {
+    floatToHalfN(reinterpret_cast<const float *>(data_), reinterpret_cast<uint16_t *>(p),
+                 numElements_);
     return out;
   }
   bool fromFloat = isFloat(dtype_);

@@ -31,6 +31,28 @@ std::vector<int64_t> stridesOf(const Shape &shape);
 /// shapes read from a model or from user inputs.
 inline constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
 
+class Tensor;
+
+/// Forms of LazyValue (bits, so a kernel parameter can take several).
+enum LazyKind : unsigned {
+  /// A `tile` held as its input plus repetitions (kernels/Lazy.h).
+  kLazyTiled = 1,
+  /// A compressed constant decoded where it is read (kernels/Lazy.h).
+  kLazyCompressed = 2,
+};
+
+/// A value the interpreter holds in a form cheaper than its dense bytes: a
+/// compressed weight read in place, a repetition that is never written out.
+/// Kernels that know the form use it; for every other reader the interpreter
+/// makes the dense tensor with materialize().
+class LazyValue {
+public:
+  virtual ~LazyValue() = default;
+  virtual LazyKind kind() const = 0;
+  /// The dense tensor this value stands for (an owned or borrowed tensor).
+  virtual Tensor materialize() const = 0;
+};
+
 class Tensor {
 public:
   Tensor() = default;
@@ -38,9 +60,15 @@ public:
   /// A new zero-filled tensor. Throws InputError if the shape is negative or
   /// the size exceeds kMaxTensorBytes.
   static Tensor zeros(DType dtype, Shape shape);
+  /// A new tensor whose bytes the caller overwrites in full (not initialized).
+  /// Same checks as zeros.
+  static Tensor empty(DType dtype, Shape shape);
   /// A view of `bytes` (which must hold the whole tensor) kept alive by `owner`.
   static Tensor borrow(DType dtype, Shape shape, const void *bytes,
                        std::shared_ptr<const void> owner);
+  /// A tensor of `dtype` and `shape` held as `value` (no bytes until
+  /// materialized).
+  static Tensor lazy(DType dtype, Shape shape, std::shared_ptr<const LazyValue> value);
   /// Builders used by tests and tools.
   static Tensor fromF32(std::vector<float> values, Shape shape);
   static Tensor fromI32(std::vector<int32_t> values, Shape shape);
@@ -48,7 +76,17 @@ public:
   static Tensor scalarF32(float v) { return fromF32({v}, {}); }
   static Tensor scalarI32(int32_t v) { return fromI32({v}, {}); }
 
-  bool valid() const { return data_ != nullptr || numElements_ == 0; }
+  /// False for a default-constructed tensor (no value).
+  bool valid() const {
+    return data_ != nullptr || lazy_ != nullptr || (numElements_ == 0 && !shape_.empty());
+  }
+  /// True for a tensor held as a LazyValue: bytes() is null, read the value
+  /// or materialize() it.
+  bool isLazy() const { return lazy_ != nullptr; }
+  const LazyValue *lazyValue() const { return lazy_.get(); }
+  const std::shared_ptr<const LazyValue> &lazyShared() const { return lazy_; }
+  /// The dense form: this tensor itself unless it is lazy.
+  Tensor materialize() const;
   DType dtype() const { return dtype_; }
   const Shape &shape() const { return shape_; }
   int64_t rank() const { return static_cast<int64_t>(shape_.size()); }
@@ -56,6 +94,11 @@ public:
   int64_t numElements() const { return numElements_; }
   uint64_t numBytes() const { return storageBytes(dtype_, static_cast<uint64_t>(numElements_)); }
   bool isOwned() const { return owned_; }
+  /// True when this tensor is the only holder of its owned bytes (no other
+  /// tensor, view or reshape shares them), so they may be written in place.
+  bool ownsUniquely() const { return owned_ && owner_.use_count() == 1; }
+  /// True when both tensors view the same storage.
+  bool sharesStorage(const Tensor &o) const { return owner_ && owner_ == o.owner_; }
 
   const uint8_t *bytes() const { return data_; }
   template <typename T> const T *data() const { return reinterpret_cast<const T *>(data_); }
@@ -65,6 +108,10 @@ public:
 
   /// The same bytes seen with another shape of the same element count.
   Tensor reshaped(Shape shape) const;
+  /// A view of `shape` starting `elementOffset` elements into these bytes
+  /// (whole-byte dtypes; the view must lie inside the tensor). Shares the
+  /// storage: owned views stay owned but not uniquely.
+  Tensor view(int64_t elementOffset, Shape shape) const;
 
   /// Element i converted to float / int64 (any numeric or bool dtype).
   float floatAt(int64_t i) const;
@@ -80,11 +127,14 @@ public:
   Tensor clone() const;
 
 private:
+  static Tensor allocate(DType dtype, Shape shape, bool zero);
+
   DType dtype_ = DType::F32;
   Shape shape_;
   int64_t numElements_ = 0;
   const uint8_t *data_ = nullptr;
   std::shared_ptr<const void> owner_;
+  std::shared_ptr<const LazyValue> lazy_;
   bool owned_ = false;
 };
 

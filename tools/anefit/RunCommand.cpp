@@ -34,6 +34,7 @@ struct RunCliOptions {
   int64_t steps = 0;
   std::vector<std::string> states;
   std::string precision = "fp32";
+  int threads = 0;
   std::string output;
 };
 
@@ -91,6 +92,10 @@ int runRun(const RunCliOptions &opts) {
   options.steps = opts.steps;
   options.missingInputHint = "give it with --input NAME=FILE.npy, --inputs FILE.npz or --random";
 
+  if (opts.threads < 0)
+    throw InputError("--threads: expected a count >= 0 (0: every core), found " +
+                     std::to_string(opts.threads));
+  options.run.threads = opts.threads;
   bool tty = isatty(fileno(stderr));
   auto started = std::chrono::steady_clock::now();
   if (tty)
@@ -154,6 +159,8 @@ void registerRun(CLI::App &parent, VerbResult &result) {
                   "Initial value of a state: NAME=FILE.npy (repeatable; default zeros)");
   cmd->add_option("--precision", opts->precision,
                   "fp32 (default) or fp16: round every op's float result to fp16 like the ANE");
+  cmd->add_option("--threads", opts->threads,
+                  "Threads the interpreter uses (default 0: every core)");
   cmd->add_option("-o,--output", opts->output,
                   "Write outputs (and states) to an .npz: NAME, or step<k>/NAME and "
                   "step<k>/state/NAME for stepped runs");

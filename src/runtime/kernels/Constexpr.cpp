@@ -1,11 +1,13 @@
 //===- Constexpr.cpp - const, constexpr_* and (de)quantization kernels ----===//
 //
-// Constants are handed out in place. Compressed weights (constexpr_* ops) are
-// expanded when the op runs and freed after their last use, so a compressed
-// model never holds all its weights decompressed at once.
+// Constants are handed out in place. A compressed weight (constexpr_* op)
+// whose every reader decodes in place becomes a CompressedValue (Lazy.h);
+// otherwise it is expanded here, once: its value depends on constants alone,
+// so the interpreter keeps it for later runs (RunOptions::foldCacheBytes).
+// These expansions are the reference the compressed values must match.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/KernelUtil.h"
+#include "runtime/kernels/Lazy.h"
 
 #include <cmath>
 #include <cstring>
@@ -59,6 +61,18 @@ bool bitAt(const Tensor &mask, int64_t i) {
   return (mask.bytes()[i / 8] >> (i % 8)) & 1;
 }
 
+/// Hands the op's result on as a CompressedValue when every reader decodes it
+/// in place and the form is one CompressedValue reads.
+bool emitCompressed(KernelContext &ctx) {
+  if (!ctx.options().decodeInPlace || !ctx.outputMayBeLazy(kLazyCompressed))
+    return false;
+  std::shared_ptr<const CompressedValue> v = compressedValueOf(ctx);
+  if (!v)
+    return false;
+  ctx.setOutput(0, Tensor::lazy(DType::F32, v->shape(), v));
+  return true;
+}
+
 /// Checks that a packed input holds at least `bits` bits.
 void needBits(KernelContext &ctx, const Tensor &t, uint64_t bits, std::string_view what) {
   if (static_cast<uint64_t>(t.numBytes()) * 8 < bits)
@@ -82,6 +96,8 @@ void constOp(KernelContext &ctx) {
 }
 
 void affineDequantizeOp(KernelContext &ctx) {
+  if (emitCompressed(ctx))
+    return;
   affine(ctx, ctx.raw("quantized_data"), ctx.intArg("axis", 0));
 }
 
@@ -121,6 +137,8 @@ void constexprCastOp(KernelContext &ctx) {
 }
 
 void lutToDenseOp(KernelContext &ctx) {
+  if (emitCompressed(ctx))
+    return;
   const Tensor &indices = ctx.raw("indices");
   const Tensor &lut = ctx.raw("lut");
   if (ctx.has("shape")) {
@@ -184,6 +202,8 @@ void lutToDenseOp(KernelContext &ctx) {
 
 void blockwiseShiftScaleOp(KernelContext &ctx) {
   // out = (data - offset[block]) * scale[block]; blocks tile data per dim.
+  if (emitCompressed(ctx))
+    return;
   const Tensor &data = ctx.raw("data");
   const Tensor &scale = ctx.raw("scale");
   const Tensor *offset = ctx.has("offset") ? &ctx.raw("offset") : nullptr;
@@ -213,6 +233,8 @@ void blockwiseShiftScaleOp(KernelContext &ctx) {
 }
 
 void sparseToDenseOp(KernelContext &ctx) {
+  if (emitCompressed(ctx))
+    return;
   const Tensor &values = ctx.raw("nonzero_data");
   const Tensor &mask = ctx.raw("mask");
   Shape shape = ctx.has("shape") ? shapeParam(ctx, "shape") : mask.shape();

@@ -434,11 +434,20 @@ void castOp(KernelContext &ctx) {
   auto to = dtypeFromName(name);
   if (!to)
     ctx.fail("dtype: unknown dtype '" + name + "'");
-  const Tensor &x = ctx.in("x");
   DType compute = computeDType(*to);
+  const Tensor &held = ctx.lazyIn("x");
+  if (held.isLazy() && compute == DType::F32 && ctx.outputMayBeLazy(held.lazyValue()->kind())) {
+    // A compressed float weight stays compressed (its values are fp32 already).
+    ctx.setOutput(0, held);
+    return;
+  }
+  const Tensor &x = ctx.in("x");
   if (isInteger(*to) && !isSubByte(*to) && *to != DType::I32)
     // Narrow integer types wrap like a store to that type would.
     ctx.setOutput(0, x.convertTo(*to).convertTo(compute));
+  else if (x.dtype() == compute)
+    // Same compute dtype (fp32 -> fp16 keeps fp32 values): the input itself.
+    ctx.setOutput(0, x);
   else
     ctx.setOutput(0, x.convertTo(compute));
 }

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "runtime/Convert.h"
 #include "runtime/Kernel.h"
 #include "support/Error.h"
 
@@ -66,9 +67,24 @@ AxisSplit splitAt(const Shape &shape, int64_t axis);
 /// Reads a const integer list parameter, failing when its length differs from `n`.
 std::vector<int64_t> intsOfLength(KernelContext &ctx, std::string_view param, size_t n);
 
-/// Copies a strided block: out[i] = in[offset + sum(idx[d] * strides[d])] over `shape`.
+/// Copies elements between two strided layouts of `shape` (strides and
+/// offsets in elements, possibly negative): for every index,
+/// out[outOffset + idx . outStrides] = in[inOffset + idx . inStrides].
+/// Dims are merged where both layouts allow, whole contiguous runs move with
+/// memcpy, and transposes go through cache-sized blocks.
+void copyStrided(const uint8_t *in, uint8_t *out, int elemBytes, const Shape &shape,
+                 const std::vector<int64_t> &inStrides, int64_t inOffset,
+                 const std::vector<int64_t> &outStrides, int64_t outOffset);
+
+/// Copies a strided block into a dense one: out[i] = in[offset + idx . strides] over `shape`.
 void gatherStrided(const uint8_t *in, uint8_t *out, int elemBytes, const Shape &shape,
                    const std::vector<int64_t> &inStrides, int64_t inOffset);
+
+/// Writes tile(x, reps) (x of shape `xShape`, row-major) to `out`: the
+/// innermost untiled block is copied once, each repetition copies the block
+/// already written.
+void tileInto(const uint8_t *x, const Shape &xShape, const std::vector<int64_t> &reps, uint8_t *out,
+              int elemBytes);
 
 /// Element width in bytes of a compute-dtype tensor (fp32/int32 4, bool 1).
 inline int elemBytes(const Tensor &t) { return dtypeBits(t.dtype()) / 8; }
@@ -99,7 +115,5 @@ template <typename Fn> void dispatchCompute(const KernelContext &ctx, DType t, F
 /// Reads fp32 rows [r0, r1) of a (rows x cols) matrix stored as fp32 or fp16
 /// into `dst` (widening fp16 with the fastest conversion the CPU offers).
 void loadRowsAsF32(const Tensor &m, int64_t cols, int64_t r0, int64_t r1, float *dst);
-/// Converts n fp16 values to fp32.
-void halfToFloatN(const uint16_t *src, float *dst, int64_t n);
 
 } // namespace anefit::runtime

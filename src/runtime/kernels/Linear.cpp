@@ -1,11 +1,17 @@
 //===- Linear.cpp - linear, matmul, conv and attention kernels ------------===//
 //
-// The heavy ops run on BLAS (cblas_sgemm). fp16 weights are read in place:
-// they are widened tile by tile into a small per-thread scratch buffer, never
-// copied whole, so running a model costs little more memory than its weights.
+// The heavy ops. Weights are read in place: fp16 rows are widened in
+// registers, compressed weights (Lazy.h) decoded row by row, so running a
+// model costs little more memory than its stored weights. Decode-sized
+// products (up to 4 rows of x) stream the weight once through a fused
+// matrix-vector kernel; larger ones decode 64-row tiles into a per-thread
+// buffer and call BLAS. Work is split over rows, heads or batches with
+// parallelFor; BLAS itself runs single-threaded inside those chunks.
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/KernelUtil.h"
+#include "runtime/kernels/Lazy.h"
+
+#include "runtime/ThreadPool.h"
 
 #include <cblas.h>
 
@@ -20,7 +26,7 @@
 namespace anefit::runtime {
 namespace {
 
-/// Rows of an fp16 weight widened per tile: 64 rows of up to 16K columns
+/// Rows of a weight decoded per tile for BLAS: 64 rows of up to 16K columns
 /// stay within a few MB of scratch.
 constexpr int64_t kTileRows = 64;
 
@@ -37,68 +43,166 @@ float *scratch(size_t n, int which = 0) {
 /// Float view of a tensor in compute form: fp32 data in place, anything
 /// else widened into `holder`.
 const float *floatsOf(const Tensor &t, Tensor &holder) {
-  if (t.dtype() == DType::F32)
+  if (t.dtype() == DType::F32 && !t.isLazy())
     return t.data<float>();
-  holder = t.convertTo(DType::F32);
+  holder = t.materialize().convertTo(DType::F32);
   return holder.data<float>();
 }
 
+const CompressedValue *compressedOf(const Tensor &t) {
+  return t.isLazy() ? dynamic_cast<const CompressedValue *>(t.lazyValue()) : nullptr;
+}
+
+/// fp32 rows [r0, r1) of weight `w` seen as [rows, cols]: dense fp32 in
+/// place; fp16, other dtypes and compressed values decoded into `buf`.
+const float *weightRows(const Tensor &w, int64_t cols, int64_t r0, int64_t r1, float *buf) {
+  if (const CompressedValue *cv = compressedOf(w)) {
+    cv->decode(r0 * cols, (r1 - r0) * cols, buf);
+    return buf;
+  }
+  if (w.dtype() == DType::F32)
+    return w.data<float>() + r0 * cols;
+  loadRowsAsF32(w, cols, r0, r1, buf);
+  return buf;
+}
+
+/// Bytes one element of `w` takes in memory (for sizing work chunks).
+double elementBytes(const Tensor &w) {
+  if (const CompressedValue *cv = compressedOf(w))
+    return double(cv->storedBytes()) / double(std::max<int64_t>(cv->numElements(), 1));
+  return dtypeBits(w.dtype()) / 8.0;
+}
+
+/// Rows per parallel chunk: about 64 KB of weights, at least 4 chunks per
+/// thread when there are rows enough.
+int64_t rowGrain(int64_t rows, int64_t cols, double bytesPerElement) {
+  double rowBytes = std::max(1.0, double(cols) * bytesPerElement);
+  int64_t grain = std::max<int64_t>(4, int64_t((64 << 10) / rowBytes));
+  int64_t balanced = rows / (4 * std::max(1, currentThreads()));
+  return std::max<int64_t>(1, std::min(grain, std::max<int64_t>(balanced, 4)));
+}
+
 #if defined(__x86_64__)
-/// y[r] = dot(x, W[r]) for fp16 rows, widening with F16C and accumulating
-/// with FMA: a matrix-vector product that streams the weights once.
+__attribute__((target("avx2"))) inline float hsum(__m256 a) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  s = _mm_hadd_ps(s, s);
+  s = _mm_hadd_ps(s, s);
+  return _mm_cvtss_f32(s);
+}
+
+/// y[i * ldy + r] = dot(x_i, W[r]) for fp16 rows [r0, r1) and i < m. One
+/// weight row at a time with four accumulators: streaming a single row is
+/// what the hardware prefetchers follow best (interleaving rows, though it
+/// shares the loads of x, halves the bandwidth on the machines measured).
 __attribute__((target("avx2,fma,f16c"))) void gemvHalfAvx2(const uint16_t *w, const float *x,
-                                                           float *y, int64_t rows, int64_t cols) {
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const uint16_t *row = w + r * cols;
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    int64_t c = 0;
-    for (; c + 16 <= cols; c += 16) {
-      __m256 w0 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + c)));
-      __m256 w1 = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + c + 8)));
-      acc0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(x + c), acc0);
-      acc1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(x + c + 8), acc1);
+                                                           int64_t ldx, int64_t m, float *y,
+                                                           int64_t ldy, int64_t k, int64_t r0,
+                                                           int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t *wr = w + r * k;
+    for (int64_t i = 0; i < m; ++i) {
+      const float *xr = x + i * ldx;
+      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+      int64_t c = 0;
+      for (; c + 32 <= k; c += 32) {
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wr + c))),
+                             _mm256_loadu_ps(xr + c), a0);
+        a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wr + c + 8))),
+                             _mm256_loadu_ps(xr + c + 8), a1);
+        a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wr + c + 16))),
+                             _mm256_loadu_ps(xr + c + 16), a2);
+        a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wr + c + 24))),
+                             _mm256_loadu_ps(xr + c + 24), a3);
+      }
+      for (; c + 8 <= k; c += 8)
+        a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(wr + c))),
+                             _mm256_loadu_ps(xr + c), a0);
+      float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+      for (; c < k; ++c)
+        sum += halfToFloat(wr[c]) * xr[c];
+      y[i * ldy + r] = sum;
     }
-    __m256 acc = _mm256_add_ps(acc0, acc1);
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-    s = _mm_hadd_ps(s, s);
-    s = _mm_hadd_ps(s, s);
-    float sum = _mm_cvtss_f32(s);
-    for (; c < cols; ++c)
-      sum += halfToFloat(row[c]) * x[c];
-    y[r] = sum;
+  }
+}
+
+/// The same with 16 lanes.
+__attribute__((target("avx512f"))) void gemvHalfAvx512(const uint16_t *w, const float *x,
+                                                       int64_t ldx, int64_t m, float *y,
+                                                       int64_t ldy, int64_t k, int64_t r0,
+                                                       int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint16_t *wr = w + r * k;
+    for (int64_t i = 0; i < m; ++i) {
+      const float *xr = x + i * ldx;
+      __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+      int64_t c = 0;
+      for (; c + 32 <= k; c += 32) {
+        a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wr + c))),
+                             _mm512_loadu_ps(xr + c), a0);
+        a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(wr + c + 16))),
+                             _mm512_loadu_ps(xr + c + 16), a1);
+      }
+      float sum = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+      for (; c < k; ++c)
+        sum += halfToFloat(wr[c]) * xr[c];
+      y[i * ldy + r] = sum;
+    }
   }
 }
 #endif
 
-/// out[M, N] = x[M, K] @ W^T where W is [N, K] fp32 or fp16 (in place);
-/// out has leading dimension ldo.
+/// out[M, N] = x[M, K] @ W^T where W is [N, K]: fp32, fp16 or compressed,
+/// read in place; out has leading dimension ldo.
 void matmulWeightT(const float *x, const Tensor &w, float *out, int64_t m, int64_t n, int64_t k,
                    int64_t ldo) {
-  if (w.dtype() == DType::F32) {
-    if (m == 1)
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)n, (int)k, 1.0f, w.data<float>(), (int)k, x, 1,
-                  0.0f, out, 1);
-    else
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)n, (int)k, 1.0f, x, (int)k,
-                  w.data<float>(), (int)k, 0.0f, out, (int)ldo);
-    return;
-  }
+  const CompressedValue *cv = compressedOf(w);
+  int64_t grain = rowGrain(n, k, elementBytes(w));
+  if (m <= 4) {
+    if (cv) {
+      parallelFor(n, grain,
+                  [&](int64_t r0, int64_t r1) { cv->dotRows(k, x, k, m, out, ldo, r0, r1); });
+      return;
+    }
 #if defined(__x86_64__)
-  static const bool fast = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                           __builtin_cpu_supports("f16c");
-  if (w.dtype() == DType::F16 && fast && m <= 4) {
-    for (int64_t i = 0; i < m; ++i)
-      gemvHalfAvx2(w.data<uint16_t>(), x + i * k, out + i * ldo, n, k);
-    return;
-  }
+    if (w.dtype() == DType::F16 && kernelIsa() != KernelIsa::Portable) {
+      auto *gemv = kernelIsa() == KernelIsa::Avx512 ? gemvHalfAvx512 : gemvHalfAvx2;
+      parallelFor(n, grain, [&](int64_t r0, int64_t r1) {
+        gemv(w.data<uint16_t>(), x, k, m, out, ldo, k, r0, r1);
+      });
+      return;
+    }
 #endif
-  float *tile = scratch(static_cast<size_t>(kTileRows * k));
-  for (int64_t r0 = 0; r0 < n; r0 += kTileRows) {
-    int64_t r1 = std::min(n, r0 + kTileRows);
-    loadRowsAsF32(w, k, r0, r1, tile);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)(r1 - r0), (int)k, 1.0f, x,
-                (int)k, tile, (int)k, 0.0f, out + r0, (int)ldo);
+    if (w.dtype() == DType::F32) {
+      parallelFor(n, grain, [&](int64_t r0, int64_t r1) {
+        for (int64_t i = 0; i < m; ++i)
+          cblas_sgemv(CblasRowMajor, CblasNoTrans, (int)(r1 - r0), (int)k, 1.0f,
+                      w.data<float>() + r0 * k, (int)k, x + i * k, 1, 0.0f, out + i * ldo + r0, 1);
+      });
+      return;
+    }
+  }
+  int64_t tiles = (n + kTileRows - 1) / kTileRows;
+  parallelFor(tiles, 1, [&](int64_t t0, int64_t t1) {
+    float *buf = scratch(static_cast<size_t>(kTileRows * k));
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t r0 = t * kTileRows, r1 = std::min(n, r0 + kTileRows);
+      const float *rows = weightRows(w, k, r0, r1, buf);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)(r1 - r0), (int)k, 1.0f, x,
+                  (int)k, rows, (int)k, 0.0f, out + r0, (int)ldo);
+    }
+  });
+}
+
+/// out[M, N] = x[M, K] @ W where W is [K, N] (compressed), a tile of W's
+/// rows at a time.
+void matmulWeight(const float *x, int64_t ldx, const Tensor &w, float *out, int64_t m, int64_t n,
+                  int64_t k) {
+  float *buf = scratch(static_cast<size_t>(kTileRows * n));
+  for (int64_t r0 = 0; r0 < k; r0 += kTileRows) {
+    int64_t r1 = std::min(k, r0 + kTileRows);
+    const float *rows = weightRows(w, n, r0, r1, buf);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)(r1 - r0), 1.0f,
+                x + r0, (int)ldx, rows, (int)n, r0 ? 1.0f : 0.0f, out, (int)n);
   }
 }
 
@@ -106,7 +210,7 @@ void matmulWeightT(const float *x, const Tensor &w, float *out, int64_t m, int64
 
 void linearOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  const Tensor &w = ctx.raw("weight");
+  const Tensor &w = ctx.lazyIn("weight");
   if (x.rank() < 1 || w.rank() != 2)
     ctx.fail("expected x of rank >= 1 and a 2-D weight, found " + shapeStr(x.shape()) + " and " +
              shapeStr(w.shape()));
@@ -140,13 +244,13 @@ void linearOp(KernelContext &ctx) {
 }
 
 void matmulOp(KernelContext &ctx) {
-  const Tensor &x = ctx.in("x");
-  const Tensor &y = ctx.raw("y");
+  const Tensor *xp = &ctx.lazyIn("x");
+  const Tensor *yp = &ctx.lazyIn("y");
   bool tx = ctx.boolArg("transpose_x", false), ty = ctx.boolArg("transpose_y", false);
-  if (x.rank() < 1 || y.rank() < 1)
+  if (xp->rank() < 1 || yp->rank() < 1)
     ctx.fail("matmul needs inputs of rank >= 1");
   // Rank-1 operands become matrices and their unit dim is dropped at the end.
-  Shape xs = x.shape(), ys = y.shape();
+  Shape xs = xp->shape(), ys = yp->shape();
   bool xVec = xs.size() == 1, yVec = ys.size() == 1;
   if (xVec)
     xs.insert(xs.begin(), 1), tx = false;
@@ -155,7 +259,7 @@ void matmulOp(KernelContext &ctx) {
   int64_t xr = xs[xs.size() - 2], xc = xs.back(), yr = ys[ys.size() - 2], yc = ys.back();
   int64_t m = tx ? xc : xr, k = tx ? xr : xc, k2 = ty ? yc : yr, n = ty ? yr : yc;
   if (k != k2)
-    ctx.fail("inner dimensions differ: " + shapeStr(x.shape()) + " and " + shapeStr(y.shape()));
+    ctx.fail("inner dimensions differ: " + shapeStr(xp->shape()) + " and " + shapeStr(yp->shape()));
   Shape xb(xs.begin(), xs.end() - 2), yb(ys.begin(), ys.end() - 2);
   Shape batch = broadcastShapes(ctx, xb, yb);
   Shape outShape = batch;
@@ -167,31 +271,57 @@ void matmulOp(KernelContext &ctx) {
   fullShape.push_back(m);
   fullShape.push_back(n);
   Tensor out = Tensor::zeros(DType::F32, fullShape);
-  Tensor xh;
-  const float *xf = floatsOf(x, xh);
-  bool yHalf = y.dtype() == DType::F16;
-  Tensor yh;
-  const float *yf = yHalf ? nullptr : floatsOf(ctx.in("y"), yh);
-  std::vector<int64_t> xo = broadcastOffsets(xb, batch), yo = broadcastOffsets(yb, batch);
-  int64_t nb = numElementsOf(batch);
   float *o = out.mutableData<float>();
-  for (int64_t b = 0; b < nb && m && n; ++b) {
-    const float *xm = xf + xo[b] * xr * xc;
-    const float *ym;
-    if (yHalf) {
-      // Widen just this batch's matrix of the fp16 constant.
-      float *buf = scratch(static_cast<size_t>(yr * yc), 1);
-      halfToFloatN(y.data<uint16_t>() + yo[b] * yr * yc, buf, yr * yc);
-      ym = buf;
-    } else {
-      ym = yf + yo[b] * yr * yc;
-    }
-    if (k == 0)
-      continue;
-    cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans,
-                (int)m, (int)n, (int)k, 1.0f, xm, (int)xc, ym, (int)yc, 0.0f, o + b * m * n,
-                (int)n);
+  int64_t nb = numElementsOf(batch);
+  const CompressedValue *yPacked = compressedOf(*yp);
+  if (yPacked && yb.empty() && !tx && !xp->isLazy() && m && n && k) {
+    // A compressed 2-D y: every row of x against it, decoded in place.
+    Tensor xh;
+    const float *xf = floatsOf(ctx.in("x"), xh);
+    int64_t rows = numElementsOf(xb) * m;
+    if (ty)
+      matmulWeightT(xf, *yp, o, rows, n, k, n);
+    else
+      matmulWeight(xf, k, *yp, o, rows, n, k);
+    out = out.reshaped(outShape);
+    if (computeDType(ctx.outputType().dtype()) != DType::F32)
+      out = out.convertTo(computeDType(ctx.outputType().dtype()));
+    ctx.setOutput(0, std::move(out));
+    return;
   }
+  // Operands read in place (dense, or repeated views by stride); anything
+  // else is materialized once.
+  std::vector<int64_t> xo = broadcastOffsets(xb, batch), yo = broadcastOffsets(yb, batch);
+  auto denseF32 = [&](std::string_view param) {
+    Tensor t = ctx.in(param);
+    return t.dtype() == DType::F32 ? t : t.convertTo(DType::F32);
+  };
+  Tensor xd, yd;
+  if (nb && xp->numElements() && !batchMatrix(*xp, 0, xr * xc))
+    xd = denseF32("x"), xp = &xd;
+  bool yHalf = !yp->isLazy() && yp->dtype() == DType::F16;
+  if (!yHalf && nb && yp->numElements() && !batchMatrix(*yp, 0, yr * yc))
+    yd = denseF32("y"), yp = &yd;
+  const Tensor &x = *xp, &y = *yp;
+  parallelFor(nb, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1 && m && n; ++b) {
+      const float *xm = batchMatrix(x, xo[b], xr * xc);
+      const float *ym;
+      if (yHalf) {
+        // Widen just this batch's matrix of the fp16 constant.
+        float *buf = scratch(static_cast<size_t>(yr * yc), 1);
+        halfToFloatN(y.data<uint16_t>() + yo[b] * yr * yc, buf, yr * yc);
+        ym = buf;
+      } else {
+        ym = batchMatrix(y, yo[b], yr * yc);
+      }
+      if (k == 0)
+        continue;
+      cblas_sgemm(CblasRowMajor, tx ? CblasTrans : CblasNoTrans, ty ? CblasTrans : CblasNoTrans,
+                  (int)m, (int)n, (int)k, 1.0f, xm, (int)xc, ym, (int)yc, 0.0f, o + b * m * n,
+                  (int)n);
+    }
+  });
   out = out.reshaped(outShape);
   if (computeDType(ctx.outputType().dtype()) != DType::F32)
     out = out.convertTo(computeDType(ctx.outputType().dtype()));
@@ -272,7 +402,7 @@ ConvGeometry convGeometry(KernelContext &ctx, const Shape &in, const Shape &kern
 
 void convOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  const Tensor &w = ctx.raw("weight");
+  const Tensor &w = ctx.lazyIn("weight");
   if (x.rank() < 3 || w.rank() != x.rank())
     ctx.fail("x " + shapeStr(x.shape()) + " and weight " + shapeStr(w.shape()) +
              " must have the same rank >= 3");
@@ -291,43 +421,40 @@ void convOp(KernelContext &ctx) {
   Tensor out = Tensor::zeros(DType::F32, outShape);
   float *o = out.mutableData<float>();
   const float *xf = x.data<float>();
-  // Weights of all groups widened once per op (conv weights are small next
-  // to the activations they slide over).
-  Tensor wh;
-  const float *wf;
-  if (w.dtype() == DType::F32) {
-    wf = w.data<float>();
-  } else {
-    float *buf = scratch(static_cast<size_t>(w.numElements()), 1);
-    loadRowsAsF32(w, kk, 0, cout, buf);
-    wf = buf;
-  }
+  // Weights are read a tile of output channels at a time (fp16 widened and
+  // compressed ones decoded into a per-thread buffer), never all at once.
   if (cinG == 1 && coutG == 1) {
     // Depthwise (the LFM2 short conv): one small filter per channel; direct
     // loops beat thousands of tiny GEMMs.
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t c = 0; c < cout; ++c) {
-        const float *plane = xf + (b * cin + c) * g.inH * g.inW;
-        const float *k = wf + c * g.kH * g.kW;
-        float *dst = o + (b * cout + c) * hw;
-        for (int64_t oy = 0; oy < g.outH; ++oy)
-          for (int64_t ox = 0; ox < g.outW; ++ox) {
-            float acc = 0;
-            for (int64_t ky = 0; ky < g.kH; ++ky) {
-              int64_t iy = oy * g.sH - g.padTop + ky * g.dH;
-              if (iy < 0 || iy >= g.inH)
-                continue;
-              for (int64_t kx = 0; kx < g.kW; ++kx) {
-                int64_t ix = ox * g.sW - g.padLeft + kx * g.dW;
-                if (ix >= 0 && ix < g.inW)
-                  acc += plane[iy * g.inW + ix] * k[ky * g.kW + kx];
+    int64_t kk1 = g.kH * g.kW;
+    parallelFor(cout, 256, [&](int64_t c0, int64_t c1) {
+      float *buf = scratch(static_cast<size_t>((c1 - c0) * kk1), 1);
+      const float *wf = weightRows(w, kk1, c0, c1, buf);
+      for (int64_t b = 0; b < n; ++b)
+        for (int64_t c = c0; c < c1; ++c) {
+          const float *plane = xf + (b * cin + c) * g.inH * g.inW;
+          const float *k = wf + (c - c0) * kk1;
+          float *dst = o + (b * cout + c) * hw;
+          for (int64_t oy = 0; oy < g.outH; ++oy)
+            for (int64_t ox = 0; ox < g.outW; ++ox) {
+              float acc = 0;
+              for (int64_t ky = 0; ky < g.kH; ++ky) {
+                int64_t iy = oy * g.sH - g.padTop + ky * g.dH;
+                if (iy < 0 || iy >= g.inH)
+                  continue;
+                for (int64_t kx = 0; kx < g.kW; ++kx) {
+                  int64_t ix = ox * g.sW - g.padLeft + kx * g.dW;
+                  if (ix >= 0 && ix < g.inW)
+                    acc += plane[iy * g.inW + ix] * k[ky * g.kW + kx];
+                }
               }
+              dst[oy * g.outW + ox] = acc;
             }
-            dst[oy * g.outW + ox] = acc;
-          }
-      }
+        }
+    });
   }
   float *cols = scratch(static_cast<size_t>(kk * hw), 2);
+  int64_t tiles = (coutG + kTileRows - 1) / kTileRows;
   for (int64_t b = 0; b < n && !(cinG == 1 && coutG == 1); ++b) {
     for (int64_t grp = 0; grp < groups; ++grp) {
       // im2col: one row per (channel, ky, kx), one column per output pixel.
@@ -346,9 +473,16 @@ void convOp(KernelContext &ctx) {
             }
           }
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)coutG, (int)hw, (int)kk, 1.0f,
-                  wf + grp * coutG * kk, (int)kk, cols, (int)hw, 0.0f,
-                  o + (b * cout + grp * coutG) * hw, (int)hw);
+      parallelFor(tiles, 1, [&](int64_t t0, int64_t t1) {
+        float *buf = scratch(static_cast<size_t>(kTileRows * kk), 0);
+        for (int64_t t = t0; t < t1; ++t) {
+          int64_t r0 = t * kTileRows, r1 = std::min(coutG, r0 + kTileRows);
+          const float *rows = weightRows(w, kk, grp * coutG + r0, grp * coutG + r1, buf);
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)hw, (int)kk,
+                      1.0f, rows, (int)kk, cols, (int)hw, 0.0f,
+                      o + (b * cout + grp * coutG + r0) * hw, (int)hw);
+        }
+      });
     }
   }
   if (ctx.has("bias")) {
@@ -441,69 +575,155 @@ void convTransposeOp(KernelContext &ctx) {
   ctx.setOutput(0, std::move(out));
 }
 
+namespace {
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+  }
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  float r = hsum(_mm256_add_ps(s0, s1));
+  for (; i < n; ++i)
+    r += a[i] * b[i];
+  return r;
+}
+#endif
+
+/// scores[j] = scale * dot(q, K[j]) for the rows of K.
+void scoreRow(const float *q, const float *k, int64_t s, int64_t e, float scale, float *scores) {
+#if defined(__x86_64__)
+  if (cpuHasAvx2()) {
+    for (int64_t j = 0; j < s; ++j)
+      scores[j] = scale * dotAvx2(q, k + j * e, e);
+    return;
+  }
+#endif
+  for (int64_t j = 0; j < s; ++j) {
+    float acc = 0;
+    for (int64_t c = 0; c < e; ++c)
+      acc += q[c] * k[j * e + c];
+    scores[j] = scale * acc;
+  }
+}
+
+} // namespace
+
 void sdpaOp(KernelContext &ctx) {
-  // softmax(Q K^T / sqrt(E) + mask) V over the last two dims, batch dims broadcast.
-  const Tensor &q = ctx.in("query"), &k = ctx.in("key"), &v = ctx.in("value");
-  if (q.rank() < 3 || k.rank() != q.rank() || v.rank() != q.rank())
+  // softmax(Q K^T / sqrt(E) + mask) V over the last two dims, batch dims
+  // broadcast. Key and value may be repeated views (grouped-query heads),
+  // read by stride.
+  const Tensor &q = ctx.in("query");
+  const Tensor *kp = &ctx.lazyIn("key"), *vp = &ctx.lazyIn("value");
+  if (q.rank() < 3 || kp->rank() != q.rank() || vp->rank() != q.rank())
     ctx.fail("query, key and value must have the same rank >= 3");
-  int64_t r = q.rank(), l = q.dim(r - 2), e = q.dim(r - 1), s = k.dim(r - 2), ev = v.dim(r - 1);
-  if (k.dim(r - 1) != e || v.dim(r - 2) != s)
-    ctx.fail("shapes do not fit: query " + shapeStr(q.shape()) + ", key " + shapeStr(k.shape()) +
-             ", value " + shapeStr(v.shape()));
-  Shape qb(q.shape().begin(), q.shape().end() - 2), kb(k.shape().begin(), k.shape().end() - 2),
-      vb(v.shape().begin(), v.shape().end() - 2);
+  int64_t r = q.rank(), l = q.dim(r - 2), e = q.dim(r - 1), s = kp->dim(r - 2), ev = vp->dim(r - 1);
+  if (kp->dim(r - 1) != e || vp->dim(r - 2) != s)
+    ctx.fail("shapes do not fit: query " + shapeStr(q.shape()) + ", key " + shapeStr(kp->shape()) +
+             ", value " + shapeStr(vp->shape()));
+  Shape qb(q.shape().begin(), q.shape().end() - 2), kb(kp->shape().begin(), kp->shape().end() - 2),
+      vb(vp->shape().begin(), vp->shape().end() - 2);
   Shape batch = broadcastShapes(ctx, qb, broadcastShapes(ctx, kb, vb));
   std::vector<int64_t> qo = broadcastOffsets(qb, batch), ko = broadcastOffsets(kb, batch),
                        vo = broadcastOffsets(vb, batch);
+  Tensor kd, vd;
+  if (kp->numElements() && !batchMatrix(*kp, 0, s * e))
+    kd = ctx.in("key"), kp = &kd;
+  if (vp->numElements() && !batchMatrix(*vp, 0, s * ev))
+    vd = ctx.in("value"), vp = &vd;
   const Tensor *mask = ctx.has("attn_mask") ? &ctx.in("attn_mask") : nullptr;
   Shape scoreShape = batch;
   scoreShape.push_back(l);
   scoreShape.push_back(s);
-  std::vector<int64_t> mo;
+  // Mask rows: the offset of (batch, i, 0) and the step along j (0 when the
+  // mask broadcasts over the keys).
+  std::vector<int64_t> maskRow;
+  int64_t maskStep = 0;
   if (mask) {
     broadcastShapes(ctx, mask->shape(), scoreShape);
     if (static_cast<int64_t>(mask->shape().size()) > static_cast<int64_t>(scoreShape.size()))
       ctx.fail("attn_mask has higher rank than the scores");
-    mo = broadcastOffsets(mask->shape(), scoreShape);
+    Shape lead = mask->shape(), scoreLead(scoreShape.begin(), scoreShape.end() - 1);
+    int64_t last = 1;
+    if (!lead.empty()) {
+      last = lead.back();
+      lead.pop_back();
+    }
+    maskStep = last == 1 ? 0 : 1;
+    maskRow = broadcastOffsets(lead, scoreLead);
+    for (int64_t &m : maskRow)
+      m *= last;
   }
   Shape outShape = batch;
   outShape.push_back(l);
   outShape.push_back(ev);
   Tensor out = Tensor::zeros(DType::F32, outShape);
-  float *scores = scratch(static_cast<size_t>(l * s), 1);
   float scale = 1.0f / std::sqrt(static_cast<float>(e));
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int64_t b = 0; b < numElementsOf(batch); ++b) {
-    const float *qm = q.data<float>() + qo[b] * l * e, *km = k.data<float>() + ko[b] * s * e,
-                *vm = v.data<float>() + vo[b] * s * ev;
-    if (l && s && e)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)e, scale, qm,
-                  (int)e, km, (int)e, 0.0f, scores, (int)s);
-    else
-      std::fill(scores, scores + l * s, 0.0f);
-    for (int64_t i = 0; i < l; ++i) {
-      float *row = scores + i * s;
-      if (mask)
-        for (int64_t j = 0; j < s; ++j) {
-          int64_t mi = mo[(b * l + i) * s + j];
-          if (mask->dtype() == DType::Bool)
-            row[j] = mask->data<uint8_t>()[mi] ? row[j] : ninf;
-          else
-            row[j] += mask->floatAt(mi);
+  const Tensor &k = *kp, &v = *vp;
+  float *o = out.mutableData<float>();
+  parallelFor(numElementsOf(batch), 1, [&](int64_t b0, int64_t b1) {
+    float *scores = scratch(static_cast<size_t>(l * s), 1);
+    for (int64_t b = b0; b < b1; ++b) {
+      const float *qm = q.data<float>() + qo[b] * l * e, *km = batchMatrix(k, ko[b], s * e),
+                  *vm = batchMatrix(v, vo[b], s * ev);
+      if (!(l && s && e))
+        std::fill(scores, scores + l * s, 0.0f);
+      else if (l <= 4)
+        for (int64_t i = 0; i < l; ++i)
+          scoreRow(qm + i * e, km, s, e, scale, scores + i * s);
+      else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)e, scale, qm,
+                    (int)e, km, (int)e, 0.0f, scores, (int)s);
+      for (int64_t i = 0; i < l; ++i) {
+        float *row = scores + i * s;
+        if (mask) {
+          int64_t mo = maskRow[b * l + i];
+          if (mask->dtype() == DType::Bool) {
+            const uint8_t *mb = mask->data<uint8_t>() + mo;
+            for (int64_t j = 0; j < s; ++j)
+              row[j] = mb[j * maskStep] ? row[j] : ninf;
+          } else {
+            for (int64_t j = 0; j < s; ++j)
+              row[j] += mask->floatAt(mo + j * maskStep);
+          }
         }
-      float mx = ninf;
-      for (int64_t j = 0; j < s; ++j)
-        mx = std::max(mx, row[j]);
-      float sum = 0;
-      for (int64_t j = 0; j < s; ++j)
-        sum += (row[j] = mx == ninf ? 0.0f : std::exp(row[j] - mx));
-      for (int64_t j = 0; j < s; ++j)
-        row[j] = sum > 0 ? row[j] / sum : 0.0f;
+        float mx = ninf;
+        for (int64_t j = 0; j < s; ++j)
+          mx = std::max(mx, row[j]);
+        float sum = 0;
+        for (int64_t j = 0; j < s; ++j)
+          sum += (row[j] = mx == ninf ? 0.0f : std::exp(row[j] - mx));
+        for (int64_t j = 0; j < s; ++j)
+          row[j] = sum > 0 ? row[j] / sum : 0.0f;
+      }
+      float *om = o + b * l * ev;
+      if (!(l && ev && s))
+        continue;
+      if (l <= 4) {
+        // out_i = sum_j p_ij V_j, streaming V once.
+        for (int64_t i = 0; i < l; ++i) {
+          float *dst = om + i * ev;
+          const float *p = scores + i * s;
+          for (int64_t j = 0; j < s; ++j) {
+            float pj = p[j];
+            if (pj == 0.0f)
+              continue;
+            const float *vr = vm + j * ev;
+            for (int64_t c = 0; c < ev; ++c)
+              dst[c] += pj * vr[c];
+          }
+        }
+      } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)ev, (int)s, 1.0f,
+                    scores, (int)s, vm, (int)ev, 0.0f, om, (int)ev);
+      }
     }
-    if (l && ev && s)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)ev, (int)s, 1.0f, scores,
-                  (int)s, vm, (int)ev, 0.0f, out.mutableData<float>() + b * l * ev, (int)ev);
-  }
+  });
   ctx.setOutput(0, std::move(out));
 }
 

@@ -2,10 +2,14 @@
 //
 // Ops that move elements without arithmetic (reshape, transpose, slicing,
 // gather/scatter, concat, pad, ...) plus the tensor creators (fill, range_1d,
-// shape). They copy bytes, so one implementation serves every dtype.
+// shape). They copy bytes, so one implementation serves every dtype. They
+// move whole contiguous runs (copyStrided, memcpy), hand out views instead of
+// copies where the result is a contiguous part of the input (reshapes,
+// contiguous slices and splits, transposes of unit dims), and keep a tile
+// read only by attention or matmul as a TiledValue (Lazy.h).
 //
 //===----------------------------------------------------------------------===//
-#include "runtime/kernels/KernelUtil.h"
+#include "runtime/kernels/Lazy.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,32 +94,47 @@ void sliceView(const Shape &shape, const SliceSpec &s, int64_t &offset,
   }
 }
 
-/// Copies `src` (shape `shape`) into `dst` at the strided positions given.
-void scatterStrided(const uint8_t *src, uint8_t *dst, int eb, const Shape &shape,
-                    const std::vector<int64_t> &strides, int64_t offset) {
-  int64_t n = numElementsOf(shape), rank = static_cast<int64_t>(shape.size());
-  std::vector<int64_t> idx(rank, 0);
-  int64_t off = offset;
-  for (int64_t i = 0; i < n; ++i) {
-    std::memcpy(dst + off * eb, src + i * eb, eb);
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      off += strides[d];
-      if (++idx[d] < shape[d])
-        break;
-      off -= strides[d] * shape[d];
-      idx[d] = 0;
-    }
-  }
-}
-
 /// A tensor usable by a byte-moving kernel: raw when its dtype is whole-byte
-/// (fp16 tables stay fp16), else converted to compute dtype.
+/// (fp16 tables stay fp16, int8 tables int8), else converted to compute dtype.
 const Tensor &movable(KernelContext &ctx, std::string_view param) {
   const Tensor &r = ctx.raw(param);
   DType t = r.dtype();
-  if (t == DType::F32 || t == DType::F16 || t == DType::I32 || t == DType::Bool)
+  if (t == DType::F32 || t == DType::F16 || t == DType::I32 || t == DType::Bool || t == DType::I8 ||
+      t == DType::U8 || t == DType::I16 || t == DType::U16)
     return r;
   return ctx.in(param);
+}
+
+/// `x` for an op that hands lazy values on: itself, or dense when the op's
+/// readers do not all take its form.
+Tensor passLazy(KernelContext &ctx, const Tensor &x) {
+  if (x.isLazy() && !ctx.outputMayBeLazy(x.lazyValue()->kind()))
+    return x.materialize();
+  return x;
+}
+
+/// True when a strided layout of `shape` is one dense row-major run.
+bool isDenseRun(const Shape &shape, const std::vector<int64_t> &strides) {
+  int64_t expected = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 1)
+      continue;
+    if (strides[d] != expected)
+      return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+/// The slice of x at `offset` with `strides` over `shape`: a view when it is
+/// one contiguous run, else a copy.
+Tensor sliceOf(const Tensor &x, const Shape &shape, const std::vector<int64_t> &strides,
+               int64_t offset) {
+  if (numElementsOf(shape) > 0 && isDenseRun(shape, strides))
+    return x.view(offset, shape);
+  Tensor out = Tensor::empty(x.dtype(), shape);
+  gatherStrided(x.bytes(), out.mutableBytes(), elemBytes(x), shape, strides, offset);
+  return out;
 }
 
 void setComputeOutput(KernelContext &ctx, size_t i, Tensor t) {
@@ -126,7 +145,9 @@ void setComputeOutput(KernelContext &ctx, size_t i, Tensor t) {
 } // namespace
 
 void reshapeOp(KernelContext &ctx) {
-  const Tensor &x = ctx.in("x");
+  Tensor x = passLazy(ctx, ctx.lazyIn("x"));
+  if (!x.isLazy())
+    x = ctx.in("x");
   std::vector<int64_t> target = ctx.intsArg("shape");
   Shape shape;
   int64_t known = 1, infer = -1;
@@ -157,7 +178,9 @@ void reshapeOp(KernelContext &ctx) {
 }
 
 void expandDimsOp(KernelContext &ctx) {
-  const Tensor &x = ctx.in("x");
+  Tensor x = passLazy(ctx, ctx.lazyIn("x"));
+  if (!x.isLazy())
+    x = ctx.in("x");
   std::vector<int64_t> axes = ctx.intsArg("axes");
   int64_t outRank = x.rank() + static_cast<int64_t>(axes.size());
   std::vector<bool> isNew(outRank, false);
@@ -174,7 +197,9 @@ void expandDimsOp(KernelContext &ctx) {
 }
 
 void squeezeOp(KernelContext &ctx) {
-  const Tensor &x = ctx.in("x");
+  Tensor x = passLazy(ctx, ctx.lazyIn("x"));
+  if (!x.isLazy())
+    x = ctx.in("x");
   std::vector<bool> drop(x.rank(), false);
   if (ctx.has("axes")) {
     for (int64_t a : ctx.intsArg("axes")) {
@@ -222,9 +247,7 @@ void transposeOp(KernelContext &ctx) {
     shape.push_back(x.dim(d));
     strides.push_back(base[d]);
   }
-  Tensor out = Tensor::zeros(x.dtype(), shape);
-  gatherStrided(x.bytes(), out.mutableBytes(), elemBytes(x), shape, strides, 0);
-  ctx.setOutput(0, std::move(out));
+  ctx.setOutput(0, sliceOf(x, shape, strides, 0));
 }
 
 void concatOp(KernelContext &ctx) {
@@ -256,7 +279,7 @@ void concatOp(KernelContext &ctx) {
       ctx.fail("interleave needs equal sizes along the axis");
     shape[axis] += v->dim(axis);
   }
-  Tensor out = Tensor::zeros(first.dtype(), shape);
+  Tensor out = Tensor::empty(first.dtype(), shape);
   int eb = elemBytes(first);
   AxisSplit s = splitAt(shape, axis);
   uint8_t *o = out.mutableBytes();
@@ -291,7 +314,7 @@ void stackOp(KernelContext &ctx) {
       ctx.fail("values must have the same shape and dtype");
   Shape shape = first.shape();
   shape.insert(shape.begin() + axis, static_cast<int64_t>(values.size()));
-  Tensor out = Tensor::zeros(first.dtype(), shape);
+  Tensor out = Tensor::empty(first.dtype(), shape);
   AxisSplit s = splitAt(shape, axis);
   int eb = elemBytes(first);
   int64_t chunk = s.inner * eb, pos = 0;
@@ -331,7 +354,13 @@ void splitOp(KernelContext &ctx) {
   for (size_t i = 0; i < sizes.size(); ++i) {
     Shape shape = x.shape();
     shape[axis] = sizes[i];
-    Tensor out = Tensor::zeros(x.dtype(), shape);
+    if (s.outer == 1 && sizes[i] > 0) {
+      // One contiguous run of x: a view.
+      ctx.setOutput(i, x.view(start * s.inner, shape));
+      start += sizes[i];
+      continue;
+    }
+    Tensor out = Tensor::empty(x.dtype(), shape);
     int64_t chunk = sizes[i] * s.inner * eb;
     for (int64_t b = 0; b < s.outer; ++b)
       std::memcpy(out.mutableBytes() + b * chunk, x.bytes() + ((b * dim + start) * s.inner) * eb,
@@ -347,8 +376,7 @@ void sliceByIndexOp(KernelContext &ctx) {
   int64_t offset;
   std::vector<int64_t> strides;
   sliceView(x.shape(), s, offset, strides);
-  Tensor out = Tensor::zeros(x.dtype(), s.length);
-  gatherStrided(x.bytes(), out.mutableBytes(), elemBytes(x), s.length, strides, offset);
+  Tensor out = sliceOf(x, s.length, strides, offset);
   Shape squeezed;
   for (size_t d = 0; d < s.length.size(); ++d)
     if (!s.squeeze[d])
@@ -375,9 +403,7 @@ void sliceBySizeOp(KernelContext &ctx) {
   int64_t offset;
   std::vector<int64_t> strides;
   sliceView(x.shape(), s, offset, strides);
-  Tensor out = Tensor::zeros(x.dtype(), s.length);
-  gatherStrided(x.bytes(), out.mutableBytes(), elemBytes(x), s.length, strides, offset);
-  ctx.setOutput(0, std::move(out));
+  ctx.setOutput(0, sliceOf(x, s.length, strides, offset));
 }
 
 void sliceUpdateOp(KernelContext &ctx) {
@@ -397,13 +423,18 @@ void sliceUpdateOp(KernelContext &ctx) {
   int64_t offset;
   std::vector<int64_t> strides;
   sliceView(x.shape(), s, offset, strides);
-  Tensor out = x.clone();
-  scatterStrided(update.bytes(), out.mutableBytes(), elemBytes(x), s.length, strides, offset);
+  Tensor out = ctx.takeOrCopy("x");
+  copyStrided(update.bytes(), out.mutableBytes(), elemBytes(x), s.length, stridesOf(s.length), 0,
+              strides, offset);
   ctx.setOutput(0, std::move(out));
 }
 
 void gatherOp(KernelContext &ctx) {
-  const Tensor &x = movable(ctx, "x");
+  // A compressed table (an embedding) decodes only the rows it gathers.
+  const Tensor &held = ctx.lazyIn("x");
+  const auto *packed =
+      held.isLazy() ? dynamic_cast<const CompressedValue *>(held.lazyValue()) : nullptr;
+  const Tensor &x = packed ? held : movable(ctx, "x");
   const Tensor &indices = ctx.in("indices");
   int64_t axis = ctx.axis(ctx.intArg("axis", 0), x.rank());
   int64_t batchDims = ctx.intArg("batch_dims", 0);
@@ -418,8 +449,8 @@ void gatherOp(KernelContext &ctx) {
   Shape shape(x.shape().begin(), x.shape().begin() + axis);
   shape.insert(shape.end(), indices.shape().begin() + batchDims, indices.shape().end());
   shape.insert(shape.end(), x.shape().begin() + axis + 1, x.shape().end());
-  Tensor out = Tensor::zeros(x.dtype(), shape);
-  int eb = elemBytes(x);
+  Tensor out = Tensor::empty(x.dtype(), shape);
+  int eb = packed ? 4 : elemBytes(x);
   AxisSplit xs = splitAt(x.shape(), axis);
   int64_t batch = 1;
   for (int64_t d = 0; d < batchDims; ++d)
@@ -435,7 +466,11 @@ void gatherOp(KernelContext &ctx) {
         int64_t i =
             checkedIndex(ctx, indices.data<int32_t>()[b * idxPerBatch + j], xs.size, "gather");
         int64_t outer = b * outerPerBatch + ob;
-        std::memcpy(o + pos, x.bytes() + ((outer * xs.size + i) * xs.inner) * eb, chunk);
+        int64_t from = (outer * xs.size + i) * xs.inner;
+        if (packed)
+          packed->decode(from, xs.inner, reinterpret_cast<float *>(o + pos));
+        else
+          std::memcpy(o + pos, x.bytes() + from * eb, chunk);
         pos += chunk;
       }
   setComputeOutput(ctx, 0, std::move(out));
@@ -619,18 +654,14 @@ void tileOp(KernelContext &ctx) {
       ctx.fail("reps must be non-negative");
     shape.push_back(x.dim(d) * reps[d]);
   }
-  Tensor out = Tensor::zeros(x.dtype(), shape);
-  std::vector<int64_t> xs = stridesOf(x.shape()), os = stridesOf(shape);
-  int eb = elemBytes(x);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    int64_t rem = i, src = 0;
-    for (int64_t d = 0; d < x.rank(); ++d) {
-      int64_t c = rem / os[d];
-      rem %= os[d];
-      src += (c % x.dim(d)) * xs[d];
-    }
-    std::memcpy(out.mutableBytes() + i * eb, x.bytes() + src * eb, eb);
+  if (ctx.outputMayBeLazy(kLazyTiled) && numElementsOf(shape) > 0) {
+    // Read by attention or matmul only: they read x by stride.
+    ctx.setOutput(0, Tensor::lazy(x.dtype(), shape, std::make_shared<TiledValue>(x, reps)));
+    return;
   }
+  Tensor out = Tensor::empty(x.dtype(), shape);
+  if (out.numElements())
+    tileInto(x.bytes(), x.shape(), reps, out.mutableBytes(), elemBytes(x));
   ctx.setOutput(0, std::move(out));
 }
 
@@ -658,27 +689,60 @@ void padOp(KernelContext &ctx) {
   }
   if (mode != "constant" && mode != "reflect" && mode != "replicate")
     ctx.fail("mode: expected constant, reflect or replicate, found '" + mode + "'");
-  Tensor out = Tensor::zeros(DType::F32, shape);
   Tensor xf = x.dtype() == DType::F32 ? x : x.convertTo(DType::F32);
-  std::vector<int64_t> xs = stridesOf(x.shape()), os = stridesOf(shape);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    int64_t rem = i, src = 0;
-    bool inside = true;
-    for (int64_t d = 0; d < x.rank(); ++d) {
-      int64_t c = rem / os[d] - before[d];
-      rem %= os[d];
-      int64_t n = x.dim(d);
+  Tensor out = Tensor::empty(DType::F32, shape);
+  int64_t r = x.rank();
+  if (r == 0 || out.numElements() == 0) {
+    if (out.numElements())
+      out.mutableData<float>()[0] = xf.data<float>()[0];
+    setComputeOutput(ctx, 0, out.convertTo(computeDType(ctx.outputType().dtype())));
+    return;
+  }
+  // Source coordinate of every output coordinate, per dim (-1: the constant).
+  std::vector<std::vector<int64_t>> from(static_cast<size_t>(r));
+  for (int64_t d = 0; d < r; ++d)
+    for (int64_t o = 0; o < shape[d]; ++o) {
+      int64_t c = o - before[d], n = x.dim(d);
       if (c < 0 || c >= n) {
         if (mode == "constant")
-          inside = false;
+          c = -1;
         else if (mode == "reflect")
           c = c < 0 ? -c : 2 * (n - 1) - c;
         else
           c = c < 0 ? 0 : n - 1;
       }
+      from[d].push_back(c);
+    }
+  // Row by row: the inner run of x moves with memcpy, the padding around it
+  // element by element.
+  std::vector<int64_t> xs = stridesOf(x.shape());
+  int64_t last = shape[r - 1], n = x.dim(r - 1), rows = out.numElements() / last;
+  std::vector<int64_t> idx(static_cast<size_t>(r - 1), 0);
+  const float *xd = xf.data<float>();
+  float *o = out.mutableData<float>();
+  for (int64_t row = 0; row < rows; ++row, o += last) {
+    int64_t src = 0;
+    bool inside = true;
+    for (int64_t d = 0; d < r - 1; ++d) {
+      int64_t c = from[d][idx[d]];
+      inside = inside && c >= 0;
       src += c * xs[d];
     }
-    out.mutableData<float>()[i] = inside ? xf.data<float>()[src] : value;
+    if (!inside || n == 0) {
+      std::fill(o, o + last, value);
+    } else {
+      const float *xr = xd + src;
+      for (int64_t j = 0; j < before[r - 1]; ++j)
+        o[j] = from[r - 1][j] < 0 ? value : xr[from[r - 1][j]];
+      std::memcpy(o + before[r - 1], xr, static_cast<size_t>(n) * 4);
+      for (int64_t j = before[r - 1] + n; j < last; ++j)
+        o[j] = from[r - 1][j] < 0 ? value : xr[from[r - 1][j]];
+    }
+    for (int64_t d = r - 2; d >= 0; --d) {
+      if (++idx[d] < shape[d])
+        break;
+      idx[d] = 0;
+    }
   }
   setComputeOutput(ctx, 0, out.convertTo(computeDType(ctx.outputType().dtype())));
 }
@@ -707,14 +771,21 @@ void bandPartOp(KernelContext &ctx) {
     ctx.fail("x must have rank >= 2");
   int64_t lower = ctx.intArg("lower", -1), upper = ctx.intArg("upper", -1);
   int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
-  Tensor out = x.clone();
-  int eb = elemBytes(x);
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    int64_t n = i % cols, m = (i / cols) % rows;
-    bool keep = (lower < 0 || m - n <= lower) && (upper < 0 || n - m <= upper);
-    if (!keep)
-      std::memset(out.mutableBytes() + i * eb, 0, eb);
-  }
+  Tensor out = ctx.takeOrCopy("x");
+  int eb = elemBytes(out);
+  uint8_t *o = out.mutableBytes();
+  int64_t matrices = rows && cols ? out.numElements() / (rows * cols) : 0;
+  for (int64_t b = 0; b < matrices; ++b)
+    for (int64_t m = 0; m < rows; ++m) {
+      // Row m keeps columns [m - lower, m + upper]; the rest become zero.
+      uint8_t *row = o + (b * rows + m) * cols * eb;
+      int64_t keep0 = lower < 0 ? 0 : std::clamp<int64_t>(m - lower, 0, cols);
+      int64_t keep1 = upper < 0 ? cols : std::clamp<int64_t>(m + upper + 1, 0, cols);
+      if (keep1 < keep0)
+        keep1 = keep0;
+      std::memset(row, 0, static_cast<size_t>(keep0 * eb));
+      std::memset(row + keep1 * eb, 0, static_cast<size_t>((cols - keep1) * eb));
+    }
   ctx.setOutput(0, std::move(out));
 }
 
@@ -796,6 +867,32 @@ void oneHotOp(KernelContext &ctx) {
   setComputeOutput(ctx, 0, out.convertTo(computeDType(ctx.outputType().dtype())));
 }
 
+namespace {
+
+/// Nearest-neighbour resampling of the last two dims: output row y reads
+/// input row rowOf[y], output column c reads input column colOf[c]. Rows
+/// that repeat the previous one are copied whole.
+void resampleNearest(const Tensor &x, Tensor &out, const std::vector<int64_t> &rowOf,
+                     const std::vector<int64_t> &colOf) {
+  int64_t r = x.rank(), inH = x.dim(r - 2), inW = x.dim(r - 1);
+  int64_t outH = out.dim(r - 2), outW = out.dim(r - 1);
+  int eb = elemBytes(x);
+  int64_t planes = inH && inW ? x.numElements() / (inH * inW) : 0;
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t y = 0; y < outH; ++y) {
+      uint8_t *dst = out.mutableBytes() + (p * outH + y) * outW * eb;
+      if (y > 0 && rowOf[y] == rowOf[y - 1]) {
+        std::memcpy(dst, dst - outW * eb, static_cast<size_t>(outW * eb));
+        continue;
+      }
+      const uint8_t *src = x.bytes() + (p * inH + rowOf[y]) * inW * eb;
+      for (int64_t c = 0; c < outW; ++c)
+        std::memcpy(dst + c * eb, src + colOf[c] * eb, static_cast<size_t>(eb));
+    }
+}
+
+} // namespace
+
 void upsampleNearestOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   if (x.rank() < 3)
@@ -809,17 +906,14 @@ void upsampleNearestOp(KernelContext &ctx) {
           outW = static_cast<int64_t>(std::floor(inW * sw));
   Shape shape = x.shape();
   shape[r - 2] = outH, shape[r - 1] = outW;
-  Tensor out = Tensor::zeros(DType::F32, shape);
-  int64_t planes = x.numElements() / std::max<int64_t>(inH * inW, 1);
-  for (int64_t p = 0; p < planes; ++p)
-    for (int64_t y = 0; y < outH; ++y)
-      for (int64_t xx = 0; xx < outW; ++xx) {
-        int64_t iy = std::min(inH - 1, static_cast<int64_t>(std::floor(y / sh)));
-        int64_t ix = std::min(inW - 1, static_cast<int64_t>(std::floor(xx / sw)));
-        out.mutableData<float>()[(p * outH + y) * outW + xx] =
-            x.data<float>()[(p * inH + iy) * inW + ix];
-      }
-  ctx.setOutput(0, std::move(out));
+  Tensor out = Tensor::zeros(x.dtype(), shape);
+  std::vector<int64_t> rowOf, colOf;
+  for (int64_t y = 0; y < outH; ++y)
+    rowOf.push_back(std::min(inH - 1, static_cast<int64_t>(std::floor(y / sh))));
+  for (int64_t c = 0; c < outW; ++c)
+    colOf.push_back(std::min(inW - 1, static_cast<int64_t>(std::floor(c / sw))));
+  resampleNearest(x, out, rowOf, colOf);
+  setComputeOutput(ctx, 0, std::move(out));
 }
 
 void upsampleBilinearOp(KernelContext &ctx) {
@@ -871,26 +965,22 @@ void upsampleBilinearOp(KernelContext &ctx) {
 
 namespace {
 
-/// depth_to_space / pixel_shuffle (DCR vs CRD orders differ only in where
-/// the block index sits within the channel) and space_to_depth.
+/// depth_to_space / pixel_shuffle: x [N, C, H, W] -> [N, C/b², H*b, W*b]. The
+/// output, seen as [N, oc, H, b, W, b], is a permutation of x's dims: DCR
+/// (depth_to_space) takes the channel as (by, bx, oc), CRD (pixel_shuffle)
+/// as (oc, by, bx).
 void depthToSpace(KernelContext &ctx, int64_t block, bool blockFirst) {
   const Tensor &x = ctx.in("x");
   if (x.rank() != 4 || block < 1 || x.dim(1) % (block * block))
     ctx.fail("x " + shapeStr(x.shape()) + " does not fit block size " + std::to_string(block));
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3), oc = c / (block * block);
-  Tensor out = Tensor::zeros(x.dtype(), {n, oc, h * block, w * block});
-  int eb = elemBytes(x);
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < oc; ++ch)
-      for (int64_t y = 0; y < h * block; ++y)
-        for (int64_t xx = 0; xx < w * block; ++xx) {
-          int64_t by = y % block, bx = xx % block;
-          int64_t ic =
-              blockFirst ? (by * block + bx) * oc + ch : ch * block * block + by * block + bx;
-          int64_t src = ((b * c + ic) * h + y / block) * w + xx / block;
-          int64_t dst = ((b * oc + ch) * h * block + y) * w * block + xx;
-          std::memcpy(out.mutableBytes() + dst * eb, x.bytes() + src * eb, eb);
-        }
+  Tensor out = Tensor::empty(x.dtype(), {n, oc, h * block, w * block});
+  int64_t hw = h * w;
+  std::vector<int64_t> in =
+      blockFirst ? std::vector<int64_t>{c * hw, hw, w, block * oc * hw, 1, oc * hw}
+                 : std::vector<int64_t>{c * hw, block * block * hw, w, block * hw, 1, hw};
+  Shape view = {n, oc, h, block, w, block};
+  copyStrided(x.bytes(), out.mutableBytes(), elemBytes(x), view, in, 0, stridesOf(view), 0);
   ctx.setOutput(0, std::move(out));
 }
 
@@ -902,23 +992,17 @@ void pixelShuffleOp(KernelContext &ctx) {
 void depthToSpaceOp(KernelContext &ctx) { depthToSpace(ctx, ctx.intArg("block_size", 1), true); }
 
 void spaceToDepthOp(KernelContext &ctx) {
+  // [N, C, H, W] -> [N, (by, bx, C), H/b, W/b].
   const Tensor &x = ctx.in("x");
   int64_t block = ctx.intArg("block_size", 1);
   if (x.rank() != 4 || block < 1 || x.dim(2) % block || x.dim(3) % block)
     ctx.fail("x " + shapeStr(x.shape()) + " does not fit block size " + std::to_string(block));
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
   int64_t oh = h / block, ow = w / block, oc = c * block * block;
-  Tensor out = Tensor::zeros(x.dtype(), {n, oc, oh, ow});
-  int eb = elemBytes(x);
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h; ++y)
-        for (int64_t xx = 0; xx < w; ++xx) {
-          int64_t occ = ((y % block) * block + xx % block) * c + ch;
-          int64_t dst = ((b * oc + occ) * oh + y / block) * ow + xx / block;
-          int64_t src = ((b * c + ch) * h + y) * w + xx;
-          std::memcpy(out.mutableBytes() + dst * eb, x.bytes() + src * eb, eb);
-        }
+  Tensor out = Tensor::empty(x.dtype(), {n, oc, oh, ow});
+  Shape view = {n, block, block, c, oh, ow};
+  std::vector<int64_t> in = {c * h * w, w, 1, h * w, block * w, block};
+  copyStrided(x.bytes(), out.mutableBytes(), elemBytes(x), view, in, 0, stridesOf(view), 0);
   ctx.setOutput(0, std::move(out));
 }
 
@@ -966,9 +1050,7 @@ void cropOp(KernelContext &ctx) {
   int64_t offset;
   std::vector<int64_t> strides;
   sliceView(x.shape(), s, offset, strides);
-  Tensor out = Tensor::zeros(x.dtype(), s.length);
-  gatherStrided(x.bytes(), out.mutableBytes(), elemBytes(x), s.length, strides, offset);
-  ctx.setOutput(0, std::move(out));
+  ctx.setOutput(0, sliceOf(x, s.length, strides, offset));
 }
 
 void resizeNearestOp(KernelContext &ctx) {
@@ -983,15 +1065,12 @@ void resizeNearestOp(KernelContext &ctx) {
   Shape shape = x.shape();
   shape[r - 2] = outH, shape[r - 1] = outW;
   Tensor out = Tensor::zeros(x.dtype(), shape);
-  int64_t planes = x.numElements() / std::max<int64_t>(inH * inW, 1);
-  int eb = elemBytes(x);
-  for (int64_t p = 0; p < planes && inH && inW; ++p)
-    for (int64_t y = 0; y < outH; ++y)
-      for (int64_t xx = 0; xx < outW; ++xx) {
-        int64_t iy = y * inH / outH, ix = xx * inW / outW;
-        std::memcpy(out.mutableBytes() + ((p * outH + y) * outW + xx) * eb,
-                    x.bytes() + ((p * inH + iy) * inW + ix) * eb, eb);
-      }
+  std::vector<int64_t> rowOf, colOf;
+  for (int64_t y = 0; y < outH; ++y)
+    rowOf.push_back(y * inH / outH);
+  for (int64_t c = 0; c < outW; ++c)
+    colOf.push_back(c * inW / outW);
+  resampleNearest(x, out, rowOf, colOf);
   ctx.setOutput(0, std::move(out));
 }
 
@@ -1015,22 +1094,17 @@ void nonZeroOp(KernelContext &ctx) {
 }
 
 void pixelUnshuffleOp(KernelContext &ctx) {
-  // Inverse of pixel_shuffle: [N, C, H*r, W*r] -> [N, C*r*r, H, W].
+  // Inverse of pixel_shuffle: [N, C, H*r, W*r] -> [N, (C, fy, fx), H, W].
   const Tensor &x = ctx.in("x");
   int64_t f = ctx.intArg("downscale_factor", 1);
   if (x.rank() != 4 || f < 1 || x.dim(2) % f || x.dim(3) % f)
     ctx.fail("x " + shapeStr(x.shape()) + " does not fit downscale factor " + std::to_string(f));
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2) / f, w = x.dim(3) / f;
-  Tensor out = Tensor::zeros(x.dtype(), {n, c * f * f, h, w});
-  int eb = elemBytes(x);
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t ch = 0; ch < c; ++ch)
-      for (int64_t y = 0; y < h * f; ++y)
-        for (int64_t xx = 0; xx < w * f; ++xx) {
-          int64_t oc = ch * f * f + (y % f) * f + xx % f;
-          std::memcpy(out.mutableBytes() + (((b * c * f * f + oc) * h + y / f) * w + xx / f) * eb,
-                      x.bytes() + (((b * c + ch) * h * f + y) * w * f + xx) * eb, eb);
-        }
+  int64_t H = x.dim(2), W = x.dim(3);
+  Tensor out = Tensor::empty(x.dtype(), {n, c * f * f, h, w});
+  Shape view = {n, c, f, f, h, w};
+  std::vector<int64_t> in = {c * H * W, H * W, W, 1, f * W, f};
+  copyStrided(x.bytes(), out.mutableBytes(), elemBytes(x), view, in, 0, stridesOf(view), 0);
   ctx.setOutput(0, std::move(out));
 }
 

@@ -1,0 +1,233 @@
+//===- ThreadPool.cpp - The interpreter's worker threads ------------------===//
+//
+// A job is (body, n, grain) plus two counters that carry the job's generation
+// in their high bits: the next chunk to hand out and the workers that joined.
+// A worker that wakes late sees another generation in them and leaves without
+// touching the job, so a job never waits for a worker that is not running.
+// Idle workers block in futex(2) (a condition variable elsewhere).
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/ThreadPool.h"
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
+#include <sched.h>
+#include <thread>
+#include <vector>
+
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#if __has_include(<cblas.h>)
+#include <cblas.h>
+#endif
+
+namespace anefit::runtime {
+namespace {
+
+/// Sleeping on and waking a 32-bit word.
+class Futex {
+public:
+  void wait(std::atomic<uint32_t> &word, uint32_t seen) {
+#if defined(__linux__)
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAIT_PRIVATE, seen, nullptr,
+            nullptr, 0);
+#else
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return word.load() != seen; });
+#endif
+  }
+  void wake(std::atomic<uint32_t> &word, int count) {
+#if defined(__linux__)
+    syscall(SYS_futex, reinterpret_cast<uint32_t *>(&word), FUTEX_WAKE_PRIVATE, count, nullptr,
+            nullptr, 0);
+#else
+    std::lock_guard<std::mutex> lock(mutex_);
+    cv_.notify_all();
+#endif
+  }
+
+private:
+#if !defined(__linux__)
+  std::mutex mutex_;
+  std::condition_variable cv_;
+#endif
+};
+
+inline void cpuRelax() {
+#if defined(__x86_64__)
+  _mm_pause();
+#endif
+}
+
+constexpr int kGenShift = 40;
+constexpr uint64_t kIndexMask = (uint64_t(1) << kGenShift) - 1;
+
+class Pool {
+public:
+  static Pool &get() {
+    static Pool *pool = new Pool(); // never destroyed: workers may outlive static destructors
+    return *pool;
+  }
+
+  void run(int threads, int64_t n, int64_t grain,
+           const std::function<void(int64_t, int64_t)> &body) {
+    int64_t chunks = (n + grain - 1) / grain;
+    std::unique_lock<std::mutex> busy(dispatch_, std::try_to_lock);
+    if (!busy.owns_lock() || threads <= 1 || chunks <= 1 || chunks > int64_t(kIndexMask)) {
+      body(0, n);
+      return;
+    }
+    int helpers = static_cast<int>(std::min<int64_t>(threads - 1, chunks - 1));
+    ensureWorkers(helpers);
+    uint64_t gen = (gen_.load(std::memory_order_relaxed) + 1) & 0xffffff;
+    body_.store(&body, std::memory_order_relaxed);
+    n_.store(n, std::memory_order_relaxed);
+    grain_.store(grain, std::memory_order_relaxed);
+    total_.store(chunks, std::memory_order_relaxed);
+    done_.store(0, std::memory_order_relaxed);
+    error_ = nullptr;
+    joined_.store(gen << kGenShift | uint64_t(helpers), std::memory_order_relaxed);
+    next_.store(gen << kGenShift, std::memory_order_release);
+    gen_.store(static_cast<uint32_t>(gen), std::memory_order_release);
+    futex_.wake(gen_, helpers);
+    work(gen);
+    // The caller has no chunk left; the last ones are running on workers.
+    for (int spin = 0; done_.load(std::memory_order_acquire) < chunks; ++spin) {
+      if (spin < 2000) {
+        cpuRelax();
+        continue;
+      }
+      uint32_t seen = doneWord_.load(std::memory_order_acquire);
+      if (done_.load(std::memory_order_acquire) >= chunks)
+        break;
+      callerWaiting_.store(true, std::memory_order_seq_cst);
+      if (done_.load(std::memory_order_seq_cst) < chunks)
+        futex_.wait(doneWord_, seen);
+      callerWaiting_.store(false, std::memory_order_relaxed);
+    }
+    if (error_)
+      std::rethrow_exception(error_);
+  }
+
+private:
+  Pool() = default;
+
+  void ensureWorkers(int count) {
+    while (static_cast<int>(workers_.size()) < count)
+      workers_.emplace_back([this] { loop(); });
+  }
+
+  void loop() {
+    uint32_t seen = 0;
+    for (;;) {
+      uint32_t gen = gen_.load(std::memory_order_acquire);
+      if (gen == seen) {
+        futex_.wait(gen_, seen);
+        continue;
+      }
+      seen = gen;
+      // Join if the job still wants helpers; leave a stale or full job alone.
+      uint64_t j = joined_.load(std::memory_order_acquire);
+      bool joined = false;
+      while ((j >> kGenShift) == gen && (j & kIndexMask) > 0)
+        if (joined_.compare_exchange_weak(j, j - 1, std::memory_order_acq_rel)) {
+          joined = true;
+          break;
+        }
+      if (joined)
+        work(gen);
+    }
+  }
+
+  /// Takes chunks of job `gen` until none is left.
+  void work(uint64_t gen) {
+    const auto *body = body_.load(std::memory_order_relaxed);
+    int64_t n = n_.load(std::memory_order_relaxed), grain = grain_.load(std::memory_order_relaxed);
+    int64_t total = total_.load(std::memory_order_relaxed);
+    for (;;) {
+      uint64_t c = next_.load(std::memory_order_acquire);
+      if ((c >> kGenShift) != gen || int64_t(c & kIndexMask) >= total)
+        return;
+      if (!next_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel))
+        continue;
+      int64_t b = int64_t(c & kIndexMask) * grain;
+      try {
+        (*body)(b, std::min(n, b + grain));
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(errorMutex_);
+        if (!error_)
+          error_ = std::current_exception();
+      }
+      if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == total) {
+        doneWord_.fetch_add(1, std::memory_order_release);
+        if (callerWaiting_.load(std::memory_order_seq_cst))
+          futex_.wake(doneWord_, 1);
+      }
+    }
+  }
+
+  std::mutex dispatch_;
+  std::vector<std::thread> workers_;
+  Futex futex_;
+  std::atomic<uint32_t> gen_{0};
+  std::atomic<uint32_t> doneWord_{0};
+  std::atomic<bool> callerWaiting_{false};
+  std::atomic<const std::function<void(int64_t, int64_t)> *> body_{nullptr};
+  std::atomic<int64_t> n_{0}, grain_{1}, total_{0}, done_{0};
+  std::atomic<uint64_t> next_{0}, joined_{0};
+  std::mutex errorMutex_;
+  std::exception_ptr error_;
+};
+
+thread_local int tlsThreads = 1;
+
+} // namespace
+
+int resolveThreads(int requested) {
+  if (requested > 0)
+    return requested;
+#if defined(__linux__)
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0)
+    return std::max(1, CPU_COUNT(&set));
+#endif
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+ThreadScope::ThreadScope(int threads) : previous_(tlsThreads) {
+  tlsThreads = std::max(1, threads);
+#if defined(OPENBLAS_VERSION)
+  // BLAS runs inside parallelFor chunks: OpenBLAS's own threads would only
+  // compete with the pool for the same cores (and spin while they wait).
+  static const bool once = (openblas_set_num_threads(1), true);
+  (void)once;
+#endif
+}
+
+ThreadScope::~ThreadScope() { tlsThreads = previous_; }
+
+int currentThreads() { return tlsThreads; }
+
+void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
+  if (n <= 0)
+    return;
+  grain = std::max<int64_t>(grain, 1);
+  if (tlsThreads <= 1 || n <= grain) {
+    body(0, n);
+    return;
+  }
+  Pool::get().run(tlsThreads, n, grain, body);
+}
+
+} // namespace anefit::runtime

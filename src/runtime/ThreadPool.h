@@ -1,0 +1,47 @@
+//===- ThreadPool.h - The interpreter's worker threads ----------*- C++ -*-===//
+//
+// One pool of worker threads for the whole process. Kernels split their work
+// with parallelFor; the calling thread takes part, workers sleep on a futex
+// between ops (no spinning), and work is handed out in small chunks so a core
+// that another process keeps busy does not hold the others back. BLAS calls
+// run inside those chunks, so OpenBLAS is told to use one thread: its own
+// threads would compete with these for the same cores.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace anefit::runtime {
+
+/// Number of threads `requested` means: itself when positive, else every
+/// core the process may run on.
+int resolveThreads(int requested);
+
+/// Runs parallelFor work with up to `threads` threads (the caller and
+/// threads - 1 workers) while in scope; nested scopes restore the outer count.
+/// Without a scope, parallelFor runs on the calling thread.
+class ThreadScope {
+public:
+  explicit ThreadScope(int threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope &) = delete;
+  ThreadScope &operator=(const ThreadScope &) = delete;
+
+private:
+  int previous_;
+};
+
+/// Threads parallelFor uses on this thread right now (1 outside a ThreadScope).
+int currentThreads();
+
+/// Calls body(begin, end) on disjoint ranges covering [0, n) and returns when
+/// all are done. With several threads the ranges are `grain` long (the last
+/// may be shorter) and taken in increasing order by whichever thread is free;
+/// with one thread, n <= grain, or while the pool runs another caller's job,
+/// the calling thread runs body(0, n) alone. An exception from `body` is
+/// rethrown here after the other ranges finish.
+void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body);
+
+} // namespace anefit::runtime

@@ -1,0 +1,877 @@
+//===- Compressed.cpp - constexpr_* weights decoded where they are read ---===//
+//
+// The CompressedValue forms of the constexpr ops:
+//   BlockwiseValue  constexpr_blockwise_shift_scale, constexpr_affine_dequantize:
+//                   (data - offset[block]) * scale[block]
+//   LutValue        constexpr_lut_to_dense (iOS16 flat palette, iOS18 grouped
+//                   palettes with vector entries)
+//   SparseValue     constexpr_sparse_to_dense (bit mask + non-zero values)
+// Inputs that are compressed values themselves (an iOS18 palette of quantized
+// entries, quantized or palettized non-zero values) are read through them.
+// decodeRaw computes exactly what the expanding kernels in Constexpr.cpp
+// compute, element for element.
+//
+// Fused matrix-vector kernels (AVX2, FMA, F16C) read packed rows and
+// dequantize in registers:
+//   4-bit (int4/uint4 blocks, 16-entry fp16 palettes): 32 nibbles per 16
+//     bytes become fp16 bits through two byte-table shuffles, then fp32;
+//     x is permuted once per call to match the order the shuffles give.
+//     Blocks multiply their partial sums by the block's scale; offsets are
+//     taken off through per-block sums of x.
+//   8-bit blocks: bytes widened to fp32 eight at a time.
+// Other forms decode a row into a small buffer and take its dot product.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/Lazy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace anefit::runtime {
+
+namespace {
+
+/// n values of `t` from flat element `begin`, as float (any numeric dtype,
+/// sub-byte ones unpacked LSB-first; int4 signed).
+void loadAsFloat(const Tensor &t, int64_t begin, int64_t n, float *dst) {
+  const uint8_t *p = t.bytes();
+  switch (t.dtype()) {
+  case DType::F32:
+    std::memcpy(dst, p + begin * 4, static_cast<size_t>(n) * 4);
+    return;
+  case DType::F16:
+    halfToFloatN(reinterpret_cast<const uint16_t *>(p) + begin, dst, n);
+    return;
+  case DType::I8:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(static_cast<int8_t>(p[begin + i]));
+    return;
+  case DType::U8:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>(p[begin + i]);
+    return;
+  case DType::I4:
+  case DType::U4: {
+    bool sign = t.dtype() == DType::I4;
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t e = begin + i;
+      int v = (p[e >> 1] >> ((e & 1) * 4)) & 0xF;
+      dst[i] = static_cast<float>(sign && v >= 8 ? v - 16 : v);
+    }
+    return;
+  }
+  default:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = t.floatAt(begin + i);
+  }
+}
+
+/// n packed `bits`-wide unsigned values from element `begin` (LSB-first).
+void loadIndices(const uint8_t *p, int bits, int64_t begin, int64_t n, uint32_t *dst) {
+  if (bits == 8) {
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = p[begin + i];
+    return;
+  }
+  if (bits == 4) {
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t e = begin + i;
+      dst[i] = (p[e >> 1] >> ((e & 1) * 4)) & 0xF;
+    }
+    return;
+  }
+  uint32_t mask = (1u << bits) - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    uint64_t bit = static_cast<uint64_t>(begin + i) * static_cast<uint64_t>(bits);
+    uint64_t byte = bit >> 3;
+    uint32_t w = p[byte];
+    if ((bit & 7) + static_cast<uint64_t>(bits) > 8)
+      w |= static_cast<uint32_t>(p[byte + 1]) << 8;
+    dst[i] = (w >> (bit & 7)) & mask;
+  }
+}
+
+/// The values of a tensor input or of a compressed input, read by ranges.
+struct Source {
+  Tensor tensor;
+  std::shared_ptr<const CompressedValue> value;
+
+  void read(int64_t begin, int64_t n, float *dst) const {
+    if (value)
+      value->decode(begin, n, dst);
+    else
+      loadAsFloat(tensor, begin, n, dst);
+  }
+  int64_t numElements() const { return value ? value->numElements() : tensor.numElements(); }
+  uint64_t storedBytes() const { return value ? value->storedBytes() : tensor.numBytes(); }
+};
+
+float *scratchFloats(size_t n, int which) {
+  thread_local std::vector<float> bufs[4];
+  std::vector<float> &b = bufs[which];
+  if (b.size() < n)
+    b.resize(n);
+  return b.data();
+}
+
+//===----------------------------------------------------------------------===//
+// AVX2 building blocks
+//===----------------------------------------------------------------------===//
+
+#if defined(__x86_64__)
+
+/// x permuted for nibbleDot: per 32 elements, the even ones of each half,
+/// then the odd ones: [0,2..14], [1,3..15], [16,18..30], [17,19..31].
+void permuteForNibbles(const float *x, int64_t n, float *xp) {
+  for (int64_t c = 0; c + 32 <= n; c += 32)
+    for (int64_t j = 0; j < 8; ++j) {
+      xp[c + j] = x[c + 2 * j];
+      xp[c + 8 + j] = x[c + 2 * j + 1];
+      xp[c + 16 + j] = x[c + 16 + 2 * j];
+      xp[c + 24 + j] = x[c + 17 + 2 * j];
+    }
+}
+
+/// The 16 fp16 values of a nibble table as two byte planes for pshufb: the
+/// low bytes, then the high bytes.
+struct NibblePlanes {
+  uint8_t bytes[32];
+};
+
+NibblePlanes nibblePlanes(const uint16_t *h16) {
+  NibblePlanes p;
+  for (int i = 0; i < 16; ++i) {
+    p.bytes[i] = static_cast<uint8_t>(h16[i] & 0xFF);
+    p.bytes[16 + i] = static_cast<uint8_t>(h16[i] >> 8);
+  }
+  return p;
+}
+
+/// The planes in registers, each repeated in both 128-bit lanes.
+struct NibbleTable {
+  __m256i lo, hi;
+};
+
+__attribute__((target("avx2"))) inline NibbleTable nibbleTable(const NibblePlanes &p) {
+  return {_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p.bytes)),
+          _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p.bytes + 16)))};
+}
+
+/// acc += table[nibble_i] * xp_i over `chunks` groups of 32 packed nibbles.
+__attribute__((target("avx2,fma,f16c"))) inline __m256
+nibbleDot(const uint8_t *p, const float *xp, int64_t chunks, const NibbleTable &t, __m256 acc) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  for (int64_t c = 0; c < chunks; ++c, p += 16, xp += 32) {
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    __m128i lo = _mm_and_si128(b, low4);
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+    __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    __m256i fl = _mm256_shuffle_epi8(t.lo, n);
+    __m256i fh = _mm256_shuffle_epi8(t.hi, n);
+    __m256i h0 = _mm256_unpacklo_epi8(fl, fh);
+    __m256i h1 = _mm256_unpackhi_epi8(fl, fh);
+    acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h0)), _mm256_loadu_ps(xp), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1)), _mm256_loadu_ps(xp + 8),
+                          acc);
+    acc =
+        _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h1)), _mm256_loadu_ps(xp + 16), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1)),
+                          _mm256_loadu_ps(xp + 24), acc);
+  }
+  return acc;
+}
+
+/// acc += q_i * x_i over n (a multiple of 16) int8 or uint8 values.
+template <bool Signed>
+__attribute__((target("avx2,fma"))) inline __m256 byteDot(const uint8_t *p, const float *x,
+                                                          int64_t n, __m256 acc) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __m128i b = _mm_loadu_si128((const __m128i *)(p + i));
+    __m256i q0 = Signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
+    __m128i b1 = _mm_unpackhi_epi64(b, b);
+    __m256i q1 = Signed ? _mm256_cvtepi8_epi32(b1) : _mm256_cvtepu8_epi32(b1);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q0), _mm256_loadu_ps(x + i), acc);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1), _mm256_loadu_ps(x + i + 8), acc);
+  }
+  return acc;
+}
+
+/// x permuted for nibbleDot512: per 32 elements the even ones, then the odd.
+void permuteForNibbles512(const float *x, int64_t n, float *xp) {
+  for (int64_t c = 0; c + 32 <= n; c += 32)
+    for (int64_t j = 0; j < 16; ++j) {
+      xp[c + j] = x[c + 2 * j];
+      xp[c + 16 + j] = x[c + 2 * j + 1];
+    }
+}
+
+/// acc += table[nibble_i] * xp_i over `chunks` groups of 32 packed nibbles,
+/// the 16-entry fp32 table in one register.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512
+nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __m512 acc) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  for (int64_t c = 0; c < chunks; ++c, p += 16, xp += 32) {
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    __m512i lo = _mm512_cvtepu8_epi32(_mm_and_si128(b, low4));
+    __m512i hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), low4));
+    acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo, table), _mm512_loadu_ps(xp), acc);
+    acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi, table), _mm512_loadu_ps(xp + 16), acc);
+  }
+  return acc;
+}
+
+__attribute__((target("avx2"))) inline float hsum(__m256 v) {
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_hadd_ps(h, h);
+  h = _mm_hadd_ps(h, h);
+  return _mm_cvtss_f32(h);
+}
+
+#endif
+
+//===----------------------------------------------------------------------===//
+// Block geometry shared by the blockwise and palette forms
+//===----------------------------------------------------------------------===//
+
+/// How a per-block parameter tensor of shape `blocks` (one entry per block of
+/// `shape`) lays over the matrix view [rows, cols] with cols = the product of
+/// every dim but the first: rows of `rowBlock` share an entry row, and
+/// `colBlock` consecutive columns share an entry. Valid only when the dims
+/// past the second have one block each.
+struct MatrixBlocks {
+  bool ok = false;
+  int64_t cols = 0, rowBlock = 1, colBlock = 1, colBlocks = 1;
+};
+
+MatrixBlocks matrixBlocks(const Shape &shape, const Shape &blocks) {
+  MatrixBlocks m;
+  if (shape.size() < 2 || blocks.size() != shape.size())
+    return m;
+  for (size_t d = 2; d < shape.size(); ++d)
+    if (blocks[d] != 1)
+      return m;
+  m.cols = 1;
+  for (size_t d = 1; d < shape.size(); ++d)
+    m.cols *= shape[d];
+  m.rowBlock = shape[0] / blocks[0];
+  m.colBlocks = blocks[1];
+  m.colBlock = blocks[1] ? m.cols / blocks[1] : 0;
+  m.ok = m.rowBlock > 0 && m.colBlock > 0;
+  return m;
+}
+
+/// For a tensor of `shape` and a parameter of `blocks` entries per dim: the
+/// parameter index of the first element of each row (rows = the last dim)
+/// and the block length of the last dim.
+struct RowMap {
+  std::vector<int64_t> shape, blocks, blockLen, pstrides;
+  int64_t last = 1, lastBlock = 1;
+
+  RowMap(const Shape &s, const Shape &b) : shape(s), blocks(b) {
+    for (size_t d = 0; d < s.size(); ++d)
+      blockLen.push_back(b[d] ? s[d] / b[d] : 1);
+    pstrides = stridesOf(b);
+    if (!s.empty()) {
+      last = s.back();
+      lastBlock = blockLen.back();
+    }
+  }
+  /// Parameter index of element (row, 0).
+  int64_t rowBase(int64_t row) const {
+    int64_t base = 0;
+    for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) {
+      int64_t c = row % shape[d];
+      row /= shape[d];
+      base += (c / blockLen[d]) * pstrides[d];
+    }
+    return base;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// BlockwiseValue
+//===----------------------------------------------------------------------===//
+
+class BlockwiseValue final : public CompressedValue {
+public:
+  BlockwiseValue(Shape shape, bool roundHalf, Source data, Tensor scale, Tensor offset,
+                 Shape blocks)
+      : CompressedValue(std::move(shape), roundHalf), data_(std::move(data)),
+        scale_(std::move(scale)), offset_(std::move(offset)), blocks_(std::move(blocks)),
+        rows_(this->shape(), blocks_), matrix_(matrixBlocks(this->shape(), blocks_)) {
+    int64_t nb = numElementsOf(blocks_);
+    scaleF_.resize(static_cast<size_t>(nb));
+    loadAsFloat(scale_, 0, nb, scaleF_.data());
+    if (offset_.valid()) {
+      offsetF_.resize(static_cast<size_t>(nb));
+      loadAsFloat(offset_, 0, nb, offsetF_.data());
+    }
+  }
+
+  uint64_t storedBytes() const override {
+    return data_.storedBytes() + scale_.numBytes() + (offset_.valid() ? offset_.numBytes() : 0);
+  }
+
+protected:
+  void decodeRaw(int64_t begin, int64_t n, float *dst) const override {
+    data_.read(begin, n, dst);
+    int64_t last = rows_.last;
+    for (int64_t i = 0; i < n;) {
+      int64_t e = begin + i, row = e / last, c = e % last;
+      int64_t end = std::min(n - i, last - c);
+      int64_t base = rows_.rowBase(row);
+      for (int64_t k = 0; k < end; ++k) {
+        int64_t p = base + (c + k) / rows_.lastBlock;
+        float v = dst[i + k] - (offsetF_.empty() ? 0.0f : offsetF_[p]);
+        dst[i + k] = v * scaleF_[p];
+      }
+      i += end;
+    }
+  }
+
+  bool dotRowsFused(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
+                    int64_t r0, int64_t r1) const override {
+#if defined(__x86_64__)
+    if (data_.value || !matrix_.ok || matrix_.cols != cols)
+      return false;
+    DType dt = data_.tensor.dtype();
+    bool nibbles = dt == DType::I4 || dt == DType::U4;
+    bool bytes = dt == DType::I8 || dt == DType::U8;
+    if ((nibbles && matrix_.colBlock % 32) || (bytes && matrix_.colBlock % 16) ||
+        (!nibbles && !bytes))
+      return false;
+    if (nibbles && kernelIsa() == KernelIsa::Avx512)
+      fusedNibbles512(dt == DType::I4, cols, x, ldx, m, y, ldy, r0, r1);
+    else if (nibbles)
+      fusedNibbles(dt == DType::I4, cols, x, ldx, m, y, ldy, r0, r1);
+    else
+      fusedBytes(dt == DType::I8, cols, x, ldx, m, y, ldy, r0, r1);
+    return true;
+#else
+    return false;
+#endif
+  }
+
+private:
+#if defined(__x86_64__)
+  /// Per x row: sum of x over each column block (for the offsets).
+  void blockSums(const float *x, int64_t cols, float *sums) const {
+    for (int64_t b = 0; b < matrix_.colBlocks; ++b) {
+      float s = 0;
+      for (int64_t k = 0; k < matrix_.colBlock; ++k)
+        s += x[b * matrix_.colBlock + k];
+      sums[b] = s;
+    }
+  }
+
+  __attribute__((target("avx2,fma,f16c"))) void fusedNibbles(bool isSigned, int64_t cols,
+                                                             const float *x, int64_t ldx, int64_t m,
+                                                             float *y, int64_t ldy, int64_t r0,
+                                                             int64_t r1) const {
+    uint16_t values[16];
+    for (int v = 0; v < 16; ++v)
+      values[v] = floatToHalf(static_cast<float>(isSigned && v >= 8 ? v - 16 : v));
+    NibbleTable table = nibbleTable(nibblePlanes(values));
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
+    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
+    float *sums = scratchFloats(static_cast<size_t>(m * nb), 1);
+    for (int64_t i = 0; i < m; ++i) {
+      permuteForNibbles(x + i * ldx, cols, xp + i * cols);
+      if (!offsetF_.empty())
+        blockSums(x + i * ldx, cols, sums + i * nb);
+    }
+    const uint8_t *data = data_.tensor.bytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data + r * cols / 2;
+      const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
+      const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < m; ++i) {
+        const float *xr = xp + i * cols;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+          __m256 part = nibbleDot(row + b * chunks * 16, xr + b * chunks * 32, chunks, table,
+                                  _mm256_setzero_ps());
+          acc = _mm256_fmadd_ps(part, _mm256_set1_ps(sc[b]), acc);
+        }
+        float r_ = hsum(acc);
+        if (off)
+          for (int64_t b = 0; b < nb; ++b)
+            r_ -= off[b] * sc[b] * sums[i * nb + b];
+        y[i * ldy + r] = r_;
+      }
+    }
+  }
+
+  /// Each block's 16 weight values ((q - offset) * scale, exact in fp32) in a
+  /// register; nibbles pick from it.
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) void
+  fusedNibbles512(bool isSigned, int64_t cols, const float *x, int64_t ldx, int64_t m, float *y,
+                  int64_t ldy, int64_t r0, int64_t r1) const {
+    alignas(64) float q[16];
+    for (int v = 0; v < 16; ++v)
+      q[v] = static_cast<float>(isSigned && v >= 8 ? v - 16 : v);
+    const __m512 qs = _mm512_load_ps(q);
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
+    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
+    for (int64_t i = 0; i < m; ++i)
+      permuteForNibbles512(x + i * ldx, cols, xp + i * cols);
+    const uint8_t *data = data_.tensor.bytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data + r * cols / 2;
+      const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
+      const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < m; ++i) {
+        const float *xr = xp + i * cols;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+          __m512 t = off ? _mm512_sub_ps(qs, _mm512_set1_ps(off[b])) : qs;
+          t = _mm512_mul_ps(t, _mm512_set1_ps(sc[b]));
+          acc = nibbleDot512(row + b * chunks * 16, xr + b * chunks * 32, chunks, t, acc);
+        }
+        y[i * ldy + r] = _mm512_reduce_add_ps(acc);
+      }
+    }
+  }
+
+  __attribute__((target("avx2,fma"))) void fusedBytes(bool isSigned, int64_t cols, const float *x,
+                                                      int64_t ldx, int64_t m, float *y, int64_t ldy,
+                                                      int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, bl = matrix_.colBlock;
+    float *sums = scratchFloats(static_cast<size_t>(m * nb), 1);
+    if (!offsetF_.empty())
+      for (int64_t i = 0; i < m; ++i)
+        blockSums(x + i * ldx, cols, sums + i * nb);
+    const uint8_t *data = data_.tensor.bytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data + r * cols;
+      const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
+      const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < m; ++i) {
+        const float *xr = x + i * ldx;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+          __m256 part = isSigned
+                            ? byteDot<true>(row + b * bl, xr + b * bl, bl, _mm256_setzero_ps())
+                            : byteDot<false>(row + b * bl, xr + b * bl, bl, _mm256_setzero_ps());
+          acc = _mm256_fmadd_ps(part, _mm256_set1_ps(sc[b]), acc);
+        }
+        float r_ = hsum(acc);
+        if (off)
+          for (int64_t b = 0; b < nb; ++b)
+            r_ -= off[b] * sc[b] * sums[i * nb + b];
+        y[i * ldy + r] = r_;
+      }
+    }
+  }
+#endif
+
+  Source data_;
+  Tensor scale_, offset_;
+  Shape blocks_;
+  RowMap rows_;
+  MatrixBlocks matrix_;
+  std::vector<float> scaleF_, offsetF_;
+};
+
+//===----------------------------------------------------------------------===//
+// LutValue
+//===----------------------------------------------------------------------===//
+
+class LutValue final : public CompressedValue {
+public:
+  /// indices: packed `bits`-wide values, one per element of `indexShape`;
+  /// lut: groups x entries x vectorSize floats; groups per dim of the index
+  /// shape; vector entries spread along `vectorAxis` of the output.
+  LutValue(Shape shape, bool roundHalf, Tensor indices, int bits, Shape indexShape,
+           std::vector<float> lut, Shape groups, int64_t entries, int64_t vectorSize,
+           int64_t vectorAxis, uint64_t lutBytes)
+      : CompressedValue(std::move(shape), roundHalf), indices_(std::move(indices)), bits_(bits),
+        indexShape_(std::move(indexShape)), lut_(std::move(lut)), groups_(std::move(groups)),
+        entries_(entries), vs_(vectorSize), vaxis_(vectorAxis), lutBytes_(lutBytes),
+        rows_(indexShape_, groups_), matrix_(matrixBlocks(indexShape_, groups_)) {
+#if defined(__x86_64__)
+    // fp16 byte planes of the palettes for the fused kernel, when exact.
+    if (bits_ == 4 && vs_ == 1 && entries_ == 16) {
+      std::vector<uint16_t> half(lut_.size());
+      bool exact = true;
+      for (size_t i = 0; i < lut_.size() && exact; ++i) {
+        half[i] = floatToHalf(lut_[i]);
+        exact = halfToFloat(half[i]) == lut_[i] || std::isnan(lut_[i]);
+      }
+      for (size_t g = 0; exact && g + 16 <= half.size(); g += 16)
+        planes_.push_back(nibblePlanes(half.data() + g));
+    }
+#endif
+  }
+
+  uint64_t storedBytes() const override { return indices_.numBytes() + lutBytes_; }
+
+protected:
+  void decodeRaw(int64_t begin, int64_t n, float *dst) const override {
+    thread_local std::vector<uint32_t> idx;
+    if (vs_ == 1) {
+      if (idx.size() < static_cast<size_t>(n))
+        idx.resize(static_cast<size_t>(n));
+      loadIndices(indices_.bytes(), bits_, begin, n, idx.data());
+      int64_t last = rows_.last;
+      for (int64_t i = 0; i < n;) {
+        int64_t e = begin + i, row = e / last, c = e % last;
+        int64_t end = std::min(n - i, last - c);
+        int64_t base = rows_.rowBase(row);
+        for (int64_t k = 0; k < end; ++k) {
+          int64_t g = base + (c + k) / rows_.lastBlock;
+          dst[i + k] = lut_[static_cast<size_t>(g * entries_ + idx[i + k])];
+        }
+        i += end;
+      }
+      return;
+    }
+    // Vector entries: output element -> index element and vector lane.
+    const Shape &out = shape();
+    std::vector<int64_t> ostr = stridesOf(out), istr = stridesOf(indexShape_);
+    int64_t r = static_cast<int64_t>(out.size());
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t rem = begin + i, ie = 0, lane = 0, g = 0;
+      for (int64_t d = 0; d < r; ++d) {
+        int64_t c = rem / ostr[d];
+        rem %= ostr[d];
+        if (d == vaxis_) {
+          lane = c % vs_;
+          c /= vs_;
+        }
+        ie += c * istr[d];
+        g += (c / rows_.blockLen[d]) * rows_.pstrides[d];
+      }
+      uint32_t v;
+      loadIndices(indices_.bytes(), bits_, ie, 1, &v);
+      dst[i] = lut_[static_cast<size_t>((g * entries_ + v) * vs_ + lane)];
+    }
+  }
+
+  bool dotRowsFused(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
+                    int64_t r0, int64_t r1) const override {
+#if defined(__x86_64__)
+    if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != cols || matrix_.colBlock % 32)
+      return false;
+    if (kernelIsa() == KernelIsa::Avx512) {
+      fusedNibbles512(cols, x, ldx, m, y, ldy, r0, r1);
+      return true;
+    }
+    if (planes_.empty())
+      return false;
+    fusedNibbles(cols, x, ldx, m, y, ldy, r0, r1);
+    return true;
+#else
+    return false;
+#endif
+  }
+
+private:
+#if defined(__x86_64__)
+  __attribute__((target("avx2,fma,f16c"))) void fusedNibbles(int64_t cols, const float *x,
+                                                             int64_t ldx, int64_t m, float *y,
+                                                             int64_t ldy, int64_t r0,
+                                                             int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
+    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
+    for (int64_t i = 0; i < m; ++i)
+      permuteForNibbles(x + i * ldx, cols, xp + i * cols);
+    const uint8_t *data = indices_.bytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const NibblePlanes *planes = planes_.data() + (r / matrix_.rowBlock) * nb;
+      const uint8_t *row = data + r * cols / 2;
+      for (int64_t i = 0; i < m; ++i) {
+        const float *xr = xp + i * cols;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b)
+          acc = nibbleDot(row + b * chunks * 16, xr + b * chunks * 32, chunks,
+                          nibbleTable(planes[b]), acc);
+        y[i * ldy + r] = hsum(acc);
+      }
+    }
+  }
+#endif
+
+  Tensor indices_;
+  int bits_;
+  Shape indexShape_;
+  std::vector<float> lut_;
+  Shape groups_;
+  int64_t entries_, vs_, vaxis_;
+  uint64_t lutBytes_;
+  RowMap rows_;
+  MatrixBlocks matrix_;
+#if defined(__x86_64__)
+  __attribute__((target("avx512f,avx512bw,avx512vl"))) void
+  fusedNibbles512(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
+                  int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
+    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
+    for (int64_t i = 0; i < m; ++i)
+      permuteForNibbles512(x + i * ldx, cols, xp + i * cols);
+    const uint8_t *data = indices_.bytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *palettes = lut_.data() + (r / matrix_.rowBlock) * nb * 16;
+      const uint8_t *row = data + r * cols / 2;
+      for (int64_t i = 0; i < m; ++i) {
+        const float *xr = xp + i * cols;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b)
+          acc = nibbleDot512(row + b * chunks * 16, xr + b * chunks * 32, chunks,
+                             _mm512_loadu_ps(palettes + b * 16), acc);
+        y[i * ldy + r] = _mm512_reduce_add_ps(acc);
+      }
+    }
+  }
+
+  std::vector<NibblePlanes> planes_; ///< per palette, for the fused kernel
+#endif
+};
+
+//===----------------------------------------------------------------------===//
+// SparseValue
+//===----------------------------------------------------------------------===//
+
+class SparseValue final : public CompressedValue {
+public:
+  SparseValue(Shape shape, bool roundHalf, Tensor mask, Source values)
+      : CompressedValue(std::move(shape), roundHalf), mask_(std::move(mask)),
+        values_(std::move(values)) {
+    const Shape &s = this->shape();
+    last_ = s.empty() ? 1 : std::max<int64_t>(s.back(), 1);
+    int64_t rows = numElements() / last_;
+    rowOnes_.resize(static_cast<size_t>(rows) + 1, 0);
+    for (int64_t r = 0; r < rows; ++r)
+      rowOnes_[r + 1] = rowOnes_[r] + ones(r * last_, (r + 1) * last_);
+  }
+
+  /// Set bits in total (the values the mask needs).
+  int64_t totalOnes() const { return rowOnes_.back(); }
+  uint64_t storedBytes() const override { return mask_.numBytes() + values_.storedBytes(); }
+
+protected:
+  void decodeRaw(int64_t begin, int64_t n, float *dst) const override {
+    int64_t row = begin / last_;
+    int64_t k = rowOnes_[row] + ones(row * last_, begin);
+    int64_t count = ones(begin, begin + n);
+    thread_local std::vector<float> vals;
+    if (vals.size() < static_cast<size_t>(count) + 1)
+      vals.resize(static_cast<size_t>(count) + 1);
+    values_.read(k, count, vals.data());
+    int64_t j = 0;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = bit(begin + i) ? vals[j++] : 0.0f;
+  }
+
+private:
+  bool bit(int64_t i) const { return (mask_.bytes()[i >> 3] >> (i & 7)) & 1; }
+  int64_t ones(int64_t b, int64_t e) const {
+    int64_t n = 0;
+    for (; b < e && (b & 63); ++b)
+      n += bit(b);
+    for (; b + 64 <= e; b += 64) {
+      uint64_t w;
+      std::memcpy(&w, mask_.bytes() + (b >> 3), 8);
+      n += __builtin_popcountll(w);
+    }
+    for (; b < e; ++b)
+      n += bit(b);
+    return n;
+  }
+
+  Tensor mask_;
+  Source values_;
+  int64_t last_ = 1;
+  std::vector<int64_t> rowOnes_;
+};
+
+//===----------------------------------------------------------------------===//
+// Building the values from the constexpr ops
+//===----------------------------------------------------------------------===//
+
+/// The input as a Source: a compressed value when the input is one.
+Source sourceParam(KernelContext &ctx, std::string_view param) {
+  const Tensor &t = ctx.lazyIn(param);
+  Source s;
+  if (t.isLazy()) {
+    if (auto cv = std::dynamic_pointer_cast<const CompressedValue>(t.lazyShared())) {
+      s.value = std::move(cv);
+      return s;
+    }
+    s.tensor = t.materialize();
+    return s;
+  }
+  s.tensor = t;
+  return s;
+}
+
+bool isPackedInt(DType t) {
+  return t == DType::I4 || t == DType::U4 || t == DType::I8 || t == DType::U8 || t == DType::U1 ||
+         t == DType::U2 || t == DType::U3 || t == DType::U6 || t == DType::I16 || t == DType::U16 ||
+         t == DType::I32;
+}
+
+bool floatOutput(KernelContext &ctx) { return isFloat(ctx.outputType().dtype()); }
+
+std::shared_ptr<const CompressedValue> blockwiseOf(KernelContext &ctx, bool roundHalf) {
+  Source data = sourceParam(ctx, "data");
+  const Tensor &scale = ctx.raw("scale");
+  Tensor offset = ctx.has("offset") ? ctx.raw("offset") : Tensor();
+  Shape shape = data.value ? data.value->shape() : data.tensor.shape();
+  int64_t r = static_cast<int64_t>(shape.size());
+  if (scale.rank() != r || (offset.valid() && offset.shape() != scale.shape()) ||
+      !isFloat(scale.dtype()))
+    return nullptr;
+  if (!data.value && !(isPackedInt(data.tensor.dtype()) || isFloat(data.tensor.dtype())))
+    return nullptr;
+  if (offset.valid() && !(isPackedInt(offset.dtype()) || isFloat(offset.dtype())))
+    return nullptr;
+  for (int64_t d = 0; d < r; ++d)
+    if (scale.dim(d) < 1 || shape[d] % scale.dim(d))
+      return nullptr;
+  return std::make_shared<BlockwiseValue>(shape, roundHalf, std::move(data), scale, offset,
+                                          scale.shape());
+}
+
+std::shared_ptr<const CompressedValue> affineOf(KernelContext &ctx, bool roundHalf) {
+  const Tensor &q = ctx.raw("quantized_data");
+  if (q.dtype() != DType::I8 && q.dtype() != DType::U8)
+    return nullptr;
+  int64_t r = q.rank();
+  if (r == 0)
+    return nullptr;
+  int64_t axisParam = ctx.intArg("axis", 0);
+  if (axisParam < -r || axisParam >= r)
+    return nullptr;
+  int64_t axis = axisParam < 0 ? axisParam + r : axisParam;
+  auto param = [&](std::string_view p, float dflt) -> Tensor {
+    if (!ctx.has(p))
+      return Tensor::fromF32({dflt}, {1});
+    return ctx.raw(p);
+  };
+  Tensor scale = param("scale", 1.0f), zp = param("zero_point", 0.0f);
+  int64_t size = q.dim(axis);
+  Shape blocks(static_cast<size_t>(r), 1);
+  auto perAxis = [&](const Tensor &t) -> Tensor {
+    // Scalar or one per channel along axis, laid out as a blocks-shaped tensor.
+    std::vector<float> v = t.toFloats();
+    if (v.size() == 1)
+      v.assign(static_cast<size_t>(size), v[0]);
+    if (static_cast<int64_t>(v.size()) != size)
+      return Tensor();
+    Shape s(static_cast<size_t>(r), 1);
+    s[axis] = size;
+    return Tensor::fromF32(std::move(v), s);
+  };
+  Tensor s = perAxis(scale), z = perAxis(zp);
+  if (!s.valid() || !z.valid())
+    return nullptr;
+  Shape b = s.shape();
+  Source data;
+  data.tensor = q;
+  return std::make_shared<BlockwiseValue>(q.shape(), roundHalf, std::move(data), std::move(s),
+                                          std::move(z), b);
+}
+
+std::shared_ptr<const CompressedValue> lutOf(KernelContext &ctx, bool roundHalf) {
+  const Tensor &indices = ctx.raw("indices");
+  Source lut = sourceParam(ctx, "lut");
+  std::vector<float> values(static_cast<size_t>(lut.numElements()));
+  lut.read(0, lut.numElements(), values.data());
+  if (ctx.has("shape")) {
+    // iOS16: a flat palette, indices packed in uint8 bytes.
+    Shape shape = ctx.intsArg("shape");
+    for (int64_t d : shape)
+      if (d < 0)
+        return nullptr;
+    int64_t entries = lut.numElements();
+    int bits = 0;
+    while ((int64_t(1) << bits) < entries)
+      ++bits;
+    if ((int64_t(1) << bits) != entries || bits < 1 || bits > 8)
+      return nullptr;
+    int64_t n = numElementsOf(shape);
+    if (static_cast<uint64_t>(indices.numBytes()) * 8 < static_cast<uint64_t>(n) * bits)
+      return nullptr;
+    Shape groups(shape.size(), 1);
+    return std::make_shared<LutValue>(shape, roundHalf, indices, bits, shape, std::move(values),
+                                      groups, entries, 1, 0, lut.storedBytes());
+  }
+  // iOS18: lut [groups per dim..., 2^bits, vector_size].
+  Shape lt = lut.value ? lut.value->shape() : lut.tensor.shape();
+  int64_t r = indices.rank();
+  if (static_cast<int64_t>(lt.size()) != r + 2 || r == 0)
+    return nullptr;
+  int bits = dtypeBits(indices.dtype());
+  if (!(isSubByte(indices.dtype()) || indices.dtype() == DType::U8) || bits < 1 || bits > 8)
+    return nullptr;
+  int64_t entries = lt[r], vs = lt[r + 1];
+  if (entries != (int64_t(1) << bits) || vs < 1)
+    return nullptr;
+  int64_t vaxisParam = ctx.intArg("vector_axis", 0);
+  if (vaxisParam < -r || vaxisParam >= r)
+    return nullptr;
+  int64_t vaxis = vaxisParam < 0 ? vaxisParam + r : vaxisParam;
+  Shape groups;
+  for (int64_t d = 0; d < r; ++d) {
+    if (lt[d] < 1 || indices.dim(d) % lt[d])
+      return nullptr;
+    groups.push_back(lt[d]);
+  }
+  Shape shape = indices.shape();
+  shape[vaxis] *= vs;
+  return std::make_shared<LutValue>(shape, roundHalf, indices, bits, indices.shape(),
+                                    std::move(values), groups, entries, vs, vaxis,
+                                    lut.storedBytes());
+}
+
+std::shared_ptr<const CompressedValue> sparseOf(KernelContext &ctx, bool roundHalf) {
+  Source values = sourceParam(ctx, "nonzero_data");
+  const Tensor &mask = ctx.raw("mask");
+  Shape shape;
+  if (ctx.has("shape")) {
+    shape = ctx.intsArg("shape");
+    for (int64_t d : shape)
+      if (d < 0)
+        return nullptr;
+  } else {
+    shape = mask.shape();
+  }
+  int64_t n = numElementsOf(shape);
+  if (static_cast<uint64_t>(mask.numBytes()) * 8 < static_cast<uint64_t>(n))
+    return nullptr;
+  if (mask.dtype() != DType::U1 && mask.dtype() != DType::U8)
+    return nullptr;
+  if (!values.value && !isFloat(values.tensor.dtype()) && !isPackedInt(values.tensor.dtype()))
+    return nullptr;
+  int64_t available = values.numElements();
+  auto v = std::make_shared<SparseValue>(shape, roundHalf, mask, std::move(values));
+  if (v->totalOnes() > available)
+    return nullptr; // the expanding kernel reports it
+  return v;
+}
+
+} // namespace
+
+std::shared_ptr<const CompressedValue> compressedValueOf(KernelContext &ctx) {
+  if (!floatOutput(ctx))
+    return nullptr;
+  bool roundHalf = ctx.options().precision == Precision::FP16;
+  const std::string &type = ctx.op.type;
+  if (type == "constexpr_blockwise_shift_scale")
+    return blockwiseOf(ctx, roundHalf);
+  if (type == "constexpr_affine_dequantize")
+    return affineOf(ctx, roundHalf);
+  if (type == "constexpr_lut_to_dense")
+    return lutOf(ctx, roundHalf);
+  if (type == "constexpr_sparse_to_dense")
+    return sparseOf(ctx, roundHalf);
+  return nullptr;
+}
+
+} // namespace anefit::runtime

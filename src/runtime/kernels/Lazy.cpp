@@ -1,0 +1,186 @@
+//===- Lazy.cpp - Repeated views and the compressed-value base ------------===//
+//
+// TiledValue, and what every CompressedValue shares: materializing, fp16
+// rounding, and the row-at-a-time dot product the formats without a fused
+// kernel use.
+//
+//===----------------------------------------------------------------------===//
+#include "runtime/kernels/Lazy.h"
+
+#include "runtime/ThreadPool.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace anefit::runtime {
+
+//===----------------------------------------------------------------------===//
+// TiledValue
+//===----------------------------------------------------------------------===//
+
+TiledValue::TiledValue(Tensor base, std::vector<int64_t> reps)
+    : base_(std::move(base)), reps_(std::move(reps)) {
+  for (size_t d = 0; d < reps_.size(); ++d)
+    tiled_.push_back(base_.dim(static_cast<int64_t>(d)) * reps_[d]);
+  for (size_t d = reps_.size(); d-- > 0;) {
+    if (reps_[d] != 1)
+      break;
+    contiguous_ *= base_.dim(static_cast<int64_t>(d));
+  }
+}
+
+Tensor TiledValue::materialize() const {
+  Tensor out = Tensor::empty(base_.dtype(), tiled_);
+  tileInto(base_.bytes(), base_.shape(), reps_, out.mutableBytes(), dtypeBits(base_.dtype()) / 8);
+  return out;
+}
+
+int64_t TiledValue::baseOffset(int64_t i) const {
+  int64_t off = 0, stride = 1;
+  for (size_t d = tiled_.size(); d-- > 0;) {
+    int64_t n = base_.dim(static_cast<int64_t>(d));
+    int64_t c = i % tiled_[d];
+    i /= tiled_[d];
+    off += (c % n) * stride;
+    stride *= n;
+  }
+  return off;
+}
+
+bool TiledValue::contiguousBlocks(int64_t block) const {
+  return block > 0 && contiguous_ % block == 0;
+}
+
+const float *batchMatrix(const Tensor &t, int64_t b, int64_t matrixElements) {
+  if (!t.isLazy())
+    return t.dtype() == DType::F32 ? t.data<float>() + b * matrixElements : nullptr;
+  const auto *tv = dynamic_cast<const TiledValue *>(t.lazyValue());
+  if (!tv || tv->base().dtype() != DType::F32 || !tv->contiguousBlocks(matrixElements))
+    return nullptr;
+  return tv->base().data<float>() + tv->baseOffset(b * matrixElements);
+}
+
+//===----------------------------------------------------------------------===//
+// CompressedValue
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::optional<KernelIsa> forcedIsa;
+
+/// dot(a, b) over n floats.
+float dotPortable(const float *a, const float *b, int64_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i)
+    s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+    s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+    s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+  }
+  for (; i + 8 <= n; i += 8)
+    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+  __m256 s = _mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3));
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  h = _mm_hadd_ps(h, h);
+  h = _mm_hadd_ps(h, h);
+  float r = _mm_cvtss_f32(h);
+  for (; i < n; ++i)
+    r += a[i] * b[i];
+  return r;
+}
+#endif
+
+float dot(const float *a, const float *b, int64_t n) {
+#if defined(__x86_64__)
+  if (kernelIsa() != KernelIsa::Portable)
+    return dotAvx2(a, b, n);
+#endif
+  return dotPortable(a, b, n);
+}
+
+float *rowBuffer(size_t n) {
+  thread_local std::vector<float> buf;
+  if (buf.size() < n)
+    buf.resize(n);
+  return buf.data();
+}
+
+} // namespace
+
+bool cpuHasAvx2() {
+#if defined(__x86_64__)
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                          __builtin_cpu_supports("f16c");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool cpuHasAvx512() {
+#if defined(__x86_64__)
+  static const bool yes = cpuHasAvx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
+
+KernelIsa kernelIsa() {
+  KernelIsa best = cpuHasAvx512() ? KernelIsa::Avx512
+                   : cpuHasAvx2() ? KernelIsa::Avx2
+                                  : KernelIsa::Portable;
+  return forcedIsa && *forcedIsa < best ? *forcedIsa : best;
+}
+
+void CompressedValue::decode(int64_t begin, int64_t n, float *dst) const {
+  decodeRaw(begin, n, dst);
+  if (roundHalf_)
+    roundToHalfN(dst, n);
+}
+
+Tensor CompressedValue::materialize() const {
+  Tensor out = Tensor::empty(DType::F32, shape_);
+  float *o = out.mutableData<float>();
+  int64_t n = out.numElements();
+  parallelFor(n, int64_t(1) << 16, [&](int64_t b, int64_t e) { decode(b, e - b, o + b); });
+  return out;
+}
+
+void CompressedValue::dotRows(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y,
+                              int64_t ldy, int64_t r0, int64_t r1) const {
+  if (!roundHalf_ && kernelIsa() != KernelIsa::Portable &&
+      dotRowsFused(cols, x, ldx, m, y, ldy, r0, r1))
+    return;
+  float *row = rowBuffer(static_cast<size_t>(cols));
+  for (int64_t r = r0; r < r1; ++r) {
+    decode(r * cols, cols, row);
+    for (int64_t i = 0; i < m; ++i)
+      y[i * ldy + r] = dot(row, x + i * ldx, cols);
+  }
+}
+
+} // namespace anefit::runtime

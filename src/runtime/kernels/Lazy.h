@@ -1,0 +1,107 @@
+//===- Lazy.h - Values the kernels read without materializing ---*- C++ -*-===//
+//
+// Two LazyValue forms:
+//   TiledValue       tile(x, reps) kept as x: a grouped-query attention's
+//                    head repetition is read by stride, never written out.
+//   CompressedValue  a constexpr_* weight (blockwise shift/scale, palette,
+//                    affine, sparse, and their iOS18 chains) decoded where a
+//                    kernel reads it: row by row into registers or a small
+//                    buffer, never as a whole dense matrix.
+// Both materialize() to exactly the dense tensor the plain kernels produce.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "runtime/kernels/KernelUtil.h"
+
+#include <memory>
+#include <optional>
+
+namespace anefit::runtime {
+
+/// tile(base, reps), possibly reshaped: flat element i of the tiled shape
+/// T (T[d] = base.dim(d) * reps[d]) is base at index (t_d mod base.dim(d)).
+class TiledValue final : public LazyValue {
+public:
+  /// `base` is dense, in compute dtype; reps has base's rank.
+  TiledValue(Tensor base, std::vector<int64_t> reps);
+  LazyKind kind() const override { return kLazyTiled; }
+  Tensor materialize() const override;
+
+  const Tensor &base() const { return base_; }
+  const Shape &tiledShape() const { return tiled_; }
+  /// Element offset into base() of flat element `i` of the tiled shape.
+  int64_t baseOffset(int64_t i) const;
+  /// True when every run of `block` elements starting at a multiple of
+  /// `block` lies contiguously in base() (a matrix can be read in place).
+  bool contiguousBlocks(int64_t block) const;
+
+private:
+  Tensor base_;
+  std::vector<int64_t> reps_;
+  Shape tiled_;
+  int64_t contiguous_ = 1; ///< elements of the untiled innermost dims
+};
+
+/// The matrix [b] of a batched operand of shape [..., rows, cols] seen as
+/// `batch` matrices: a pointer to its rows*cols fp32 values, read in place
+/// from a dense tensor or from a TiledValue whose blocks are contiguous.
+/// Returns null when the operand cannot be read that way.
+const float *batchMatrix(const Tensor &t, int64_t b, int64_t matrixElements);
+
+/// A constexpr_* value decoded on demand. Shape and decode are those of the
+/// op's output in compute dtype (fp32); with `roundHalf` (the interpreter's
+/// fp16 mode) every value is rounded to fp16 as the op's result would be.
+class CompressedValue : public LazyValue {
+public:
+  CompressedValue(Shape shape, bool roundHalf) : shape_(std::move(shape)), roundHalf_(roundHalf) {}
+  LazyKind kind() const override { return kLazyCompressed; }
+  Tensor materialize() const override;
+
+  const Shape &shape() const { return shape_; }
+  int64_t numElements() const { return numElementsOf(shape_); }
+  bool roundHalf() const { return roundHalf_; }
+  /// Writes elements [begin, begin + n) (row-major) as fp32 to dst.
+  void decode(int64_t begin, int64_t n, float *dst) const;
+  /// y[i * ldy + r] = sum_c W[r, c] * x[i * ldx + c] for rows [r0, r1) of the
+  /// matrix W = this value seen as [numElements / cols, cols], i < m. The
+  /// formats with a fused kernel (int4/uint4/int8/uint8 blocks, 1-8 bit
+  /// palettes) dequantize in registers; the rest decode a row at a time.
+  void dotRows(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
+               int64_t r0, int64_t r1) const;
+  /// Bytes of the packed data (for reports and tests).
+  virtual uint64_t storedBytes() const = 0;
+
+protected:
+  /// decode() without the fp16 rounding.
+  virtual void decodeRaw(int64_t begin, int64_t n, float *dst) const = 0;
+  /// A fused dotRows for this view, or false to use decode().
+  virtual bool dotRowsFused(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y,
+                            int64_t ldy, int64_t r0, int64_t r1) const {
+    return false;
+  }
+
+private:
+  Shape shape_;
+  bool roundHalf_;
+};
+
+/// The compressed value of a constexpr op's output, or null when the op's
+/// form is not one CompressedValue reads (the op then expands as usual).
+/// `ctx` is the constexpr op's context: its inputs may be compressed values
+/// themselves (iOS18 chains).
+std::shared_ptr<const CompressedValue> compressedValueOf(KernelContext &ctx);
+
+/// Instruction sets of the weight kernels (fp16 rows, fused compressed rows).
+enum class KernelIsa { Portable, Avx2, Avx512 };
+/// The set the kernels use: the best this CPU has, unless a test chose one.
+KernelIsa kernelIsa();
+/// Makes the kernels use `isa` (capped at what the CPU has); tests compare
+/// every path with the portable one. std::nullopt goes back to the best.
+void setKernelIsaForTesting(std::optional<KernelIsa> isa);
+/// True when the CPU runs the AVX2 kernels (AVX2, FMA, F16C).
+bool cpuHasAvx2();
+/// True when the CPU runs the AVX-512 kernels (AVX-512 F, BW, VL).
+bool cpuHasAvx512();
+
+} // namespace anefit::runtime

@@ -1,0 +1,361 @@
+//===- CompressedTest.cpp - Weights decoded in place vs expanded ----------===//
+//
+// Every compressed-weight form the interpreter decodes where it is read
+// (blockwise int4/uint4/int8/uint8 with and without offsets, 1-8 bit
+// palettes with grouped channels and vector entries, affine, sparse, and
+// iOS18 chains of them) is run through linear, matmul, conv and gather and
+// compared with the same program run expand-then-multiply
+// (RunOptions::decodeInPlace = false), for every kernel instruction set the
+// CPU has, over random shapes, block sizes and dtypes with odd sizes.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeTestUtil.h"
+
+#include "runtime/kernels/Lazy.h"
+
+#include <random>
+
+using namespace anefit;
+using namespace anefit::test;
+using runtime::numElementsOf;
+
+namespace {
+
+std::mt19937 &rng() {
+  static std::mt19937 r(424242);
+  return r;
+}
+
+int64_t pick(int64_t lo, int64_t hi) {
+  return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
+}
+
+float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng()); }
+
+/// A constant of `dt` holding `values` (integers; sub-byte packed LSB-first).
+ConstantRef packed(DType dt, const std::vector<int64_t> &values, const Shape &shape) {
+  auto c = std::make_shared<Constant>();
+  c->type = Type::tensor(dt, shape);
+  int bits = dtypeBits(dt);
+  c->bytes.assign((values.size() * bits + 7) / 8, 0);
+  for (size_t i = 0; i < values.size(); ++i) {
+    uint64_t v = static_cast<uint64_t>(values[i]) & ((uint64_t(1) << bits) - 1);
+    storePackedBits(c->bytes, i, bits, v);
+  }
+  return c;
+}
+
+/// Random float constant, fp16 or fp32.
+ConstantRef floats(DType dt, const Shape &shape, float lo, float hi) {
+  std::vector<float> v(static_cast<size_t>(numElementsOf(shape)));
+  for (float &f : v)
+    f = uniform(lo, hi);
+  return dt == DType::F16 ? constF16(v, shape) : constF32(v, shape);
+}
+
+std::vector<int64_t> randomInts(int64_t n, int64_t lo, int64_t hi) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  for (int64_t &x : v)
+    x = pick(lo, hi);
+  return v;
+}
+
+/// A divisor of n (blocks per dim).
+int64_t divisorOf(int64_t n) {
+  std::vector<int64_t> d;
+  for (int64_t i = 1; i <= n; ++i)
+    if (n % i == 0)
+      d.push_back(i);
+  return d[static_cast<size_t>(pick(0, static_cast<int64_t>(d.size()) - 1))];
+}
+
+/// Adds a random compressed weight of `shape` to `b`; returns its value and
+/// a description.
+Value *compressedWeight(ProgramBuilder &b, const Shape &shape, std::string &what) {
+  int64_t n = numElementsOf(shape);
+  int64_t r = static_cast<int64_t>(shape.size());
+  int kind = static_cast<int>(pick(0, 5));
+  DType fdt = pick(0, 1) ? DType::F16 : DType::F32;
+  if (kind <= 1) {
+    // constexpr_blockwise_shift_scale
+    static const DType qt[] = {DType::I4, DType::U4, DType::I8, DType::U8};
+    DType dt = qt[pick(0, 3)];
+    int64_t lo = dt == DType::I4 ? -8 : dt == DType::I8 ? -128 : 0;
+    int64_t hi = dt == DType::I4 ? 7 : dt == DType::U4 ? 15 : dt == DType::I8 ? 127 : 255;
+    Shape blocks(shape.size(), 1);
+    blocks[0] = divisorOf(shape[0]);
+    if (r > 1)
+      blocks[1] = pick(0, 2) ? shape[1] / std::min<int64_t>(shape[1], 32) : divisorOf(shape[1]);
+    if (r > 1 && shape[1] % blocks[1])
+      blocks[1] = 1;
+    for (int64_t d = 2; d < r; ++d)
+      blocks[d] = pick(0, 3) == 0 ? divisorOf(shape[d]) : 1;
+    std::vector<Arg> args = {{"data", packed(dt, randomInts(n, lo, hi), shape)},
+                             {"scale", floats(fdt, blocks, 0.01f, 0.2f)}};
+    bool offset = pick(0, 1);
+    if (offset)
+      args.push_back({"offset", packed(dt, randomInts(numElementsOf(blocks), lo, hi), blocks)});
+    what = "blockwise " + std::string(dtypeName(dt)) + " blocks " + runtime::shapeStr(blocks) +
+           (offset ? " offset" : "") + " scale " + std::string(dtypeName(fdt));
+    return b.op("constexpr_blockwise_shift_scale", std::move(args), fdt, shape);
+  }
+  if (kind == 2 || kind == 3) {
+    // constexpr_lut_to_dense (iOS18): grouped palettes, maybe vector entries
+    static const DType it[] = {DType::U1, DType::U2, DType::U3, DType::U4, DType::U6, DType::U8};
+    DType dt = kind == 3 ? DType::U4 : it[pick(0, 5)];
+    int bits = dtypeBits(dt);
+    int64_t vs = 1, vaxis = 0;
+    Shape idxShape = shape;
+    if (pick(0, 4) == 0 && r > 1 && shape[r - 1] % 2 == 0) {
+      vs = 2, vaxis = r - 1;
+      idxShape[vaxis] /= 2;
+    }
+    Shape lut;
+    for (int64_t d = 0; d < r; ++d)
+      lut.push_back(d == 0 ? divisorOf(idxShape[0])
+                           : (pick(0, 2) == 0 ? divisorOf(idxShape[d]) : 1));
+    lut.push_back(int64_t(1) << bits);
+    lut.push_back(vs);
+    std::vector<Arg> args = {
+        {"indices",
+         packed(dt, randomInts(numElementsOf(idxShape), 0, (int64_t(1) << bits) - 1), idxShape)}};
+    if (pick(0, 3) == 0) {
+      // iOS18 chain: the palette itself quantized.
+      Shape lb(lut.size(), 1);
+      Value *q = b.op("constexpr_blockwise_shift_scale",
+                      {{"data", packed(DType::I8, randomInts(numElementsOf(lut), -100, 100), lut)},
+                       {"scale", floats(fdt, lb, 0.01f, 0.02f)}},
+                      fdt, lut);
+      args.push_back({"lut", q});
+      what = "lut of blockwise";
+    } else {
+      args.push_back({"lut", floats(fdt, lut, -1.0f, 1.0f)});
+      what = "lut";
+    }
+    if (vs > 1)
+      args.push_back({"vector_axis", scalarI32(static_cast<int32_t>(vaxis))});
+    what += " " + std::string(dtypeName(dt)) + " palettes " + runtime::shapeStr(lut);
+    return b.op("constexpr_lut_to_dense", std::move(args), fdt, shape);
+  }
+  if (kind == 4) {
+    // constexpr_affine_dequantize (iOS16): per channel along an axis, or scalar
+    bool u8 = pick(0, 1);
+    int64_t axis = pick(0, r - 1);
+    bool perChannel = pick(0, 1);
+    Shape ps = perChannel ? Shape{shape[axis]} : Shape{};
+    auto zp = perChannel ? packed(u8 ? DType::U8 : DType::I8, randomInts(shape[axis], 0, 9), ps)
+                         : packed(u8 ? DType::U8 : DType::I8, {3}, {});
+    what = std::string("affine ") + (u8 ? "uint8" : "int8") + " axis " + std::to_string(axis) +
+           (perChannel ? " per channel" : " scalar");
+    return b.op("constexpr_affine_dequantize",
+                {{"quantized_data", packed(u8 ? DType::U8 : DType::I8,
+                                           randomInts(n, u8 ? 0 : -128, u8 ? 255 : 127), shape)},
+                 {"zero_point", zp},
+                 {"scale", floats(DType::F32, ps, 0.01f, 0.1f)},
+                 {"axis", scalarI32(static_cast<int32_t>(axis))}},
+                DType::F32, shape);
+  }
+  // constexpr_sparse_to_dense: mask bits, non-zeros dense or palettized.
+  std::vector<int64_t> bits = randomInts(n, 0, 1);
+  int64_t nnz = 0;
+  for (int64_t v : bits)
+    nnz += v;
+  std::vector<Arg> args = {{"mask", packed(DType::U1, bits, shape)}};
+  if (nnz > 0 && pick(0, 1)) {
+    Value *vals = b.op("constexpr_lut_to_dense",
+                       {{"indices", packed(DType::U2, randomInts(nnz, 0, 3), {nnz})},
+                        {"lut", floats(fdt, {1, 4, 1}, -1.0f, 1.0f)}},
+                       fdt, {nnz});
+    args.push_back({"nonzero_data", vals});
+    what = "sparse of lut";
+  } else {
+    args.push_back({"nonzero_data", floats(fdt, {nnz}, -1.0f, 1.0f)});
+    what = "sparse";
+  }
+  return b.op("constexpr_sparse_to_dense", std::move(args), fdt, shape);
+}
+
+Tensor randomInput(const Shape &shape) {
+  std::vector<float> v(static_cast<size_t>(numElementsOf(shape)));
+  for (float &f : v)
+    f = uniform(-1.0f, 1.0f);
+  return Tensor::fromF32(v, shape);
+}
+
+std::vector<Tensor> run(ProgramBuilder &b, const runtime::TensorMap &in, bool inPlace,
+                        runtime::Precision p = runtime::Precision::FP32, int threads = 1) {
+  runtime::RunOptions o;
+  o.precision = p;
+  o.decodeInPlace = inPlace;
+  o.threads = threads;
+  runtime::Interpreter interp(*b.fn, o);
+  std::vector<Tensor> out;
+  for (auto &nt : interp.run(in))
+    out.push_back(std::move(nt.tensor));
+  return out;
+}
+
+/// |got - want| within fp32 accumulation error of a `k`-term dot product.
+void expectClose(const Tensor &got, const Tensor &want, int64_t k) {
+  ASSERT_EQ(got.shape(), want.shape());
+  float scale = 0;
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    scale = std::max(scale, std::fabs(want.floatAt(i)));
+  float tol = 2e-6f * std::sqrt(static_cast<float>(std::max<int64_t>(k, 1))) * (1 + scale) + 1e-6f;
+  for (int64_t i = 0; i < want.numElements(); ++i)
+    ASSERT_NEAR(got.floatAt(i), want.floatAt(i), tol) << "element " << i;
+}
+
+std::vector<runtime::KernelIsa> isas() {
+  std::vector<runtime::KernelIsa> v = {runtime::KernelIsa::Portable};
+  if (runtime::cpuHasAvx2())
+    v.push_back(runtime::KernelIsa::Avx2);
+  if (runtime::cpuHasAvx512())
+    v.push_back(runtime::KernelIsa::Avx512);
+  return v;
+}
+
+struct IsaGuard {
+  explicit IsaGuard(runtime::KernelIsa isa) { runtime::setKernelIsaForTesting(isa); }
+  ~IsaGuard() { runtime::setKernelIsaForTesting(std::nullopt); }
+};
+
+TEST(Compressed, LinearMatchesExpandThenMultiply) {
+  for (int iter = 0; iter < 160; ++iter) {
+    int64_t n = std::vector<int64_t>{1, 3, 16, 17, 64}[pick(0, 4)];
+    int64_t k = std::vector<int64_t>{7, 32, 64, 96, 160, 48, 256}[pick(0, 6)];
+    int64_t m = std::vector<int64_t>{1, 2, 4, 5, 9}[pick(0, 4)];
+    ProgramBuilder b;
+    std::string what;
+    Value *w = compressedWeight(b, {n, k}, what);
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
+    runtime::TensorMap in = {{"x", randomInput({m, k})}};
+    Tensor want = run(b, in, false)[0];
+    for (runtime::KernelIsa isa : isas()) {
+      IsaGuard guard(isa);
+      SCOPED_TRACE(what + " n " + std::to_string(n) + " k " + std::to_string(k) + " m " +
+                   std::to_string(m) + " isa " + std::to_string(int(isa)));
+      expectClose(run(b, in, true)[0], want, k);
+      expectClose(run(b, in, true, runtime::Precision::FP32, 3)[0], want, k);
+    }
+  }
+}
+
+TEST(Compressed, DecodedRowsEqualTheExpansionBitForBit) {
+  // gather decodes whole rows: they must be exactly the expanded values, in
+  // fp32 and in fp16 mode.
+  for (int iter = 0; iter < 120; ++iter) {
+    Shape shape = {std::vector<int64_t>{1, 5, 16}[pick(0, 2)],
+                   std::vector<int64_t>{3, 32, 40, 64}[pick(0, 3)]};
+    if (pick(0, 3) == 0)
+      shape.push_back(std::vector<int64_t>{2, 3}[pick(0, 1)]);
+    ProgramBuilder b;
+    std::string what;
+    Value *w = compressedWeight(b, shape, what);
+    Value *idx = b.input("i", DType::I32, {shape[0]});
+    Shape out = shape;
+    b.output(b.op("gather", {{"x", w}, {"indices", idx}}, DType::F32, out));
+    std::vector<int32_t> rows;
+    for (int64_t r = shape[0] - 1; r >= 0; --r)
+      rows.push_back(static_cast<int32_t>(r));
+    runtime::TensorMap in = {{"i", Tensor::fromI32(rows, {shape[0]})}};
+    for (runtime::Precision p : {runtime::Precision::FP32, runtime::Precision::FP16}) {
+      Tensor want = run(b, in, false, p)[0], got = run(b, in, true, p)[0];
+      SCOPED_TRACE(what + " " + runtime::shapeStr(shape));
+      ASSERT_EQ(got.shape(), want.shape());
+      for (int64_t i = 0; i < want.numElements(); ++i)
+        ASSERT_EQ(got.floatAt(i), want.floatAt(i)) << "element " << i;
+    }
+  }
+}
+
+TEST(Compressed, MatmulAndConvMatchExpandThenMultiply) {
+  for (int iter = 0; iter < 80; ++iter) {
+    int64_t n = std::vector<int64_t>{4, 16, 33}[pick(0, 2)],
+            k = std::vector<int64_t>{32, 64, 6}[pick(0, 2)];
+    ProgramBuilder b;
+    std::string what;
+    bool ty = pick(0, 1);
+    Value *w = compressedWeight(b, ty ? Shape{n, k} : Shape{k, n}, what);
+    // Up to 4 rows of x take the fused kernels, more the decoded tiles.
+    int64_t bx = pick(1, 2), rows = pick(1, 3);
+    Value *x = b.input("x", DType::F32, {bx, rows, k});
+    b.output(b.op("matmul", {{"x", x}, {"y", w}, {"transpose_y", scalarBool(ty)}}, DType::F32,
+                  {bx, rows, n}));
+    // conv: weight [cout, cin/groups, kh, kw]
+    int64_t groups = pick(0, 1) ? 1 : 2, cin = 4 * groups, cout = 6 * groups;
+    std::string cwhat;
+    Value *cw = compressedWeight(b, {cout, cin / groups, 3, 2}, cwhat);
+    Value *img = b.input("img", DType::F32, {1, cin, 5, 4});
+    b.output(b.op("conv", {{"x", img}, {"weight", cw}, {"groups", scalarI32(groups)}}, DType::F32,
+                  {1, cout, 3, 3}));
+    runtime::TensorMap in = {{"x", randomInput({bx, rows, k})},
+                             {"img", randomInput({1, cin, 5, 4})}};
+    auto want = run(b, in, false);
+    for (runtime::KernelIsa isa : isas()) {
+      IsaGuard guard(isa);
+      auto got = run(b, in, true, runtime::Precision::FP32, 2);
+      SCOPED_TRACE(what + (ty ? " transposed" : "") + " / conv " + cwhat);
+      expectClose(got[0], want[0], k);
+      expectClose(got[1], want[1], cin * 6);
+    }
+  }
+}
+
+TEST(Compressed, Fp16ModeMatchesExpandThenMultiply) {
+  for (int iter = 0; iter < 40; ++iter) {
+    int64_t n = 16, k = std::vector<int64_t>{32, 64}[pick(0, 1)];
+    ProgramBuilder b;
+    std::string what;
+    Value *w = compressedWeight(b, {n, k}, what);
+    Value *x = b.input("x", DType::F32, {1, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {1, n}));
+    runtime::TensorMap in = {{"x", randomInput({1, k})}};
+    SCOPED_TRACE(what);
+    Tensor want = run(b, in, false, runtime::Precision::FP16)[0];
+    Tensor got = run(b, in, true, runtime::Precision::FP16)[0];
+    for (int64_t i = 0; i < n; ++i) // both round the same dot product to fp16
+      ASSERT_NEAR(got.floatAt(i), want.floatAt(i), 2e-3f * (1 + std::fabs(want.floatAt(i))));
+  }
+}
+
+TEST(Compressed, ExpandedOnceAndKeptWithinTheBudget) {
+  // A compressed weight read by an op that cannot decode it (add) is
+  // expanded at the first run and kept; with no budget it is expanded at
+  // every run, with the same results.
+  ProgramBuilder b;
+  Value *w = b.op("constexpr_blockwise_shift_scale",
+                  {{"data", packed(DType::I8, randomInts(64, -100, 100), {8, 8})},
+                   {"scale", floats(DType::F16, {8, 1}, 0.1f, 0.2f)}},
+                  DType::F16, {8, 8});
+  Value *x = b.input("x", DType::F32, {8, 8});
+  b.output(b.op("add", {{"x", x}, {"y", w}}, DType::F32, {8, 8}));
+  runtime::TensorMap in = {{"x", randomInput({8, 8})}};
+  runtime::RunOptions keep, none;
+  none.foldCacheBytes = 0;
+  runtime::Interpreter a(*b.fn, keep), c(*b.fn, none);
+  Tensor first = a.run(in)[0].tensor;
+  EXPECT_EQ(a.keptBytes(), 64u * 4);
+  Tensor second = a.run(in)[0].tensor, third = c.run(in)[0].tensor;
+  EXPECT_EQ(c.keptBytes(), 0u);
+  for (int64_t i = 0; i < 64; ++i) {
+    EXPECT_EQ(first.floatAt(i), second.floatAt(i));
+    EXPECT_EQ(first.floatAt(i), third.floatAt(i));
+  }
+}
+
+TEST(Compressed, ErrorsOfTheExpandingKernelsStillReported) {
+  // A mask with more set bits than values: the in-place form refuses it and
+  // the expanding kernel reports the error.
+  ProgramBuilder b;
+  Value *w = b.op(
+      "constexpr_sparse_to_dense",
+      {{"nonzero_data", constF32({1, 2}, {2})}, {"mask", packed(DType::U1, {1, 1, 1, 0}, {2, 2})}},
+      DType::F32, {2, 2});
+  Value *x = b.input("x", DType::F32, {1, 2});
+  b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {1, 2}));
+  EXPECT_THROW(run(b, {{"x", randomInput({1, 2})}}, true), InputError);
+}
+
+} // namespace

@@ -1,0 +1,113 @@
+//===- ThreadPoolTest.cpp - parallelFor and thread-count independence ----===//
+//
+// parallelFor covers every index once whatever the thread count and grain,
+// rethrows a body's exception, runs nested and concurrent calls inline, and
+// models give the same bits on one thread and on several.
+//
+//===----------------------------------------------------------------------===//
+#include "RuntimeTestUtil.h"
+
+#include "runtime/ThreadPool.h"
+
+#include <atomic>
+#include <stdexcept>
+#include <thread>
+
+using namespace anefit;
+using namespace anefit::test;
+using namespace anefit::runtime;
+
+namespace {
+
+TEST(ThreadPool, EveryIndexOnceForAnyThreadsAndGrain) {
+  for (int threads : {1, 2, 3, 5})
+    for (int64_t n : {0, 1, 7, 64, 1000})
+      for (int64_t grain : {1, 3, 64, 5000}) {
+        ThreadScope scope(threads);
+        std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
+        parallelFor(n, grain, [&](int64_t b, int64_t e) {
+          ASSERT_LE(0, b);
+          ASSERT_LT(b, e);
+          ASSERT_LE(e, n);
+          if (threads > 1 && n > grain)
+            ASSERT_LE(e - b, grain);
+          for (int64_t i = b; i < e; ++i)
+            hits[i]++;
+        });
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(hits[i].load(), 1) << "threads " << threads << " n " << n << " grain " << grain;
+      }
+}
+
+TEST(ThreadPool, ExceptionsReachTheCallerAfterTheOtherChunks) {
+  ThreadScope scope(3);
+  std::atomic<int> done{0};
+  EXPECT_THROW(parallelFor(100, 1,
+                           [&](int64_t b, int64_t) {
+                             if (b == 37)
+                               throw std::runtime_error("chunk 37");
+                             done++;
+                           }),
+               std::runtime_error);
+  EXPECT_EQ(done.load(), 99);
+  // The pool still works afterwards.
+  std::atomic<int64_t> sum{0};
+  parallelFor(100, 7, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      sum += i;
+  });
+  EXPECT_EQ(sum.load(), 4950);
+}
+
+TEST(ThreadPool, NestedAndConcurrentCallsRunInline) {
+  ThreadScope scope(2);
+  std::atomic<int64_t> sum{0};
+  parallelFor(8, 1, [&](int64_t b, int64_t e) {
+    parallelFor(10, 2, [&](int64_t ib, int64_t ie) {
+      for (int64_t i = ib; i < ie; ++i)
+        sum += i * (e - b);
+    });
+  });
+  EXPECT_EQ(sum.load(), 8 * 45);
+  std::atomic<int64_t> total{0};
+  auto worker = [&] {
+    ThreadScope inner(2);
+    for (int r = 0; r < 50; ++r)
+      parallelFor(100, 3, [&](int64_t b, int64_t e) { total += e - b; });
+  };
+  std::thread a(worker), c(worker);
+  a.join();
+  c.join();
+  EXPECT_EQ(total.load(), 2 * 50 * 100);
+}
+
+TEST(ThreadPool, ResultsDoNotDependOnTheThreadCount) {
+  // Work is split over output rows, heads and tiles, never inside a sum.
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::F32, {3, 96});
+  std::vector<float> wv(200 * 96);
+  for (size_t i = 0; i < wv.size(); ++i)
+    wv[i] = static_cast<float>((i * 37) % 101) / 101.0f - 0.5f;
+  Value *y = b.op("linear", {{"x", x}, {"weight", constF16(wv, {200, 96})}}, DType::F32, {3, 200});
+  Value *q = b.op("reshape", {{"x", y}, {"shape", constI32({1, 5, 3, 40}, {4})}}, DType::F32,
+                  {1, 5, 3, 40});
+  b.output(b.op("scaled_dot_product_attention", {{"query", q}, {"key", q}, {"value", q}},
+                DType::F32, {1, 5, 3, 40}));
+  std::vector<float> xv(3 * 96);
+  for (size_t i = 0; i < xv.size(); ++i)
+    xv[i] = static_cast<float>(i % 13) * 0.1f - 0.6f;
+  runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {3, 96})}};
+  std::vector<Tensor> ref;
+  for (int threads : {1, 2, 4}) {
+    runtime::RunOptions o;
+    o.threads = threads;
+    runtime::Interpreter interp(*b.fn, o);
+    Tensor t = interp.run(in)[0].tensor;
+    if (ref.empty())
+      ref.push_back(t);
+    for (int64_t i = 0; i < t.numElements(); ++i)
+      ASSERT_EQ(t.floatAt(i), ref[0].floatAt(i)) << "threads " << threads << " element " << i;
+  }
+}
+
+} // namespace
