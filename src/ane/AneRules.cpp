@@ -1102,21 +1102,27 @@ static void checkSdpaIos26(RuleContext &ctx, const Operation *op) {
     ctx.report(op, "the ANE SDPA kernel gives wrong results on iOS 26");
 }
 
-// ANE-ATTN-002: a second long-context SDPA in one function broke the ANE
-// compile of its segment (9 layers passed, 10 failed).
+// ANE-ATTN-002: a second global SDPA (head dim 512, keys over the context) in
+// one function broke the ANE compile of its segment; one global site next to
+// sliding-window sites (head dim 256, 512 keys) compiled. Only global sites count.
 static void checkSdpaMany(RuleContext &ctx, const Operation *) {
-  std::vector<const Operation *> long_;
+  std::vector<std::pair<const Operation *, std::string>> global;
   walk(*ctx.facts.function->body, [&](const Operation &op) {
     if (op.type != "scaled_dot_product_attention")
       return;
     const Type *k = paramType(op, "key");
     auto ks = k ? shapeOf(*k) : std::nullopt;
-    if (!ks || ks->size() < 2 || (*ks)[ks->size() - 2] >= 512)
-      long_.push_back(&op);
+    if (!ks || ks->size() < 2)
+      return;
+    int64_t keys = (*ks)[ks->size() - 2], headDim = ks->back();
+    if (headDim > 256 && keys > 512)
+      global.push_back(
+          {&op, "head dim " + std::to_string(headDim) + ", " + std::to_string(keys) + " keys"});
   });
-  for (size_t i = 1; i < long_.size(); ++i)
-    ctx.report(long_[i], "SDPA " + std::to_string(i + 1) + " of " + std::to_string(long_.size()) +
-                             " long-context (key length >= 512) SDPAs in this function");
+  for (size_t i = 1; i < global.size(); ++i)
+    ctx.report(global[i].first, "global SDPA " + std::to_string(i + 1) + " of " +
+                                    std::to_string(global.size()) + " in this function (" +
+                                    global[i].second + "; global: head dim > 256, keys > 512)");
 }
 
 // ANE-QUANT-001: the ANE takes per-tensor or per-output-channel scales only; a

@@ -108,8 +108,11 @@ def test_fail_on_threshold_and_usage_errors(check):
 
 
 def test_rules_markdown_is_docs(check):
-    proc = check("rules", "--format", "markdown", check=True)
+    corpus = os.path.join(REPO_ROOT, "tests", "fixtures", "evidence")
+    proc = check("rules", "--format", "markdown", "--evidence", corpus, check=True)
     with open(os.path.join(REPO_ROOT, "docs", "rules.md")) as f:
-        assert f.read() == proc.stdout, "docs/rules.md is stale: anefit rules --format markdown"
+        assert f.read() == proc.stdout, (
+            "docs/rules.md is stale: anefit rules --format markdown --evidence "
+            "tests/fixtures/evidence")
     rules = json.loads(check("rules", "--json", check=True).stdout)["rules"]
     assert len({r["id"] for r in rules}) == len(rules)

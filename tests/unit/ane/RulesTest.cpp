@@ -1,12 +1,15 @@
 //===- RulesTest.cpp - The rules table and docs/rules.md ------------------===//
 //
 // Every row of AneRules.def is well formed (stable unique id, evidence URL,
-// fix), and docs/rules.md is exactly what the table generates. Set
+// fix), and docs/rules.md is exactly what the table and the evidence corpus
+// generate. Set
 // ANEFIT_UPDATE_DOCS=1 to rewrite the file instead of failing.
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
+#include "ane/Evidence.h"
 #include "ane/Report.h"
+#include "io/ModelIO.h"
 
 #include <gtest/gtest.h>
 
@@ -91,17 +94,21 @@ TEST(AneRules, GatesKeyOnCapabilities) {
 
 TEST(AneRules, DocsAreGeneratedFromTheTable) {
   std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/../docs/rules.md";
-  std::string expected = rulesMarkdown();
+  std::string expected = rulesMarkdown(evidenceMarkdown(gradeCorpus(
+      std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/evidence", [](const std::string &model) {
+        return checkModel(*anefit::loadModel(model, anefit::LoadOptions{.openWeights = false}));
+      })));
   if (const char *update = std::getenv("ANEFIT_UPDATE_DOCS"); update && *update == '1') {
     std::ofstream(path, std::ios::binary) << expected;
     GTEST_SKIP() << "rewrote " << path;
   }
   std::ifstream in(path, std::ios::binary);
-  ASSERT_TRUE(in) << path << " is missing: run 'anefit rules --format markdown > docs/rules.md'";
+  const char *regen = "run 'anefit rules --format markdown --evidence tests/fixtures/evidence > "
+                      "docs/rules.md'";
+  ASSERT_TRUE(in) << path << " is missing: " << regen;
   std::stringstream ss;
   ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), expected)
-      << "docs/rules.md is stale: run 'anefit rules --format markdown > docs/rules.md'";
+  EXPECT_EQ(ss.str(), expected) << "docs/rules.md is stale: " << regen;
   for (const RuleInfo &r : allRules())
     EXPECT_NE(ss.str().find(std::string(r.code)), std::string::npos) << r.code;
 }

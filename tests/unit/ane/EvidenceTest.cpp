@@ -1,0 +1,84 @@
+//===- EvidenceTest.cpp - The checker on the evidence corpus --------------===//
+//
+// Runs `check` on every model of tests/fixtures/evidence (gen_evidence.py)
+// and holds it to the bar: no known failure missed, at most one known-working
+// model called ane-fails, every at-risk finding naming its contradicting
+// evidence, and each case's verdict the one cases.json documents.
+//
+//===----------------------------------------------------------------------===//
+#include "ane/Evidence.h"
+#include "io/ModelIO.h"
+#include "support/Error.h"
+
+#include <gtest/gtest.h>
+
+using namespace anefit;
+using namespace anefit::ane;
+
+namespace {
+
+const std::string kCorpus = std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/evidence";
+
+std::vector<EvidenceResult> gradeAll() {
+  return gradeCorpus(kCorpus, [](const std::string &model) {
+    return checkModel(*loadModel(model, LoadOptions{.openWeights = false}));
+  });
+}
+
+TEST(Evidence, CorpusMeetsTheBar) {
+  std::vector<EvidenceResult> results = gradeAll();
+  size_t works = 0, falseAlarms = 0;
+  for (const EvidenceResult &r : results) {
+    SCOPED_TRACE(r.c.name);
+    EXPECT_TRUE(ruleFromCode(r.c.rule)) << r.c.rule;
+    EXPECT_EQ(r.c.source.rfind("https://", 0), 0u);
+    EXPECT_EQ(verdictName(r.verdict), r.c.verdict);
+    EXPECT_NE(r.grade, Grade::Missed) << "a known failure predicted to run";
+    works += r.c.outcome == Outcome::Works;
+    falseAlarms += r.grade == Grade::FalseAlarm;
+    if (r.verdict == Verdict::AtRisk) {
+      ASSERT_FALSE(r.contradictions.empty()) << "at-risk without contested findings";
+      for (const std::string &why : r.contradictions)
+        EXPECT_FALSE(why.empty()) << "an at-risk finding names no contradicting evidence";
+    }
+  }
+  EXPECT_GE(results.size(), 30u);
+  EXPECT_GE(2 * works, results.size()) << "at least half the corpus is known-working";
+  EXPECT_LE(falseAlarms, 1u);
+}
+
+TEST(Evidence, GradesFollowTheOutcome) {
+  CorpusCase fails{"f",         "f.mil", Outcome::Fails, "ANE-STATE-003",
+                   "https://x", "w",     "ane-fails",    ""};
+  CheckReport r;
+  r.verdict = Verdict::Partial;
+  EXPECT_EQ(gradeEvidence(fails, r).grade, Grade::Missed);
+  r.verdict = Verdict::AtRisk;
+  EXPECT_EQ(gradeEvidence(fails, r).grade, Grade::CaughtAtRisk);
+  CorpusCase works = fails;
+  works.outcome = Outcome::Works;
+  r.verdict = Verdict::AneFails;
+  EXPECT_EQ(gradeEvidence(works, r).grade, Grade::FalseAlarm);
+  r.verdict = Verdict::Partial;
+  EXPECT_EQ(gradeEvidence(works, r).grade, Grade::Passed);
+  std::string md = evidenceMarkdown({gradeEvidence(works, r), gradeEvidence(fails, r)});
+  EXPECT_NE(md.find("| known failures (1) | 0 | 0 | 1 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| known working (1) | 1 | 0 | 0 | 0 |"), std::string::npos) << md;
+}
+
+TEST(Evidence, BadCorpusIsInputError) {
+  EXPECT_THROW(parseCorpusCases("{", "c.json"), InputError);
+  EXPECT_THROW(parseCorpusCases(R"({"schema": "nope", "cases": []})", "c.json"), InputError);
+  EXPECT_THROW(
+      parseCorpusCases(R"({"schema": "anefit.evidence/1", "cases": [{"name": "a"}]})", "c.json"),
+      InputError);
+  EXPECT_THROW(
+      parseCorpusCases(
+          R"({"schema": "anefit.evidence/1", "cases": [{"name": "a", "file": "../x", "rule": "r",
+              "source": "s", "what": "w", "verdict": "ane", "outcome": "works"}]})",
+          "c.json"),
+      InputError);
+  EXPECT_THROW(gradeCorpus("/nonexistent-corpus", nullptr), InputError);
+}
+
+} // namespace
