@@ -1149,8 +1149,11 @@ static void checkBlockwiseQuant(RuleContext &ctx, const Operation *op) {
     }
 }
 
+// ANE-QUANT-002: the failing case is LFM2's 1024-channel short-conv kernel;
+// palettized CNNs with narrower depthwise convs run, so only wide ones fire.
 static void checkPalettizedDepthwise(RuleContext &ctx, const Operation *op) {
-  if (!op || !isDepthwise(*op))
+  int64_t channels = 0;
+  if (!op || !isDepthwise(*op, &channels) || channels < 1024)
     return;
   const Value *w = op->inputValue("weight");
   const Operation *def = w ? w->definingOp : nullptr;
@@ -1158,7 +1161,8 @@ static void checkPalettizedDepthwise(RuleContext &ctx, const Operation *op) {
     return;
   const Type *idx = paramType(*def, "indices");
   if (idx && (idx->dtype() == DType::U4 || idx->dtype() == DType::I4))
-    ctx.report(op, "depthwise conv weight is 4-bit palettized ('" + def->name + "')");
+    ctx.report(op, "depthwise conv over " + std::to_string(channels) +
+                       " channels with 4-bit palettized weight ('" + def->name + "')");
 }
 
 static std::string gigabytes(uint64_t bytes) {

@@ -33,20 +33,22 @@ struct FixCliOptions {
   double rtol = 1e-3;
 };
 
-/// "main: ane-fails, 231/240 ops on the ANE, 5 states, 2 compile-fail findings".
+/// "main: ane-fails, 231/240 ops on the ANE, 5 states, 2 compile/runtime-fail
+/// findings" (", 1 at-risk" when contested failures are left).
 std::string checkSummary(const ane::CheckReport &report) {
   std::string out;
   for (const ane::FunctionReport &f : report.functions) {
-    size_t blocking = 0;
+    size_t blocking = 0, atRisk = 0;
     for (const ane::Finding &fd : report.findings)
-      if (fd.function == f.name &&
-          (fd.effect == ane::Effect::CompileFail || fd.effect == ane::Effect::RuntimeFail))
-        ++blocking;
+      if (fd.function == f.name) {
+        blocking += fd.level() >= ane::Level::CompileFail;
+        atRisk += fd.level() == ane::Level::AtRisk;
+      }
     out += "  " + f.name + ": " + std::string(ane::verdictName(f.verdict)) + ", " +
            std::to_string(f.aneOps) + "/" + std::to_string(f.ops.size()) + " ops on the ANE, " +
            std::to_string(f.states) + " state" + (f.states == 1 ? "" : "s") + ", " +
            std::to_string(blocking) + " compile/runtime-fail finding" + (blocking == 1 ? "" : "s") +
-           "\n";
+           (atRisk ? ", " + std::to_string(atRisk) + " at-risk" : std::string()) + "\n";
   }
   return out;
 }
