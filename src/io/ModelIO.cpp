@@ -2,9 +2,9 @@
 //
 // Dispatches on the format, resolves weight-file names for each container
 // ("@model_path" is the directory of the model protobuf, or of the .mil file)
-// and makes every write atomic: outputs are assembled under a temporary
-// sibling name and renamed into place, and nothing is written over a file the
-// model is being read from.
+// and writes through the output policy of support/FileSystem.h: outputs are
+// assembled under a temporary sibling name and renamed into place, and
+// nothing is written over, inside or around a file the model is read from.
 //
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
@@ -14,14 +14,15 @@
 #include "io/WeightFile.h"
 #include "ir/AsmParser.h"
 #include "ir/AsmPrinter.h"
+#include "ir/Verifier.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <optional>
-#include <random>
 #include <set>
 #include <sstream>
 
@@ -39,50 +40,31 @@ std::string lowerExtension(const fs::path &p) {
   return ext;
 }
 
-std::vector<uint8_t> readFileBytes(const std::string &path) {
-  std::error_code ec;
-  uint64_t size = fs::file_size(path, ec);
-  if (ec)
-    throw InputError::at(path, "", "cannot read file: " + ec.message());
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError::at(path, "", "cannot open file");
-  // The size comes from the file system, not from the contents.
-  std::vector<uint8_t> bytes(size);
-  if (size)
-    in.read(reinterpret_cast<char *>(bytes.data()), static_cast<std::streamsize>(size));
-  if (!in)
-    throw InputError::at(path, "", "cannot read file");
-  return bytes;
-}
-
-std::string randomSuffix() {
-  std::random_device rd;
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
-  return buf;
-}
-
 /// Opens weight files for one model. Names are validated even when weights
 /// are not opened, so a hostile name is reported by every command.
 class WeightResolver {
 public:
-  WeightResolver(std::string modelDir, std::string referrer, const LoadOptions &options)
+  /// `within`: the directory below which no path component may be a link
+  /// (the package root, or the model's directory).
+  WeightResolver(std::string modelDir, std::string referrer, const LoadOptions &options,
+                 std::string within)
       : modelDir_(std::move(modelDir)), referrer_(std::move(referrer)), open_(options.openWeights),
-        allowMissing_(options.allowMissingWeights) {}
+        allowMissing_(options.allowMissingWeights), within_(std::move(within)) {}
 
   std::shared_ptr<const BlobStore> operator()(const std::string &fileName) {
     std::string path = resolveWeightPath(modelDir_, fileName, referrer_);
     std::shared_ptr<const BlobStore> store;
-    std::error_code ec;
-    if (open_ && !(allowMissing_ && !fs::is_regular_file(path, ec))) {
+    if (open_ && !(allowMissing_ && fileKindOf(path, /*followLinks=*/false) == FileKind::Missing)) {
       auto it = byPath_.find(path);
       if (it != byPath_.end()) {
         store = it->second;
       } else {
-        store = WeightFile::open(path);
+        store = WeightFile::open(path, within_);
         byPath_.emplace(path, store);
       }
+    } else {
+      // Not read, but still the model's: no output may go there.
+      trackInput(path);
     }
     seen_[fileName] = store;
     return store;
@@ -95,6 +77,7 @@ private:
   std::string referrer_;
   bool open_;
   bool allowMissing_;
+  std::string within_;
   std::map<std::string, std::shared_ptr<const BlobStore>> byPath_;
   std::map<std::string, std::shared_ptr<const BlobStore>> seen_;
 };
@@ -147,12 +130,55 @@ std::vector<const Constant *> blobConstants(const Model &model) {
   return out;
 }
 
+/// The weight files of the generated names "<stem>.bin" and "<stem>-<hex>.bin"
+/// that the MIL text at `path` refers to, if it exists.
+std::vector<std::string> ownWeightFilesOf(const fs::path &path, const std::string &stem) {
+  std::vector<std::string> out;
+  if (fileKindOf(path.string()) != FileKind::Regular)
+    return out;
+  std::shared_ptr<const MappedFile> old;
+  try {
+    InputOptions options;
+    options.track = false;
+    old = MappedFile::open(path.string(), options);
+  } catch (const InputError &) {
+    return out;
+  }
+  std::string_view text = old->text();
+  std::string needle = "\"@model_path/weights/" + stem;
+  for (size_t at = text.find(needle); at != std::string_view::npos;
+       at = text.find(needle, at + 1)) {
+    size_t start = at + std::strlen("\"@model_path/");
+    size_t end = text.find('"', start);
+    if (end == std::string_view::npos)
+      break;
+    std::string rel(text.substr(start, end - start));
+    std::string name = rel.substr(std::strlen("weights/"));
+    bool generated =
+        name.size() == stem.size() + 17 && name.compare(0, stem.size() + 1, stem + "-") == 0 &&
+        name.ends_with(".bin") &&
+        name.substr(stem.size() + 1, 12).find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (name == stem + ".bin" || generated)
+      if (std::find(out.begin(), out.end(), rel) == out.end())
+        out.push_back(rel);
+  }
+  return out;
+}
+
 /// Writes MIL text. Blob constants must be readable from "@model_path" = the
 /// directory of the .mil file: if they already are (the text is written next
 /// to the weights it uses), the references are kept; otherwise their bytes
-/// are copied into weights/<stem>.bin beside the text and the text refers to
-/// that file.
-void saveMilText(const Model &model, const fs::path &path) {
+/// are copied into a new weight file beside the text and the text refers to
+/// it.
+///
+/// Text and weights are two files, and two renames are never one atomic
+/// step, so the weights never replace a file: they go to a name not in use
+/// (weights/<stem>.bin, else weights/<stem>-<hex>.bin), then the text is
+/// renamed into place, and only then is the weight file the old text used
+/// removed. An interrupt at any moment leaves the old text with its old
+/// weights or the new text with its new weights; weights placed for a text
+/// that never appears are removed on failure and on SIGINT/SIGTERM.
+void saveMilText(const Model &model, const fs::path &path, const OutputOptions &options) {
   fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   std::vector<const Constant *> blobs = blobConstants(model);
 
@@ -175,26 +201,30 @@ void saveMilText(const Model &model, const fs::path &path) {
       break;
     }
   }
+  // The text's temporary exists before the weights are written, so the
+  // policy (force, inputs, kind of an existing output) is checked first.
+  AtomicFile text(path.string(), options);
   if (blobs.empty() || inPlace) {
-    std::ostringstream text;
-    printModel(model, text);
-    writeFileAtomically(path, text.str());
+    std::ostringstream printed;
+    printModel(model, printed);
+    text.write(printed.str());
+    text.commit();
     return;
   }
 
   std::string stem = path.stem().string();
-  std::string fileName = "@model_path/weights/" + stem + ".bin";
   fs::path weightsDir = dir / "weights";
-  fs::path weightPath = weightsDir / (stem + ".bin");
-  std::error_code ec;
-  fs::create_directories(weightsDir, ec);
-  if (ec)
-    throw InputError::at(weightsDir.string(), "", "cannot create directory: " + ec.message());
-  for (const Constant *c : blobs)
-    if (c->blob.store && fs::equivalent(c->blob.store->path(), weightPath, ec))
-      throw InputError::at(path.string(), "",
-                           "refusing to write over the input weight file " + weightPath.string());
-  fs::path tmpWeights = weightsDir / ("." + stem + ".bin.tmp-" + randomSuffix());
+  if (fileKindOf(weightsDir.string()) == FileKind::Missing) {
+    std::error_code ec;
+    fs::create_directory(weightsDir, ec);
+    if (ec)
+      throw InputError::at(weightsDir.string(), "", "cannot create directory: " + ec.message());
+  }
+  std::vector<std::string> oldWeights = ownWeightFilesOf(path, stem);
+  OutputOptions weightOptions = options;
+  weightOptions.force = true; // never replaces: commitAsNew picks a free name
+  weightOptions.allowStream = false;
+  AtomicFile weights((weightsDir / (stem + ".bin")).string(), weightOptions);
 
   // Point each blob constant at its copy while printing, then restore it:
   // the model is the caller's and must look unchanged afterwards. The
@@ -207,9 +237,12 @@ void saveMilText(const Model &model, const fs::path &path) {
   };
   try {
     std::map<std::pair<const BlobStore *, uint64_t>, uint64_t> copied;
-    std::shared_ptr<const BlobStore> newStore;
     {
-      WeightWriter writer(tmpWeights.string());
+      WeightWriter writer(
+          [&weights](uint64_t offset, std::span<const uint8_t> bytes) {
+            weights.writeAt(offset, bytes);
+          },
+          (weightsDir / (stem + ".bin")).string());
       for (const Constant *c : blobs) {
         if (!c->blob.store)
           throw InputError::at(c->blob.fileName, "offset " + std::to_string(c->blob.offset),
@@ -235,25 +268,44 @@ void saveMilText(const Model &model, const fs::path &path) {
       }
       writer.finish();
     }
-    fs::rename(tmpWeights, weightPath);
-    newStore = WeightFile::open(weightPath.string());
+    std::string placed = weights.commitAsNew([&](int attempt) {
+      return attempt == 0 ? stem + ".bin" : stem + "-" + randomHex(12) + ".bin";
+    });
+    std::string fileName = "@model_path/weights/" + fs::path(placed).filename().string();
+    std::shared_ptr<const BlobStore> newStore = WeightFile::open(placed);
     for (auto &[c, ref] : saved) {
       uint64_t offset = copied.at({ref.store.get(), ref.offset});
       c->blob = BlobRef{fileName, offset, newStore};
     }
-    std::ostringstream text;
-    printModel(model, text);
+    std::ostringstream printed;
+    printModel(model, printed);
     restore();
-    writeFileAtomically(path, text.str());
+    text.write(printed.str());
+    text.commit();
+    weights.keep();
+    // The old text is gone: so may be its weights, unless something still
+    // reads them.
+    std::vector<std::string> inputs = trackedInputs();
+    for (const auto &[name, store] : model.weightFiles)
+      if (store)
+        inputs.push_back(fs::weakly_canonical(store->path()).string());
+    for (const std::string &rel : oldWeights) {
+      fs::path old = dir / rel;
+      std::error_code ec;
+      fs::path canon = fs::weakly_canonical(old, ec);
+      if (ec || fs::equivalent(old, placed, ec) ||
+          std::find(inputs.begin(), inputs.end(), canon.string()) != inputs.end())
+        continue;
+      fs::remove(old, ec);
+    }
   } catch (...) {
     restore();
-    fs::remove(tmpWeights, ec);
     throw;
   }
 }
 
 /// Paths the model reads from: its source and its weight files.
-std::vector<std::string> inputPaths(const Model &model) {
+std::vector<std::string> modelInputPaths(const Model &model) {
   std::vector<std::string> paths;
   if (!model.sourcePath.empty())
     paths.push_back(model.sourcePath);
@@ -263,31 +315,17 @@ std::vector<std::string> inputPaths(const Model &model) {
   return paths;
 }
 
-} // namespace
-
-void writeFileAtomically(const std::string &pathText, std::string_view bytes) {
-  fs::path path(pathText);
-  fs::path parent = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  std::error_code ec;
-  if (!fs::is_directory(parent, ec))
-    throw InputError::at(path.string(), "",
-                         "cannot write: directory " + parent.string() + " does not exist");
-  fs::path tmp = parent / ("." + path.filename().string() + ".tmp-" + randomSuffix());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      fs::remove(tmp, ec);
-      throw InputError::at(path.string(), "", "cannot write file");
-    }
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    throw InputError::at(path.string(), "", "cannot write file: " + ec.message());
-  }
+/// Refuses a program whose values are defined twice or used out of scope:
+/// nothing downstream can make sense of it.
+void checkValueScopes(const Model &model, const std::string &path) {
+  if (!model.program)
+    return;
+  for (const Diagnostic &d : verifyValueScopes(*model.program))
+    if (d.severity == Diagnostic::Severity::Error)
+      throw InputError::at(path, "", "malformed program: " + d.str().substr(7));
 }
+
+} // namespace
 
 //===----------------------------------------------------------------------===//
 // The formats of ModelFormats.def
@@ -298,12 +336,12 @@ namespace formats {
 #define FORMAT(Id, name, extensions, directory, detect, load, save, note)                          \
   bool detect(const std::string &path);                                                            \
   std::unique_ptr<Model> load(const std::string &path, const LoadOptions &options);                \
-  void save(const Model &model, const std::string &path);
+  void save(const Model &model, const std::string &path, const OutputOptions &policy);
 #include "io/ModelFormats.def"
 
 bool byExtensionOnly(const std::string &) { return false; }
 
-void cannotSave(const Model &, const std::string &path) {
+void cannotSave(const Model &, const std::string &path, const OutputOptions &) {
   failExpected(path, "", "an output path ending in " + formatExtensionsText(true),
                "'" + fs::path(path).filename().string() + "'");
 }
@@ -314,13 +352,14 @@ bool detectPackage(const std::string &path) { return isPackageDirectory(path); }
 template <typename Parse>
 std::unique_ptr<Model> loadFile(const std::string &path, const std::string &expected,
                                 const LoadOptions &options, Parse &&parse) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
+  FileKind kind = fileKindOf(path);
+  if (kind == FileKind::Directory)
     failExpected(path, "", expected, "a directory");
-  WeightResolver resolver(fs::path(path).parent_path().string(), path, options);
-  std::vector<uint8_t> bytes = readFileBytes(path);
+  std::string dir = fs::path(path).parent_path().string();
+  WeightResolver resolver(dir, path, options, dir.empty() ? "." : dir);
+  std::shared_ptr<const MappedFile> file = MappedFile::open(path);
   std::unique_ptr<Model> model =
-      parse(bytes, [&](const std::string &name) { return resolver(name); });
+      parse(file->bytes(), [&](const std::string &name) { return resolver(name); });
   for (const auto &[name, store] : resolver.seen())
     model->weightFiles.emplace(name, store);
   model->sourcePath = path;
@@ -329,8 +368,11 @@ std::unique_ptr<Model> loadFile(const std::string &path, const std::string &expe
 
 std::unique_ptr<Model> loadPackage(const std::string &path, const LoadOptions &options) {
   PackageLayout layout = openPackage(path);
-  WeightResolver resolver(layout.modelDir, layout.modelFile, options);
-  std::vector<uint8_t> bytes = readFileBytes(layout.modelFile);
+  WeightResolver resolver(layout.modelDir, layout.modelFile, options, layout.root);
+  InputOptions read;
+  read.within = layout.root;
+  read.track = false; // the package as a whole is tracked
+  std::vector<uint8_t> bytes = readFileBytes(layout.modelFile, read);
   std::unique_ptr<Model> model = parseModelProto(
       bytes, layout.modelFile, [&](const std::string &name) { return resolver(name); });
   for (const auto &[name, store] : resolver.seen())
@@ -341,25 +383,26 @@ std::unique_ptr<Model> loadPackage(const std::string &path, const LoadOptions &o
 
 std::unique_ptr<Model> loadModelFile(const std::string &path, const LoadOptions &options) {
   return loadFile(path, "a .mlmodel file", options,
-                  [&](const std::vector<uint8_t> &bytes, const WeightOpener &open) {
+                  [&](std::span<const uint8_t> bytes, const WeightOpener &open) {
                     return parseModelProto(bytes, path, open);
                   });
 }
 
 std::unique_ptr<Model> loadMilTextFile(const std::string &path, const LoadOptions &options) {
   return loadFile(path, "a .mil text file", options,
-                  [&](const std::vector<uint8_t> &bytes, const WeightOpener &open) {
+                  [&](std::span<const uint8_t> bytes, const WeightOpener &open) {
                     std::string_view text(reinterpret_cast<const char *>(bytes.data()),
                                           bytes.size());
                     return parseModelText(text, path, open, options.text);
                   });
 }
 
-void savePackage(const Model &model, const std::string &path) {
-  writePackage(path, [&](WeightWriter &weights) { return serializeModelProto(model, &weights); });
+void savePackage(const Model &model, const std::string &path, const OutputOptions &policy) {
+  writePackage(
+      path, [&](WeightWriter &weights) { return serializeModelProto(model, &weights); }, policy);
 }
 
-void saveModelFile(const Model &model, const std::string &path) {
+void saveModelFile(const Model &model, const std::string &path, const OutputOptions &policy) {
   std::string bytes;
   try {
     bytes = serializeModelProto(model, nullptr);
@@ -367,17 +410,19 @@ void saveModelFile(const Model &model, const std::string &path) {
     // The serializer names the op; the user also needs to know which output.
     throw InputError::at(path, "", e.what());
   }
-  writeFileAtomically(path, bytes);
+  writeFileAtomically(path, bytes, policy);
 }
 
-void saveMilTextFile(const Model &model, const std::string &path) { saveMilText(model, path); }
+void saveMilTextFile(const Model &model, const std::string &path, const OutputOptions &policy) {
+  saveMilText(model, path, policy);
+}
 
 } // namespace formats
 
 namespace {
 
 using LoadFn = std::unique_ptr<Model> (*)(const std::string &, const LoadOptions &);
-using SaveFn = void (*)(const Model &, const std::string &);
+using SaveFn = void (*)(const Model &, const std::string &, const OutputOptions &);
 using DetectFn = bool (*)(const std::string &);
 
 struct FormatRow {
@@ -481,11 +526,13 @@ ModelFormat detectFormat(const std::string &path) {
 
 std::unique_ptr<Model> loadModelText(std::string_view text, const std::string &origin,
                                      const std::string &modelDir, const LoadOptions &options) {
-  WeightResolver resolver(modelDir, origin, options);
+  WeightResolver resolver(modelDir, origin, options, modelDir.empty() ? "." : modelDir);
   std::unique_ptr<Model> model = parseModelText(
       text, origin, [&](const std::string &name) { return resolver(name); }, options.text);
   for (const auto &[name, store] : resolver.seen())
     model->weightFiles.emplace(name, store);
+  if (options.checkScopes)
+    checkValueScopes(*model, origin);
   return model;
 }
 
@@ -499,26 +546,34 @@ std::unique_ptr<Model> loadModel(const std::string &path, const LoadOptions &opt
         claimed = true;
         break;
       }
-  std::error_code ec;
-  if (!claimed && !fs::exists(path, ec))
+  FileKind kind = fileKindOf(path);
+  if (!claimed && kind == FileKind::Missing)
     throw InputError::at(path, "", "no such file or directory");
   if (format == ModelFormat::Unknown)
     format = detectFormat(path);
   if (format == ModelFormat::Unknown) {
-    if (fs::is_directory(path, ec))
+    if (kind == FileKind::Directory)
       failExpected(path, "", "a model (a .mlpackage directory with a Manifest.json)",
                    "a directory without a Manifest.json");
     failExpected(path, "", "a model file ending in " + formatExtensionsText(),
                  "'" + fs::path(path).filename().string() + "'");
   }
-  std::unique_ptr<Model> model = rowOf(format).load(path, options);
+  std::unique_ptr<Model> model;
+  try {
+    model = rowOf(format).load(path, options);
+  } catch (const std::bad_alloc &) {
+    throw InputError::at(path, "",
+                         "out of memory while reading the model; the file is corrupt or needs "
+                         "more memory than is available");
+  }
   if (!model)
     throw InputError::at(path, "", "no model could be read");
+  if (options.checkScopes)
+    checkValueScopes(*model, path);
   return model;
 }
 
 void saveModel(const Model &model, const std::string &path, const SaveOptions &options) {
-  std::error_code ec;
   fs::path out(path);
   ModelFormat format = detectFormat(path);
   if (format == ModelFormat::Unknown)
@@ -530,15 +585,17 @@ void saveModel(const Model &model, const std::string &path, const SaveOptions &o
                          "cannot write " + std::string(row.info.name) + " files; write one of " +
                              formatExtensionsText(true));
 
-  for (const std::string &in : inputPaths(model))
-    if (pathContains(path, in) || pathContains(in, path))
-      throw InputError::at(path, "", "refusing to write over the input " + in);
-  bool exists = fs::exists(fs::symlink_status(out, ec));
-  if (exists && !options.overwrite)
-    throw InputError::at(path, "", "output already exists; not replacing it");
-  if (exists && !row.info.directory && fs::is_directory(out, ec))
-    failExpected(path, "", "a file to replace", "a directory");
-  row.save(model, path);
+  OutputOptions policy;
+  policy.force = options.force;
+  policy.allowStream = false;
+  policy.kind = row.info.directory ? OutputKind::Directory : OutputKind::File;
+  policy.alsoAvoid = modelInputPaths(model);
+  // Cheap refusals first, before anything is serialized.
+  checkOutput(path, policy);
+  std::string why = unwritableReason(model);
+  if (!why.empty())
+    throw InputError::at(path, "", "cannot write this model: " + why);
+  row.save(model, path, policy);
 }
 
 } // namespace anefit

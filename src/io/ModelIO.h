@@ -6,14 +6,16 @@
 //   *.mlmodel                a bare Model protobuf
 //   *.mil                    MIL text (ir/AsmParser.h)
 //   *.pte                    an ExecuTorch program with Core ML delegates
-// Readers never modify their input; writers write to a temporary sibling and
-// rename it into place. Every malformed input raises InputError.
+// Readers never modify their input and refuse programs whose values are
+// defined twice or used out of scope; writers follow the output policy of
+// support/FileSystem.h. Every malformed input raises InputError.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "ir/AsmParser.h"
 #include "ir/Model.h"
+#include "support/FileSystem.h"
 
 #include <map>
 #include <memory>
@@ -69,6 +71,10 @@ struct LoadOptions {
   ModelFormat format = ModelFormat::Unknown;
   /// How MIL text is read (coremltools' print form).
   ParseOptions text = {};
+  /// Refuse a program whose values are defined twice or used outside their
+  /// scope (ir/Verifier.h verifyValueScopes). Only a verifier driver that
+  /// reports such programs itself turns this off.
+  bool checkScopes = true;
 };
 
 /// Reads MIL text held in memory; `origin` names it in messages and
@@ -102,18 +108,17 @@ std::pair<std::string, std::optional<size_t>> splitPteSelector(const std::string
 std::vector<EmbeddedModel> loadPteModels(const std::string &path, const LoadOptions &options = {});
 
 struct SaveOptions {
-  /// Replace an existing output.
-  bool overwrite = true;
+  /// Replace an existing output (the --force of every verb).
+  bool force = false;
 };
 
-/// Writes `bytes` to `path` through a temporary sibling renamed into place,
-/// so a failed write never leaves a half-written file. Throws InputError.
-void writeFileAtomically(const std::string &path, std::string_view bytes);
-
 /// Writes `model` to `path` in the format its extension names (a writable
-/// row of ModelFormats.def). Blob constants
-/// are copied blob by blob from their source stores. Atomic: the result
-/// appears under `path` only when complete. Throws InputError.
+/// row of ModelFormats.def), under the output policy of support/FileSystem.h
+/// (never over, inside or around an input; an existing output only with
+/// `force`). Refuses a model the readers could not read back (ir/Verifier.h
+/// unwritableReason). Blob constants are copied blob by blob from their
+/// source stores. Atomic: the result appears under `path` only when
+/// complete. Throws InputError.
 void saveModel(const Model &model, const std::string &path, const SaveOptions &options = {});
 
 } // namespace anefit

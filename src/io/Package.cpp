@@ -8,15 +8,17 @@
 #include "io/Package.h"
 
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <random>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using json = nlohmann::json;
@@ -117,21 +119,6 @@ bool isWithin(const fs::path &dir, const fs::path &p) {
   return first != ".." && !rel.is_absolute();
 }
 
-std::string randomSuffix() {
-  std::random_device rd;
-  char buf[20];
-  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
-  return buf;
-}
-
-void writeFileOrThrow(const fs::path &path, std::string_view bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out)
-    throw InputError::at(path.string(), "", "cannot write file");
-}
-
 std::string manifestText(const std::string &modelId, const std::string &weightsId) {
   json doc;
   doc["fileFormatVersion"] = "1.0.0";
@@ -229,28 +216,24 @@ bool isPackageDirectory(const std::string &path) {
 }
 
 PackageLayout openPackage(const std::string &dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec))
+  FileKind kind = fileKindOf(dir);
+  if (kind == FileKind::Missing)
     throw InputError::at(dir, "", "no such file or directory");
-  if (!fs::is_directory(dir, ec))
-    failExpected(dir, "", "a .mlpackage directory", "a file");
+  if (kind != FileKind::Directory)
+    failExpected(dir, "", "a .mlpackage directory", fileKindName(kind));
   fs::path root(dir);
   fs::path manifestPath = root / "Manifest.json";
   std::string manifestName = manifestPath.string();
-  if (!fs::is_regular_file(manifestPath, ec))
+  if (fileKindOf(manifestName, /*followLinks=*/false) == FileKind::Missing)
     failExpected(dir, "", "a package directory with a Manifest.json", "no Manifest.json");
-
-  uint64_t size = fs::file_size(manifestPath, ec);
-  if (ec)
-    throw InputError::at(manifestName, "", "cannot read file: " + ec.message());
-  if (size > kMaxManifestBytes)
-    failExpected(manifestName, "", "at most " + std::to_string(kMaxManifestBytes) + " bytes",
-                 std::to_string(size) + " bytes");
-  std::ifstream in(manifestPath, std::ios::binary);
-  std::string text(size, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(size));
-  if (!in)
-    throw InputError::at(manifestName, "", "cannot read file");
+  // The whole package is an input: nothing may be written into it.
+  trackInput(dir);
+  InputOptions manifestOptions;
+  manifestOptions.within = dir;
+  manifestOptions.maxBytes = kMaxManifestBytes;
+  manifestOptions.track = false;
+  std::vector<uint8_t> bytes = readFileBytes(manifestName, manifestOptions);
+  std::string text(bytes.begin(), bytes.end());
 
   PackageLayout layout;
   layout.root = dir;
@@ -259,16 +242,19 @@ PackageLayout openPackage(const std::string &dir) {
   const Manifest::Item &rootItem = layout.manifest.rootItem();
   fs::path modelFile = root / "Data" / rootItem.path;
   layout.modelFile = modelFile.string();
-  // A symbolic link inside the package may still point out of it.
+  // A symbolic link inside the package may still point out of it. Files
+  // are opened component by component without following links (see
+  // InputOptions::within); this check names the manifest entry early.
   fs::path dataDir = canonicalOrAbsolute(root / "Data");
   if (!isWithin(dataDir, canonicalOrAbsolute(modelFile)))
     throw InputError::at(manifestName, "itemInfoEntries." + rootItem.identifier + ".path",
                          "a Manifest path that escapes the package: " + quote(rootItem.path) +
                              " leads outside Data/");
-  if (!fs::exists(modelFile, ec))
+  FileKind modelKind = fileKindOf(layout.modelFile, /*followLinks=*/false);
+  if (modelKind == FileKind::Missing)
     throw InputError::at(layout.modelFile, "", "no such file or directory");
-  if (!fs::is_regular_file(modelFile, ec))
-    failExpected(layout.modelFile, "", "a model file", "a directory");
+  if (modelKind != FileKind::Regular && modelKind != FileKind::Symlink)
+    failExpected(layout.modelFile, "", "a model file", fileKindName(modelKind));
   layout.modelDir = modelFile.parent_path().string();
   layout.weightsDir = (modelFile.parent_path() / kWeightsName).string();
   return layout;
@@ -324,59 +310,49 @@ bool pathContains(const std::string &a, const std::string &b) {
   return ca == cb || (fs::is_directory(ca, ec) && isWithin(ca, cb));
 }
 
-void writePackage(const std::string &dest, const PackageContentWriter &writeContent) {
-  fs::path target = fs::path(dest).lexically_normal();
-  if (target.has_filename() == false)
-    target = target.parent_path();
-  std::string name = target.filename().string();
+void writePackage(const std::string &dest, const PackageContentWriter &writeContent,
+                  const OutputOptions &options) {
+  std::string trimmed = dest;
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  std::string name = fs::path(trimmed).filename().string();
   if (name.empty() || name == "." || name == "..")
     failExpected(dest, "", "a package path ending in a name", quote(dest));
-  fs::path parent = target.parent_path();
-  if (parent.empty())
-    parent = ".";
-  std::error_code ec;
-  if (!fs::is_directory(parent, ec))
-    throw InputError::at(dest, "",
-                         "cannot write: directory " + parent.string() + " does not exist");
 
-  fs::path tmp = parent / ("." + name + ".tmp-" + randomSuffix());
-  try {
-    fs::path modelDir = tmp / "Data" / kAuthor;
-    fs::create_directories(modelDir / kWeightsName);
-    fs::path weightPath = modelDir / kWeightsName / kWeightFileName;
-    std::string modelBytes;
-    {
-      WeightWriter weights(weightPath.string());
-      modelBytes = writeContent(weights);
-      weights.finish();
-      if (weights.count() == 0)
-        fs::remove(weightPath);
-    }
-    writeFileOrThrow(modelDir / kModelName, modelBytes);
-    writeFileOrThrow(tmp / "Manifest.json", manifestText(makeUuid(), makeUuid()));
-
-    if (fs::exists(fs::symlink_status(target))) {
-      // Move the old output aside first so that at every moment either the
-      // old or the new package is complete under `dest`.
-      fs::path old = parent / ("." + name + ".old-" + randomSuffix());
-      fs::rename(target, old);
-      try {
-        fs::rename(tmp, target);
-      } catch (...) {
-        fs::rename(old, target, ec);
-        throw;
-      }
-      fs::remove_all(old, ec);
-    } else {
-      fs::rename(tmp, target);
-    }
-  } catch (const fs::filesystem_error &e) {
-    fs::remove_all(tmp, ec);
-    throw InputError::at(dest, "", std::string("cannot write package: ") + e.code().message());
-  } catch (...) {
-    fs::remove_all(tmp, ec);
-    throw;
+  AtomicDirectory package(trimmed, options);
+  const std::string modelDir = std::string("Data/") + kAuthor;
+  const std::string weightsDir = modelDir + "/" + kWeightsName;
+  const std::string weightPath = weightsDir + "/" + kWeightFileName;
+  package.addDirectory(weightsDir);
+  std::string modelBytes;
+  {
+    int fd = package.createFile(weightPath);
+    std::string shown = dest + "/" + weightPath;
+    WeightWriter weights(
+        [fd, shown](uint64_t offset, std::span<const uint8_t> bytes) {
+          const uint8_t *p = bytes.data();
+          size_t left = bytes.size();
+          while (left > 0) {
+            ssize_t n = ::pwrite(fd, p, left, static_cast<off_t>(offset));
+            if (n < 0 && errno == EINTR)
+              continue;
+            if (n <= 0)
+              throw InputError::at(shown, "", std::string("cannot write: ") + std::strerror(errno));
+            p += n;
+            offset += static_cast<uint64_t>(n);
+            left -= static_cast<size_t>(n);
+          }
+        },
+        shown);
+    modelBytes = writeContent(weights);
+    weights.finish();
+    package.closeFile(fd);
+    if (weights.count() == 0)
+      package.removeFile(weightPath);
   }
+  package.addFile(modelDir + "/" + kModelName, modelBytes);
+  package.addFile("Manifest.json", manifestText(makeUuid(), makeUuid()));
+  package.commit();
 }
 
 } // namespace anefit

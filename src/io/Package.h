@@ -10,6 +10,7 @@
 #pragma once
 
 #include "io/WeightFile.h"
+#include "support/FileSystem.h"
 
 #include <functional>
 #include <string>
@@ -70,11 +71,13 @@ std::string resolveWeightPath(const std::string &modelDir, const std::string &fi
 /// file is left out (the weights/ directory is kept).
 using PackageContentWriter = std::function<std::string(WeightWriter &weights)>;
 
-/// Writes a package to `dest`: everything goes to a temporary sibling
-/// directory (".<name>.tmp-<random>") that is renamed into place when
-/// complete, replacing an existing `dest`. On failure the temporary directory
-/// is removed and `dest` is untouched. Throws InputError.
-void writePackage(const std::string &dest, const PackageContentWriter &writeContent);
+/// Writes a package to `dest` under the output policy (support/FileSystem.h):
+/// everything goes to a temporary sibling directory that is swapped into
+/// place when complete (an existing `dest` is replaced only with
+/// options.force). On failure or interrupt the temporary directory is
+/// removed and `dest` is untouched. Throws InputError.
+void writePackage(const std::string &dest, const PackageContentWriter &writeContent,
+                  const OutputOptions &options = {});
 
 /// A fresh random (version 4) UUID in upper case, as Manifest identifiers.
 std::string makeUuid();

@@ -175,30 +175,10 @@ std::string PteDelegate::label() const {
 }
 
 std::shared_ptr<PteFile> PteFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw InputError::at(path, "",
-                         errno == ENOENT ? "no such file or directory"
-                                         : std::string("cannot open: ") + std::strerror(errno));
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw InputError::at(path, "", "expected a regular .pte file");
-  }
   std::shared_ptr<PteFile> pte(new PteFile());
   pte->path_ = path;
-  size_t size = static_cast<size_t>(st.st_size);
-  if (size > 0) {
-    void *m = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m == MAP_FAILED) {
-      ::close(fd);
-      throw InputError::at(path, "", std::string("cannot map file: ") + std::strerror(errno));
-    }
-    pte->mapping_ = m;
-    pte->mappingSize_ = size;
-    pte->bytes_ = std::span<const uint8_t>(static_cast<const uint8_t *>(m), size);
-  }
-  ::close(fd);
+  pte->mapping_ = MappedFile::open(path);
+  pte->bytes_ = pte->mapping_->bytes();
   pte->parse();
   return pte;
 }
@@ -212,10 +192,7 @@ std::shared_ptr<PteFile> PteFile::fromBytes(std::span<const uint8_t> bytes,
   return pte;
 }
 
-PteFile::~PteFile() {
-  if (mapping_)
-    ::munmap(mapping_, mappingSize_);
-}
+PteFile::~PteFile() = default;
 
 void PteFile::parse() {
   if (bytes_.size() < 8)

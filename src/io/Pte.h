@@ -11,6 +11,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "support/FileSystem.h"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -69,8 +71,7 @@ private:
 
   std::string path_;
   std::span<const uint8_t> bytes_;
-  void *mapping_ = nullptr;
-  size_t mappingSize_ = 0;
+  std::shared_ptr<const MappedFile> mapping_;
   std::string identifier_;
   uint64_t segmentBase_ = 0;
   std::vector<std::string> methods_;

@@ -63,37 +63,11 @@ std::string dtypeLabel(DType t) {
 
 } // namespace
 
-std::shared_ptr<WeightFile> WeightFile::open(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    if (errno == ENOENT)
-      throw InputError::at(path, "", "no such file or directory");
-    throw InputError::at(path, "", std::string("cannot open weight file: ") + std::strerror(errno));
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    throw InputError::at(path, "", "expected a regular weight file");
-  }
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < kHeaderSize) {
-    ::close(fd);
-    failExpected(path, "storage header", "at least 64 bytes", std::to_string(size) + " bytes");
-  }
-  void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd); // the mapping keeps the file alive
-  if (map == MAP_FAILED)
-    throw InputError::at(path, "", std::string("cannot map weight file: ") + std::strerror(errno));
-
-  // From here on the mapping is owned by the object, so a header error below
-  // unmaps it through the destructor.
-  std::shared_ptr<WeightFile> file(new WeightFile());
-  file->path_ = path;
-  file->base_ = static_cast<const uint8_t *>(map);
-  file->size_ = size;
-  file->mapped_ = true;
-  file->checkHeader();
-  return file;
+std::shared_ptr<WeightFile> WeightFile::open(const std::string &path, const std::string &within) {
+  InputOptions options;
+  options.within = within;
+  std::shared_ptr<const MappedFile> mapped = MappedFile::open(path, options);
+  return fromBytes(mapped->bytes(), path, mapped);
 }
 
 std::shared_ptr<WeightFile> WeightFile::fromBytes(std::span<const uint8_t> bytes, std::string name,
@@ -125,10 +99,7 @@ void WeightFile::checkHeader() {
   count_ = count;
 }
 
-WeightFile::~WeightFile() {
-  if (mapped_ && base_)
-    ::munmap(const_cast<uint8_t *>(base_), size_);
-}
+WeightFile::~WeightFile() = default;
 
 BlobRecord WeightFile::record(uint64_t metadataOffset) const {
   std::string place = blobPlace(metadataOffset);
@@ -213,29 +184,31 @@ std::vector<BlobRecord> WeightFile::records() const {
   return out;
 }
 
-WeightWriter::WeightWriter(const std::string &path) : path_(path) {
-  file_ = std::fopen(path.c_str(), "wb");
-  if (!file_)
-    throw InputError::at(path, "",
-                         std::string("cannot create weight file: ") + std::strerror(errno));
-  // A provisional header (count 0) so an interrupted write is still a valid,
-  // empty storage file.
+WeightWriter::WeightWriter(const std::string &path, const OutputOptions &options) : path_(path) {
+  file_ = std::make_unique<AtomicFile>(path, options);
+  AtomicFile *f = file_.get();
+  sink_ = [f](uint64_t offset, std::span<const uint8_t> bytes) { f->writeAt(offset, bytes); };
+  start();
+}
+
+WeightWriter::WeightWriter(Sink sink, std::string name)
+    : path_(std::move(name)), sink_(std::move(sink)) {
+  start();
+}
+
+void WeightWriter::start() {
+  // A provisional header (count 0) so that an interrupted write is still a
+  // valid, empty storage file.
   uint8_t header[kHeaderSize] = {};
   storeU32(header + 4, kStorageVersion);
-  if (std::fwrite(header, 1, sizeof header, file_) != sizeof header) {
-    std::fclose(file_);
-    file_ = nullptr;
-    throw InputError::at(path, "", "cannot write weight file header");
-  }
+  sink_(0, header);
+  open_ = true;
 }
 
-WeightWriter::~WeightWriter() {
-  if (file_)
-    std::fclose(file_);
-}
+WeightWriter::~WeightWriter() = default;
 
 uint64_t WeightWriter::append(DType dtype, std::span<const uint8_t> data, uint64_t paddingBits) {
-  if (!file_)
+  if (!open_)
     throw InputError::at(path_, "", "weight file is already finished");
   uint32_t code = dtypeBlobCode(dtype);
   if (code == 0)
@@ -255,32 +228,25 @@ uint64_t WeightWriter::append(DType dtype, std::span<const uint8_t> data, uint64
   storeU64(meta + 16, metadataOffset + kMetadataSize);
   storeU64(meta + 24, paddingBits);
 
-  // Seeking past the end leaves a hole that reads back as zeros.
-  bool ok = ::fseeko(file_, static_cast<off_t>(metadataOffset), SEEK_SET) == 0 &&
-            std::fwrite(meta, 1, sizeof meta, file_) == sizeof meta &&
-            (data.empty() || std::fwrite(data.data(), 1, data.size(), file_) == data.size());
-  if (!ok)
-    throw InputError::at(path_, blobPlace(metadataOffset),
-                         std::string("cannot write weight file: ") + std::strerror(errno));
+  // Writing past the end leaves a hole that reads back as zeros.
+  sink_(metadataOffset, meta);
+  if (!data.empty())
+    sink_(metadataOffset + kMetadataSize, data);
   end_ = metadataOffset + kMetadataSize + data.size();
   ++count_;
   return metadataOffset;
 }
 
 void WeightWriter::finish() {
-  if (!file_)
+  if (!open_)
     return;
+  open_ = false;
   uint8_t header[8];
   storeU32(header, count_);
   storeU32(header + 4, kStorageVersion);
-  bool ok = ::fseeko(file_, 0, SEEK_SET) == 0 &&
-            std::fwrite(header, 1, sizeof header, file_) == sizeof header;
-  ok = std::fflush(file_) == 0 && ok;
-  ok = std::fclose(file_) == 0 && ok;
-  file_ = nullptr;
-  if (!ok)
-    throw InputError::at(path_, "",
-                         std::string("cannot finish weight file: ") + std::strerror(errno));
+  sink_(0, header);
+  if (file_)
+    file_->commit();
 }
 
 } // namespace anefit

@@ -10,9 +10,11 @@
 #pragma once
 
 #include "ir/Constant.h"
+#include "support/FileSystem.h"
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -33,8 +35,10 @@ struct BlobRecord {
 /// A memory-mapped weight.bin.
 class WeightFile : public BlobStore {
 public:
-  /// Maps `path` and checks the storage header. Throws InputError.
-  static std::shared_ptr<WeightFile> open(const std::string &path);
+  /// Maps `path` and checks the storage header. With `within` (the model's
+  /// directory) no component below it may be a symbolic link. Throws
+  /// InputError.
+  static std::shared_ptr<WeightFile> open(const std::string &path, const std::string &within = "");
   /// A weight file held in memory (e.g. inside an ExecuTorch .pte payload);
   /// `keepAlive` owns the bytes. `name` is used in messages. Checks the header.
   static std::shared_ptr<WeightFile> fromBytes(std::span<const uint8_t> bytes, std::string name,
@@ -55,18 +59,25 @@ private:
   /// Validates the storage header of base_/size_. Throws InputError.
   void checkHeader();
   std::string path_;
-  bool mapped_ = false; ///< base_ is our own mmap
   std::shared_ptr<const void> keepAlive_;
   const uint8_t *base_ = nullptr;
   uint64_t size_ = 0;
   uint32_t count_ = 0;
 };
 
-/// Appends blobs to a new weight file. Call finish() to flush the header.
+/// Appends blobs to a new weight file. Call finish() to write the header.
 class WeightWriter {
 public:
-  /// Creates (truncates) `path`. Throws InputError if it cannot be created.
-  explicit WeightWriter(const std::string &path);
+  /// Writes bytes at an offset of the file being built.
+  using Sink = std::function<void(uint64_t offset, std::span<const uint8_t> bytes)>;
+
+  /// Writes `path` atomically under the output policy (support/FileSystem.h);
+  /// finish() makes it appear. Throws InputError if it cannot be created.
+  explicit WeightWriter(const std::string &path,
+                        const OutputOptions &options = OutputOptions::replacing());
+  /// Writes through `sink` (a file of a package being assembled); `name`
+  /// is used in messages.
+  WeightWriter(Sink sink, std::string name);
   ~WeightWriter();
   /// Appends one blob and returns the offset of its metadata record.
   /// `paddingBits` is for sub-byte types (unused bits in the last byte).
@@ -76,8 +87,11 @@ public:
   uint32_t count() const { return count_; }
 
 private:
+  void start();
   std::string path_;
-  std::FILE *file_ = nullptr;
+  std::unique_ptr<AtomicFile> file_;
+  Sink sink_;
+  bool open_ = false;
   uint64_t end_ = 64;
   uint32_t count_ = 0;
 };

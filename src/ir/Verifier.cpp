@@ -26,14 +26,17 @@ bool isStateParam(std::string_view opType, std::string_view param) {
 
 class ProgramVerifier {
 public:
-  explicit ProgramVerifier(Diagnostics &diags) : diags(diags) {}
+  explicit ProgramVerifier(Diagnostics &diags, bool scopesOnly = false)
+      : diags(diags), scopesOnly(scopesOnly) {}
 
   void verifyFunction(const Function &f) {
     fn = &f;
     names.clear();
     visible.clear();
     int opset = opsetNumber(f.opset);
-    if (opset >= 1 && opset < 5)
+    if (scopesOnly) {
+      // no opset rules
+    } else if (opset >= 1 && opset < 5)
       error("",
             "opset '" + f.opset + "' predates ML Programs; expected CoreML5 (iOS15) to CoreML9");
     else if (opset < 5 || opset > 9)
@@ -53,6 +56,7 @@ public:
 
 private:
   Diagnostics &diags;
+  bool scopesOnly;
   const Function *fn = nullptr;
   /// Names of the values in scope, each unique (SSA, no shadowing).
   std::unordered_map<std::string, const Value *> names;
@@ -70,7 +74,7 @@ private:
   }
 
   void verifyBlock(const Block &b, bool isBody) {
-    if (isBody && !b.inputs.empty())
+    if (isBody && !b.inputs.empty() && !scopesOnly)
       error("", "the function body declares block inputs; only nested blocks may");
     std::vector<const Value *> local;
     for (const auto &in : b.inputs) {
@@ -91,7 +95,7 @@ private:
       }
       if (!visible.count(out))
         error("", "block output '%" + out->name + "' is not defined in the block or around it");
-      else if (out->type.isState())
+      else if (out->type.isState() && !scopesOnly)
         error("", "block output '%" + out->name + "' is a state; states cannot be returned");
     }
     // Values of this block go out of scope, names included: sibling blocks
@@ -107,9 +111,9 @@ private:
 
   void verifyOp(const Operation &op) {
     std::string opName = op.name.empty() ? op.type : op.name;
-    if (op.name.empty())
+    if (op.name.empty() && !scopesOnly)
       error("", "a '" + op.type + "' op has no name");
-    if (op.type == "const") {
+    if (op.type == "const" && !scopesOnly) {
       const Constant *val = op.attribute("val");
       if (!val)
         error(opName, "const op has no 'val' attribute");
@@ -121,7 +125,7 @@ private:
     }
     std::set<std::string> params;
     for (const OpInput &in : op.inputs) {
-      if (!params.insert(in.name).second)
+      if (!params.insert(in.name).second && !scopesOnly)
         error(opName, "parameter '" + in.name + "' appears more than once");
       for (const Binding &b : in.bindings) {
         if (!b.value) {
@@ -133,7 +137,7 @@ private:
         if (!visible.count(v))
           error(opName, "parameter '" + in.name + "' uses '%" + v->name +
                             "' before its definition or outside its scope");
-        if (v->type.isState() && !isStateParam(op.type, in.name))
+        if (v->type.isState() && !isStateParam(op.type, in.name) && !scopesOnly)
           error(opName, "state '%" + v->name + "' is used by '" + op.type + "' (parameter '" +
                             in.name +
                             "'); only read_state, write_state and coreml_update_state may "
@@ -218,6 +222,214 @@ Diagnostics verifyProgram(const Program &program) {
     verifier.verifyFunction(*f);
   }
   return diags;
+}
+
+Diagnostics verifyValueScopes(const Program &program) {
+  Diagnostics diags;
+  ProgramVerifier verifier(diags, /*scopesOnly=*/true);
+  std::set<std::string> seen;
+  for (const auto &f : program.functions) {
+    if (!seen.insert(f->name).second)
+      diags.push_back(Diagnostic{Diagnostic::Severity::Error, f->name, "",
+                                 "function '" + f->name + "' is defined more than once"});
+    verifier.verifyFunction(*f);
+  }
+  return diags;
+}
+
+namespace {
+
+bool isUtf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    if (len == 0 || i + len > s.size())
+      return false;
+    uint32_t cp = len == 1 ? c : c & (0x7f >> len);
+    for (size_t k = 1; k < len; ++k) {
+      auto d = static_cast<unsigned char>(s[i + k]);
+      if ((d >> 6) != 2)
+        return false;
+      cp = (cp << 6) | (d & 0x3f);
+    }
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
+        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+/// Walks everything a writer writes, stopping at the first problem.
+class WritableChecker {
+public:
+  std::string problem;
+
+  void model(const Model &m) {
+    description(m.description);
+    if (m.program)
+      program(*m.program);
+  }
+
+private:
+  void fail(const std::string &where, const std::string &what) {
+    if (problem.empty())
+      problem = where.empty() ? what : where + ": " + what;
+  }
+
+  void text(std::string_view s, const std::string &where, const char *what) {
+    if (!isUtf8(s))
+      fail(where, std::string(what) + " is not UTF-8 text");
+  }
+
+  void type(const Type &t, const std::string &where) {
+    if (t.isTensor()) {
+      if (t.hasRank() && t.staticShape() && !t.numElements())
+        fail(where, "the shape of " + t.str() + " has more elements than fit in int64");
+      if (t.hasRank())
+        for (const Dim &d : t.shape())
+          text(d.symbol, where, "a dimension symbol");
+      return;
+    }
+    if (t.kind() == Type::Kind::List)
+      text(t.listLength().symbol, where, "a dimension symbol");
+    for (const Type &e : t.elements())
+      type(e, where);
+  }
+
+  void constant(const Constant &c, const std::string &where) {
+    type(c.type, where);
+    for (const std::string &s : c.strings)
+      text(s, where, "a string constant");
+    text(c.docString, where, "a doc string");
+    for (const Constant &e : c.elements)
+      constant(e, where);
+    if (c.kind == Constant::Kind::Tensor && c.type.isTensor() && c.type.dtype() != DType::String)
+      if (auto n = c.type.numElements())
+        if (c.bytes.size() < storageBytes(c.type.dtype(), static_cast<uint64_t>(*n)))
+          fail(where, "constant of type " + c.type.str() + " holds " +
+                          std::to_string(c.bytes.size()) + " bytes, fewer than its type needs");
+    if (c.kind == Constant::Kind::Blob) {
+      text(c.blob.fileName, where, "a weight file name");
+      if (c.blob.store && c.type.isTensor())
+        if (auto n = c.type.numElements()) {
+          uint64_t need = storageBytes(c.type.dtype(), static_cast<uint64_t>(*n));
+          std::span<const uint8_t> data = c.blob.store->blobData(c.blob.offset, c.type.dtype());
+          if (data.size() < need)
+            fail(where, "blob at offset " + std::to_string(c.blob.offset) + " of " +
+                            c.blob.store->path() + " holds " + std::to_string(data.size()) +
+                            " bytes, fewer than the " + std::to_string(need) + " that " +
+                            c.type.str() + " needs");
+        }
+    }
+  }
+
+  void attributes(const AttributeMap &attrs, const std::string &where) {
+    for (const auto &[key, c] : attrs) {
+      text(key, where, "an attribute name");
+      if (c)
+        constant(*c, where + ": attribute '" + key + "'");
+    }
+  }
+
+  void block(const Block &b, const std::string &where, int depth) {
+    if (depth > kMaxBlockNesting) {
+      fail(where, "blocks nested deeper than " + std::to_string(kMaxBlockNesting) + " levels");
+      return;
+    }
+    attributes(b.attributes, where);
+    for (const auto &in : b.inputs) {
+      text(in->name, where, "a block input name");
+      type(in->type, where + ": block input");
+    }
+    for (const auto &op : b.ops) {
+      std::string at = where + ": op '" + op->name + "'";
+      text(op->name, where, "an op name");
+      text(op->type, at, "the op type");
+      attributes(op->attributes, at);
+      for (const OpInput &in : op->inputs) {
+        text(in.name, at, "a parameter name");
+        for (const Binding &bd : in.bindings)
+          if (bd.constant)
+            constant(*bd.constant, at + ": parameter '" + in.name + "'");
+      }
+      for (const auto &out : op->outputs) {
+        text(out->name, at, "a result name");
+        type(out->type, at + ": result");
+      }
+      for (const auto &nested : op->blocks)
+        block(*nested, at, depth + 1);
+      if (!problem.empty())
+        return;
+    }
+  }
+
+  void program(const Program &p) {
+    Diagnostics d = verifyValueScopes(p);
+    for (const Diagnostic &x : d)
+      if (x.severity == Diagnostic::Severity::Error) {
+        fail("", x.str().substr(7)); // without "error: "
+        return;
+      }
+    text(p.docString, "program", "the doc string");
+    attributes(p.attributes, "program");
+    for (const auto &f : p.functions) {
+      std::string where = "function '" + f->name + "'";
+      text(f->name, "", "a function name");
+      text(f->opset, where, "the opset name");
+      attributes(f->attributes, where);
+      for (const auto &in : f->inputs) {
+        text(in->name, where, "an input name");
+        type(in->type, where + ": input '" + in->name + "'");
+      }
+      block(*f->body, where, 0);
+      for (const auto &[key, b] : f->otherSpecializations) {
+        text(key, where, "a specialization key");
+        if (b)
+          block(*b, where, 0);
+      }
+    }
+  }
+
+  void features(const std::vector<FeatureDescription> &fs, const char *what) {
+    for (const FeatureDescription &f : fs) {
+      text(f.name, "description", what);
+      text(f.shortDescription, "description", "a feature description");
+    }
+  }
+
+  void description(const ModelDescription &d) {
+    features(d.inputs, "an input name");
+    features(d.outputs, "an output name");
+    features(d.states, "a state name");
+    features(d.trainingInputs, "a training input name");
+    text(d.predictedFeatureName, "description", "predictedFeatureName");
+    text(d.predictedProbabilitiesName, "description", "predictedProbabilitiesName");
+    text(d.defaultFunctionName, "description", "defaultFunctionName");
+    for (const FunctionDescription &f : d.functions) {
+      text(f.name, "description", "a function name");
+      features(f.inputs, "an input name");
+      features(f.outputs, "an output name");
+      features(f.states, "a state name");
+    }
+    const Metadata &m = d.metadata;
+    for (const std::string *s : {&m.shortDescription, &m.versionString, &m.author, &m.license})
+      text(*s, "metadata", "a metadata string");
+    for (const auto &[k, v] : m.userDefined) {
+      text(k, "metadata", "a user-defined metadata key");
+      text(v, "metadata", "a user-defined metadata value");
+    }
+  }
+};
+
+} // namespace
+
+std::string unwritableReason(const Model &model) {
+  WritableChecker checker;
+  checker.model(model);
+  return checker.problem;
 }
 
 Diagnostics verifyModel(const Model &model) {

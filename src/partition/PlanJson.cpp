@@ -1,6 +1,8 @@
 //===- PlanJson.cpp - The split plan as JSON and as an ExecuTorch snippet -===//
 #include "partition/PlanJson.h"
 
+#include "support/FileSystem.h"
+
 #include "ir/Weights.h"
 
 #include <nlohmann/json.hpp>
@@ -20,7 +22,8 @@ nlohmann::json valueList(const std::vector<const Value *> &values) {
 } // namespace
 
 std::string regionFileName(const FunctionPlan &fp, const Region &r) {
-  return fp.function + "_region" + std::to_string(r.index) + "_" +
+  // Function names come from the model: one safe path component.
+  return safeFileName(fp.function) + "_region" + std::to_string(r.index) + "_" +
          std::string(targetName(r.target)) + ".mlpackage";
 }
 

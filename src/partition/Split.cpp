@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <random>
+#include <set>
 
 namespace anefit::partition {
 
@@ -58,11 +59,25 @@ SplitResult splitModel(const Model &model, const SplitOptions &options) {
   if (options.emitDir.empty() && !options.verify)
     return result;
   if (!options.emitDir.empty()) {
+    // Every region file is checked before any is written: distinct names
+    // (two function names may make the same file name), no directory
+    // created inside an input.
+    std::set<std::string> names;
+    refuseInputOverlap(options.emitDir, {model.sourcePath}, /*around=*/false);
+    for (const FunctionPlan &fp : result.plan.functions)
+      for (const Region &r : fp.regions)
+        if (!names.insert(regionFileName(fp, r)).second)
+          throw InputError::at(options.emitDir, "",
+                               "two regions would both be written as " + regionFileName(fp, r) +
+                                   " (function names that differ only in characters not "
+                                   "allowed in file names); split one function at a time");
     std::error_code ec;
     std::filesystem::create_directories(options.emitDir, ec);
     if (ec)
       throw InputError::at(options.emitDir, "", "cannot create directory: " + ec.message());
   }
+  SaveOptions save;
+  save.force = options.force;
   for (const FunctionPlan &fp : result.plan.functions) {
     std::vector<std::unique_ptr<Model>> regions;
     for (size_t r = 0; r < fp.regions.size(); ++r) {
@@ -71,7 +86,7 @@ SplitResult splitModel(const Model &model, const SplitOptions &options) {
         continue;
       std::string path =
           (std::filesystem::path(options.emitDir) / regionFileName(fp, fp.regions[r])).string();
-      saveModel(*regions.back(), path);
+      saveModel(*regions.back(), path, save);
       result.writtenModels.push_back(path);
     }
     if (options.verify)

@@ -28,6 +28,8 @@ struct SplitOptions {
   /// When not empty, write region k of function F as
   /// DIR/F_region<k>_<target>.mlpackage (PlanJson.h: regionFileName).
   std::string emitDir;
+  /// Replace region packages that exist (never an input).
+  bool force = false;
   /// Prove each function's split in the interpreter.
   bool verify = false;
   /// Steps of the proof, states carried between them (>= 1).

@@ -940,7 +940,8 @@ std::string renderHtml(const Model &model, const ane::CheckReport &report,
   return out;
 }
 
-void writeReportFile(const Model &model, const std::string &path, std::string_view text) {
+void writeReportFile(const Model &model, const std::string &path, std::string_view text,
+                     const OutputOptions &policy) {
   std::vector<std::string> inputs;
   if (!model.sourcePath.empty()) {
     // A payload of a .pte is named "file.pte#N".
@@ -953,10 +954,9 @@ void writeReportFile(const Model &model, const std::string &path, std::string_vi
   for (const auto &[name, store] : model.weightFiles)
     if (store)
       inputs.push_back(store->path());
-  for (const std::string &in : inputs)
-    if (!in.empty() && (pathContains(path, in) || pathContains(in, path)))
-      throw InputError::at(path, "", "refusing to write over the input " + in);
-  writeFileAtomically(path, text);
+  OutputOptions options = policy;
+  options.alsoAvoid.insert(options.alsoAvoid.end(), inputs.begin(), inputs.end());
+  writeFileAtomically(path, text, options);
 }
 
 } // namespace anefit::report

@@ -14,6 +14,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "support/FileSystem.h"
+
 #include "ane/Checker.h"
 #include "ir/Model.h"
 #include "partition/Partitioner.h"
@@ -55,8 +57,11 @@ std::vector<std::string_view> placementNames();
 /// Every verdict the checker can give, in enum order.
 std::vector<std::string_view> verdictNames();
 
-/// Writes `text` to `path` atomically, refusing to write over or inside the
-/// files `model` was read from. Throws InputError.
-void writeReportFile(const Model &model, const std::string &path, std::string_view text);
+/// Writes `text` to `path` under the output policy of support/FileSystem.h
+/// (atomic; never over, inside or around the files `model` was read from or
+/// another input; an existing file only with policy.force). Throws
+/// InputError.
+void writeReportFile(const Model &model, const std::string &path, std::string_view text,
+                     const OutputOptions &policy = {});
 
 } // namespace anefit::report

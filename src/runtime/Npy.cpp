@@ -8,12 +8,10 @@
 #include "runtime/Npy.h"
 
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 
 #ifdef ANEFIT_HAVE_ZLIB
 #include <zlib.h>
@@ -48,33 +46,6 @@ void put16(std::vector<uint8_t> &o, uint16_t v) {
 void put32(std::vector<uint8_t> &o, uint32_t v) {
   for (int i = 0; i < 4; ++i)
     o.push_back((v >> (8 * i)) & 0xff);
-}
-
-std::vector<uint8_t> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError::at(path, "", "cannot open file");
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
-}
-
-/// Writes `bytes` to a temporary sibling of `path` and renames it into place.
-void writeFileAtomic(const std::string &path, const std::vector<uint8_t> &bytes) {
-  std::string tmp = path + ".tmp-anefit";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      throw InputError::at(path, "", "cannot create file");
-    out.write(reinterpret_cast<const char *>(bytes.data()),
-              static_cast<std::streamsize>(bytes.size()));
-    if (!out)
-      throw InputError::at(path, "", "write failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw InputError::at(path, "", "cannot rename the temporary file into place");
-  }
 }
 
 /// The value text following 'key': in a header dict.
@@ -236,11 +207,14 @@ std::vector<uint8_t> encodeNpy(const Tensor &input) {
 }
 
 Tensor readNpy(const std::string &path) {
-  std::vector<uint8_t> bytes = readFile(path);
-  return parseNpy(bytes, path);
+  std::shared_ptr<const MappedFile> file = MappedFile::open(path);
+  return parseNpy(file->bytes(), path);
 }
 
-void writeNpy(const std::string &path, const Tensor &t) { writeFileAtomic(path, encodeNpy(t)); }
+void writeNpy(const std::string &path, const Tensor &t, const OutputOptions &options) {
+  std::vector<uint8_t> bytes = encodeNpy(t);
+  writeFileAtomically(path, {reinterpret_cast<const char *>(bytes.data()), bytes.size()}, options);
+}
 
 std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string &where) {
   // Find the end-of-central-directory record from the back (it may be
@@ -352,11 +326,12 @@ std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string 
 }
 
 std::vector<NamedTensor> readNpz(const std::string &path) {
-  std::vector<uint8_t> bytes = readFile(path);
-  return parseNpz(bytes, path);
+  std::shared_ptr<const MappedFile> file = MappedFile::open(path);
+  return parseNpz(file->bytes(), path);
 }
 
-void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors) {
+void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors,
+              const OutputOptions &options) {
   std::vector<uint8_t> zip, central;
   uint16_t count = 0;
   for (const NamedTensor &nt : tensors) {
@@ -404,7 +379,7 @@ void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors) 
   put32(zip, static_cast<uint32_t>(central.size()));
   put32(zip, cdOffset);
   put16(zip, 0);
-  writeFileAtomic(path, zip);
+  writeFileAtomically(path, {reinterpret_cast<const char *>(zip.data()), zip.size()}, options);
 }
 
 } // namespace anefit::runtime

@@ -10,6 +10,7 @@
 
 #include "runtime/Interpreter.h"
 #include "runtime/Tensor.h"
+#include "support/FileSystem.h"
 
 #include <cstdint>
 #include <span>
@@ -25,13 +26,15 @@ Tensor parseNpy(std::span<const uint8_t> bytes, const std::string &where);
 std::vector<uint8_t> encodeNpy(const Tensor &t);
 
 Tensor readNpy(const std::string &path);
-void writeNpy(const std::string &path, const Tensor &t);
+/// Writes under the output policy of support/FileSystem.h.
+void writeNpy(const std::string &path, const Tensor &t, const OutputOptions &options = {});
 
 /// The members of an .npz archive in archive order, names without ".npy".
 std::vector<NamedTensor> parseNpz(std::span<const uint8_t> bytes, const std::string &where);
 std::vector<NamedTensor> readNpz(const std::string &path);
-/// Writes an .npz of stored members (what numpy.savez writes), atomically
-/// (temporary sibling, then rename).
-void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors);
+/// Writes an .npz of stored members (what numpy.savez writes) under the
+/// output policy of support/FileSystem.h (atomically).
+void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors,
+              const OutputOptions &options = {});
 
 } // namespace anefit::runtime

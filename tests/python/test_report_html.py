@@ -139,4 +139,4 @@ def test_report_never_overwrites_the_model(anefit, tmp_path):
     import shutil
     shutil.copytree(os.path.join(EXAMPLES_DIR, "lfm2_shortconv.mlpackage"), pkg)
     proc = anefit("check", pkg, "-o", pkg / "Manifest.json")
-    assert proc.returncode == 2 and "refusing to write over the input" in proc.stderr
+    assert proc.returncode == 2 and "refusing to write inside the input" in proc.stderr

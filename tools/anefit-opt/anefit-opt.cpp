@@ -12,6 +12,7 @@
 #include "ops/OpDocs.h"
 #include "ops/OpVerifier.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 #include "transforms/Pass.h"
 
 #include <CLI/CLI.hpp>
@@ -38,6 +39,7 @@ struct Options {
   std::string emit = "mil";
   bool allowUndefined = false;
   bool splitInputFile = false;
+  bool force = false;
 };
 
 /// Reads the input through io::loadModel. Anything that is not a known model
@@ -47,15 +49,18 @@ struct Options {
 std::unique_ptr<Model> readInput(const std::string &input, bool allowUndefined) {
   LoadOptions options;
   options.text.allowUndefinedValues = allowUndefined;
+  // This driver reports broken value scopes itself (--verify, process()).
+  options.checkScopes = false;
   if (input == "-") {
     std::string text((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
     options.allowMissingWeights = true;
     return loadModelText(text, "<stdin>", fs::current_path().string(), options);
   }
-  std::error_code ec;
   ModelFormat format = detectFormat(input);
+  FileKind kind = fileKindOf(input);
   if (format == ModelFormat::MilText ||
-      (format == ModelFormat::Unknown && fs::exists(input, ec) && !fs::is_directory(input, ec))) {
+      (format == ModelFormat::Unknown && kind != FileKind::Missing &&
+       kind != FileKind::Directory)) {
     options.format = ModelFormat::MilText;
     options.allowMissingWeights = true;
   }
@@ -96,6 +101,13 @@ void runPasses(Model &model, const std::string &pipeline) {
 int process(Model &model, const Options &opts) {
   if (opts.verify && report(verifyAll(model)))
     return kExitVerifyFailed;
+  // Without --verify, a program whose values are defined twice or used out
+  // of scope is malformed input, as for every other reader: no pass or
+  // writer may see it.
+  if (model.program)
+    for (const Diagnostic &d : verifyValueScopes(*model.program))
+      if (d.severity == Diagnostic::Severity::Error)
+        throw InputError::at(model.sourcePath, "", "malformed program: " + d.str().substr(7));
   runPasses(model, opts.passes);
   if (opts.verify && !opts.passes.empty() && report(verifyAll(model)))
     return kExitVerifyFailed;
@@ -114,16 +126,14 @@ int runSplit(const Options &opts) {
   if (opts.input == "-") {
     text.assign(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   } else {
-    std::ifstream in(path, std::ios::binary);
-    if (!in)
-      throw InputError::at(opts.input, "", "cannot open the file for reading");
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    text = std::string(MappedFile::open(opts.input)->text());
   }
   fs::path dir =
       opts.input != "-" && path.has_parent_path() ? path.parent_path() : fs::current_path();
   LoadOptions options;
   options.text.allowUndefinedValues = opts.allowUndefined;
   options.allowMissingWeights = true;
+  options.checkScopes = false;
   std::vector<std::string> parts(1);
   std::istringstream lines(text);
   size_t lineNo = 0;
@@ -158,7 +168,7 @@ int runSplit(const Options &opts) {
   if (opts.output.empty() || opts.output == "-")
     std::cout << out;
   else
-    writeFileAtomically(opts.output, out);
+    writeFileAtomically(opts.output, out, OutputOptions::withForce(opts.force));
   return worst;
 }
 
@@ -171,14 +181,16 @@ int run(const Options &opts) {
   if (opts.emit == "package") {
     if (opts.output.empty())
       throw InputError::at("-o", "", "--emit package needs an output path");
-    saveModel(*model, opts.output);
+    SaveOptions save;
+    save.force = opts.force;
+    saveModel(*model, opts.output, save);
     return kExitOk;
   }
   std::string text = modelToString(*model);
   if (opts.output.empty() || opts.output == "-")
     std::cout << text;
   else
-    writeFileAtomically(opts.output, text);
+    writeFileAtomically(opts.output, text, OutputOptions::withForce(opts.force));
   return kExitOk;
 }
 
@@ -197,6 +209,7 @@ int main(int argc, char **argv) {
   input->excludes(listOpsFlag);
   listOpsFlag->excludes(input);
   app.add_option("-o,--output", opts.output, "where to write the result (default: stdout)");
+  app.add_flag("--force", opts.force, "replace the output if it exists (never the input)");
   app.add_flag("--verify", opts.verify,
                "check the program and description; print diagnostics, exit 1 on errors");
   app.add_option("--passes", opts.passes,
@@ -225,6 +238,7 @@ int main(int argc, char **argv) {
     return kExitInputError;
   }
   try {
+    InputScope inputs; // every input is remembered; no output may go over one
     return run(opts);
   } catch (const InputError &e) {
     std::cerr << "anefit-opt: error: " << e.what() << "\n";

@@ -28,6 +28,7 @@ struct CheckCliOptions {
   std::string failOn = "compile-fail";
   std::string format;
   std::string output;
+  bool force = false;
   bool json = false;
   bool placement = false;
   std::string function;
@@ -71,6 +72,11 @@ int runCheck(const CheckCliOptions &o) {
 
   // The checker reads types only; not opening the weight files proves it.
   std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = false});
+  OutputOptions policy;
+  policy.force = o.force;
+  policy.alsoAvoid = {o.model};
+  if (!o.output.empty())
+    checkOutput(o.output, policy); // before the work
   ane::CheckReport report = ane::checkModel(*model, options);
   report.modelPath = o.model;
   std::string text =
@@ -83,7 +89,7 @@ int runCheck(const CheckCliOptions &o) {
   if (o.output.empty())
     std::cout << text;
   else
-    report::writeReportFile(*model, o.output, text);
+    report::writeReportFile(*model, o.output, text, policy);
   return report.hasFindingAtLeast(*failOn) ? kExitFindings : kExitOk;
 }
 
@@ -108,6 +114,7 @@ void registerCheck(CLI::App &parent, VerbResult &result) {
                   "extension (.json, .sarif, .html), else text");
   cmd->add_option("-o,--output", o->output, "Write the report to this file instead of stdout");
   cmd->add_flag("--json", o->json, "Same as --format json");
+  cmd->add_flag("--force", o->force, "Replace the -o file if it exists (never an input)");
   cmd->add_option("--function", o->function, "Check only this function");
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");

@@ -23,13 +23,18 @@ struct ConvertOptions {
 };
 
 int runConvert(const ConvertOptions &opts) {
-  std::error_code ec;
-  // Checked before loading so a mistake costs nothing on a large model.
-  if (std::filesystem::exists(std::filesystem::symlink_status(opts.output, ec)) && !opts.force)
-    throw InputError::at(opts.output, "", "output already exists; use --force to replace it");
+  // Checked before loading so a mistake costs nothing on a large model;
+  // saveModel checks again against everything the model was read from.
+  OutputOptions policy;
+  policy.force = opts.force;
+  policy.allowStream = false;
+  policy.kind = detectFormat(opts.output) == ModelFormat::MLPackage ? OutputKind::Directory
+                                                                    : OutputKind::File;
+  policy.alsoAvoid = {opts.input};
+  checkOutput(opts.output, policy);
   std::unique_ptr<Model> model = loadModel(opts.input);
   SaveOptions save;
-  save.overwrite = opts.force;
+  save.force = opts.force;
   saveModel(*model, opts.output, save);
   return kExitOk;
 }

@@ -22,11 +22,18 @@ struct DumpOptions {
   std::string model;
   std::string output;
   bool hideConsts = false;
+  bool force = false;
 };
 
 int runDump(const DumpOptions &opts) {
   LoadOptions load;
   load.openWeights = false;
+  OutputOptions out;
+  out.force = opts.force;
+  out.alsoAvoid = {opts.model};
+  bool toStdout = opts.output.empty() || opts.output == "-";
+  if (!toStdout)
+    checkOutput(opts.output, out); // before the work: a refusal costs nothing
   std::unique_ptr<Model> model = loadModel(opts.model, load);
   std::ostringstream text;
   if (opts.hideConsts) {
@@ -37,10 +44,10 @@ int runDump(const DumpOptions &opts) {
   } else {
     printModel(*model, text);
   }
-  if (opts.output.empty() || opts.output == "-")
+  if (toStdout)
     std::cout << text.str();
   else
-    writeFileAtomically(opts.output, text.str());
+    writeFileAtomically(opts.output, text.str(), out);
   return kExitOk;
 }
 
@@ -51,6 +58,7 @@ void registerDump(CLI::App &parent, VerbResult &result) {
   CLI::App *cmd = parent.add_subcommand("dump", "Print a model's program as MIL text");
   cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("-o,--output", opts->output, "Write the text to this file (default: stdout)");
+  cmd->add_flag("--force", opts->force, "Replace the output file if it exists (never an input)");
   cmd->add_flag("--hide-consts", opts->hideConsts,
                 "Print like coremltools: no header, const ops hidden, small constants inline "
                 "(for reading; such text does not parse back to the same model)");

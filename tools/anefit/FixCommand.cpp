@@ -31,6 +31,7 @@ struct FixCliOptions {
   uint64_t seed = 0;
   double atol = 1e-4;
   double rtol = 1e-3;
+  bool force = false;
 };
 
 /// "main: ane-fails, 231/240 ops on the ANE, 5 states, 2 compile/runtime-fail
@@ -56,10 +57,26 @@ std::string checkSummary(const ane::CheckReport &report) {
 int runFix(const FixCliOptions &opts) {
   if (opts.steps < 1)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
-  if (fs::path(opts.output).lexically_normal() == fs::path(opts.model).lexically_normal())
-    throw InputError("-o: expected a path other than the input, found '" + opts.output + "'");
-
+  // The output policy (never an input, an existing output only with
+  // --force), checked before the work and again when writing.
+  OutputOptions policy;
+  policy.force = opts.force;
+  policy.allowStream = false;
+  policy.kind = formatInfo(detectFormat(opts.output)).directory ? OutputKind::Directory
+                                                                 : OutputKind::File;
+  policy.alsoAvoid = {opts.model};
+  fs::path parent = fs::path(opts.output).parent_path();
+  if (!parent.empty())
+    refuseInputOverlap(parent.string(), {opts.model}, /*around=*/false);
   std::unique_ptr<Model> original = loadModel(opts.model);
+  std::error_code ec;
+  if (!parent.empty())
+    fs::create_directories(parent, ec);
+  checkOutput(opts.output, policy);
+  OutputOptions mapPolicy = policy;
+  mapPolicy.kind = OutputKind::File;
+  std::string mapPath = stateMapPathFor(opts.output);
+
   FixOptions options;
   options.passes = opts.passes;
   options.verify = opts.noVerify ? FixVerify::Never
@@ -113,15 +130,14 @@ int runFix(const FixCliOptions &opts) {
   }
   }
 
-  fs::path parent = fs::path(opts.output).parent_path();
-  std::error_code ec;
-  if (!parent.empty())
-    fs::create_directories(parent, ec);
-  saveModel(*result.fixed, opts.output);
+  if (!result.stateMap.empty())
+    checkOutput(mapPath, mapPolicy);
+  SaveOptions save;
+  save.force = opts.force;
+  saveModel(*result.fixed, opts.output, save);
   std::cout << "wrote " << opts.output << "\n";
   if (!result.stateMap.empty()) {
-    std::string mapPath = stateMapPathFor(opts.output);
-    writeFileAtomically(mapPath, result.stateMap.toJson() + "\n");
+    writeFileAtomically(mapPath, result.stateMap.toJson() + "\n", mapPolicy);
     std::cout << "wrote " << mapPath << " (feed each output back into its input; start from "
               << "zeros)\n";
   }
@@ -138,6 +154,8 @@ void registerFix(CLI::App &parent, VerbResult &result) {
   cmd->add_option("-o,--output", opts->output,
                   "where to write the fixed model: " + formatExtensionsText(true))
       ->required();
+  cmd->add_flag("--force", opts->force,
+                "Replace the output (and its state map) if it exists (never the input)");
   cmd->add_option("--passes", opts->passes,
                   "pass pipeline (default: " + std::string(kDefaultFixPipeline) + ")");
   cmd->add_flag("--verify", opts->verify,

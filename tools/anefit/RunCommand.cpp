@@ -36,6 +36,7 @@ struct RunCliOptions {
   std::string precision = "fp32";
   int threads = 0;
   std::string output;
+  bool force = false;
 };
 
 /// Splits "NAME=FILE".
@@ -87,6 +88,11 @@ int runRun(const RunCliOptions &opts) {
     auto [name, file] = splitAssignment(s, "--state");
     options.initialStates[name] = runtime::readNpy(file);
   }
+  // Every input has been read: refuse a bad output before running.
+  OutputOptions outputPolicy;
+  outputPolicy.force = opts.force;
+  if (!opts.output.empty())
+    checkOutput(opts.output, outputPolicy);
   options.random = opts.random;
   options.seed = opts.seed;
   options.steps = opts.steps;
@@ -133,7 +139,7 @@ int runRun(const RunCliOptions &opts) {
     }
   }
   if (!opts.output.empty()) {
-    runtime::writeNpz(opts.output, archive);
+    runtime::writeNpz(opts.output, archive, outputPolicy);
     std::cout << "wrote " << archive.size() << " arrays to " << opts.output << "\n";
   }
   return kExitOk;
@@ -164,6 +170,7 @@ void registerRun(CLI::App &parent, VerbResult &result) {
   cmd->add_option("-o,--output", opts->output,
                   "Write outputs (and states) to an .npz: NAME, or step<k>/NAME and "
                   "step<k>/state/NAME for stepped runs");
+  cmd->add_flag("--force", opts->force, "Replace the output file if it exists (never an input)");
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runRun(*opts); }); });
 }

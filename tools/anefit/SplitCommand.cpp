@@ -28,6 +28,7 @@ struct SplitCliOptions {
   std::string output;
   std::string format;
   std::string emitDir;
+  bool force = false;
   bool json = false;
   bool skipList = false;
   bool verify = false;
@@ -91,11 +92,20 @@ int runSplit(const SplitCliOptions &o) {
   split.partition.cost.boundaryMs = o.boundaryMs;
   split.partition.absorbSmallRegions = !o.noAbsorb;
   split.emitDir = o.emitDir;
+  split.force = o.force;
   split.verify = o.verify;
   split.steps = o.steps;
   split.seed = o.seed;
   bool needWeights = !o.emitDir.empty() || o.verify;
   std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = needWeights});
+  // Refuse a bad --plan or -o before the work.
+  OutputOptions policy;
+  policy.force = o.force;
+  policy.alsoAvoid = {o.model};
+  if (!o.planOut.empty())
+    checkOutput(o.planOut, policy);
+  if (!o.output.empty())
+    checkOutput(o.output, policy);
   partition::SplitResult result = partition::splitModel(*model, split);
   const partition::PartitionOptions &options = split.partition;
   partition::Plan &plan = result.plan;
@@ -109,7 +119,7 @@ int runSplit(const SplitCliOptions &o) {
 
   std::string json = partition::renderPlanJson(plan, options.cost, withFiles);
   if (!o.planOut.empty())
-    report::writeReportFile(*model, o.planOut, json);
+    report::writeReportFile(*model, o.planOut, json, policy);
   std::string text;
   if (o.skipList) {
     text = partition::skipListSnippet(plan);
@@ -127,7 +137,7 @@ int runSplit(const SplitCliOptions &o) {
   if (o.output.empty())
     std::cout << text;
   else
-    report::writeReportFile(*model, o.output, text);
+    report::writeReportFile(*model, o.output, text, policy);
   return exitCode;
 }
 
@@ -148,6 +158,8 @@ void registerSplit(CLI::App &parent, VerbResult &result) {
   cmd->add_option("--plan", o->planOut,
                   "Also write the plan (anefit.split/1 JSON) to this file, whatever --format");
   cmd->add_flag("--json", o->json, "Same as --format json");
+  cmd->add_flag("--force", o->force,
+                "Replace -o, --plan and region packages if they exist (never an input)");
   cmd->add_flag("--skip-list", o->skipList,
                 "Print only the CoreMLPartitioner snippet with skip_ops_for_coreml_delegation");
   cmd->add_option("--emit-models", o->emitDir,

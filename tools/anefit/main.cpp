@@ -7,6 +7,7 @@
 #include "Command.h"
 
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -19,6 +20,8 @@ namespace anefit::cli {
 
 int runGuarded(const std::function<int()> &body) {
   try {
+    // Everything the verb reads is remembered; no output may go over it.
+    InputScope inputs;
     return body();
   } catch (const InputError &e) {
     std::cerr << "anefit: error: " << e.what() << "\n";

@@ -279,7 +279,7 @@ TEST(ModelIOTest, RefusesToWriteOverInput) {
   EXPECT_THAT(errorOf([&] { saveModel(*loaded, pkg); }),
               HasSubstr("refusing to write over the input"));
   EXPECT_THAT(errorOf([&] { saveModel(*loaded, pkg + "/Data/x.mil"); }),
-              HasSubstr("refusing to write over the input"));
+              HasSubstr("refusing to write inside the input"));
   EXPECT_EQ(test::readText(pkg + "/Manifest.json"), manifest);
   expectSameModel(*model, *loadModel(pkg));
 }
@@ -289,10 +289,10 @@ TEST(ModelIOTest, OverwriteOnlyWhenAllowed) {
   auto model = buildModel(writeWeights(dir.file("src.bin")));
   std::string pkg = dir.file("M.mlpackage");
   saveModel(*model, pkg);
-  SaveOptions keep;
-  keep.overwrite = false;
-  EXPECT_THAT(errorOf([&] { saveModel(*model, pkg, keep); }), HasSubstr("already exists"));
-  saveModel(*model, pkg); // default replaces
+  EXPECT_THAT(errorOf([&] { saveModel(*model, pkg); }), HasSubstr("already exists"));
+  SaveOptions replace;
+  replace.force = true;
+  saveModel(*model, pkg, replace);
   EXPECT_THAT(errorOf([&] { saveModel(*model, dir.file("m.onnx")); }),
               HasSubstr("expected an output path ending in .mlpackage, .mlmodel or .mil"));
 }

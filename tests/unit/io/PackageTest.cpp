@@ -287,11 +287,12 @@ TEST(WritePackageTest, FailureLeavesNoTempDirAndKeepsOld) {
   ScratchDir dir;
   fs::path out = dir.path() / "Out.mlpackage";
   writePackage(out.string(), [](WeightWriter &) { return std::string("old"); });
-  EXPECT_THROW(writePackage(out.string(),
-                            [](WeightWriter &) -> std::string {
-                              throw InputError("model.mil: op 'x': broken");
-                            }),
-               InputError);
+  EXPECT_THROW(
+      writePackage(
+          out.string(),
+          [](WeightWriter &) -> std::string { throw InputError("model.mil: op 'x': broken"); },
+          OutputOptions::replacing()),
+      InputError);
   EXPECT_EQ(listDir(dir.path()), std::vector<std::string>{"Out.mlpackage"});
   EXPECT_EQ(test::readText((out / "Data/com.apple.CoreML/model.mlmodel").string()), "old");
 }
@@ -301,7 +302,10 @@ TEST(WritePackageTest, ReplacesExistingPackageWhole) {
   fs::path out = dir.path() / "Out.mlpackage";
   writePackage(out.string(), [](WeightWriter &) { return std::string("old"); });
   test::writeText((out / "stale.txt").string(), "stale");
-  writePackage(out.string(), [](WeightWriter &) { return std::string("new"); });
+  EXPECT_THROW(writePackage(out.string(), [](WeightWriter &) { return std::string("new"); }),
+               InputError);
+  writePackage(
+      out.string(), [](WeightWriter &) { return std::string("new"); }, OutputOptions::replacing());
   EXPECT_EQ(listDir(dir.path()), std::vector<std::string>{"Out.mlpackage"});
   EXPECT_FALSE(fs::exists(out / "stale.txt"));
   EXPECT_EQ(test::readText((out / "Data/com.apple.CoreML/model.mlmodel").string()), "new");
