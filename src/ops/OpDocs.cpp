@@ -66,9 +66,12 @@ std::string opsMarkdown() {
         "newest row whose opset is not after its own (CoreML5 = iOS15 ... CoreML8 = iOS18; "
         "CoreML9 adds no ops). `coreml` is the coreml dialect, `proto` an op that exists only in "
         "serialized programs.\n\n";
-  md += "Parameters: `[...]` optional (with its default), `const` must be a compile-time "
-        "constant, `...` variadic, `(T)` a type domain: parameters sharing one must share a "
-        "dtype. Inference `None` means the op keeps its declared output types.\n\n";
+  md +=
+      "Parameters: `[...]` optional (with its default), `const` must be a compile-time "
+      "constant, `...` variadic, `(T)` a type domain: parameters sharing one must share a "
+      "dtype. Inference `None` means the op keeps its declared output types. Traits (what kind of "
+      "op it is, read by the checker, the passes and the partitioner) are explained at the top "
+      "of `Ops.def`.\n\n";
 
   std::vector<const OpDef *> rows;
   for (const OpDef &def : allOps())
@@ -91,13 +94,21 @@ std::string opsMarkdown() {
   md += "\n" + std::to_string(rows.size()) + " rows, " + std::to_string(withRule) +
         " with an inference rule.\n\n";
 
-  md += "| op | opset | inference | parameters |\n| --- | --- | --- | --- |\n";
+  md += "| op | opset | inference | traits | parameters |\n| --- | --- | --- | --- | --- |\n";
   for (const OpDef *d : rows) {
     std::string params;
     for (const ParamSpec &p : d->params)
       params += (params.empty() ? "" : ", ") + paramText(p);
+    std::string traits;
+    for (auto [t, name] : {std::pair{OpTrait::ConstLike, "ConstLike"},
+                           {OpTrait::StateRead, "StateRead"},
+                           {OpTrait::StateWrite, "StateWrite"},
+                           {OpTrait::View, "View"},
+                           {OpTrait::DataMovement, "DataMovement"}})
+      if (d->has(t))
+        traits += (traits.empty() ? "" : ", ") + std::string(name);
     md += "| `" + std::string(d->name) + "` | " + opsetLabel(*d) + " | " +
-          std::string(d->inferName) + " | " + params + " |\n";
+          std::string(d->inferName) + " | " + traits + " | " + params + " |\n";
   }
   return md;
 }

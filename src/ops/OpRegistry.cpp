@@ -9,6 +9,10 @@
 
 #include "ir/IR.h"
 
+#include <algorithm>
+#include <limits>
+#include <unordered_map>
+
 namespace anefit {
 
 bool ParamSpec::allows(DType t) const {
@@ -35,7 +39,7 @@ const ParamSpec *OpDef::param(std::string_view paramName) const {
 }
 
 // The inference rules, defined in TypeInference.cpp.
-#define OP_BEGIN(Name, Opset, Infer)                                                               \
+#define OP_BEGIN(Name, Opset, Infer, Traits)                                                       \
   std::optional<std::vector<Type>> infer##Infer(const Operation &, const OpDef &, int,             \
                                                 std::string &);
 #define PARAM(...)
@@ -44,7 +48,7 @@ const ParamSpec *OpDef::param(std::string_view paramName) const {
 
 namespace {
 
-#define OP_BEGIN(Name, Opset, Infer) constexpr ParamSpec kParams_##Name##_##Opset[] = {
+#define OP_BEGIN(Name, Opset, Infer, Traits) constexpr ParamSpec kParams_##Name##_##Opset[] = {
 #define PARAM(Name, Kind, Optional, Const, Variadic, Domain, DTypes, Default)                      \
   {Name, Optional != 0, Const != 0, Variadic != 0, DTypes, Default, Domain, ParamKind::Kind},
 #define OP_END()                                                                                   \
@@ -52,30 +56,93 @@ namespace {
   ;
 #include "ops/Ops.def"
 
+// The traits column names OpTrait enumerators joined by '|'.
+constexpr OpTrait None = OpTrait::None;
+constexpr OpTrait ConstLike = OpTrait::ConstLike;
+constexpr OpTrait StateRead = OpTrait::StateRead;
+constexpr OpTrait StateWrite = OpTrait::StateWrite;
+constexpr OpTrait View = OpTrait::View;
+constexpr OpTrait DataMovement = OpTrait::DataMovement;
+
 const OpDef kOps[] = {
-#define OP_BEGIN(Name, Opset, Infer)                                                               \
-  {#Name, Opset, kParams_##Name##_##Opset,                                                         \
-   std::string_view(#Infer) == "None" ? nullptr : &infer##Infer, #Infer},
+#define OP_BEGIN(Name, Opset, Infer, Traits)                                                       \
+  {#Name,                                                                                          \
+   Opset,                                                                                          \
+   kParams_##Name##_##Opset,                                                                       \
+   std::string_view(#Infer) == "None" ? nullptr : &infer##Infer,                                   \
+   #Infer,                                                                                         \
+   static_cast<uint8_t>(Traits)},
 #define PARAM(...)
 #define OP_END()
 #include "ops/Ops.def"
 };
 
+/// The rows of each op name, in table order.
+const std::unordered_map<std::string_view, std::vector<const OpDef *>> &rowsByName() {
+  static const auto index = [] {
+    std::unordered_map<std::string_view, std::vector<const OpDef *>> m;
+    for (const OpDef &def : kOps)
+      m[def.name].push_back(&def);
+    return m;
+  }();
+  return index;
+}
+
 } // namespace
+
+const ParamSpec *OpDef::stateParam() const {
+  for (const ParamSpec &p : params)
+    if (p.kind == ParamKind::State)
+      return &p;
+  return nullptr;
+}
+
+const ParamSpec *OpDef::writtenValueParam() const {
+  if (!has(OpTrait::StateWrite))
+    return nullptr;
+  for (const ParamSpec &p : params)
+    if (p.kind == ParamKind::Tensor)
+      return &p;
+  return nullptr;
+}
+
+int OpDef::requiredIosVersion() const { return opset ? opset : kFirstIosWithStates; }
 
 std::span<const OpDef> allOps() { return kOps; }
 
 const OpDef *findOp(std::string_view type, int iosVersion) {
-  // The table is small (~230 rows) and lookups happen once per op per pass,
-  // so a linear scan keeps the table the single source of truth.
+  const auto &index = rowsByName();
+  auto it = index.find(type);
+  if (it == index.end())
+    return nullptr;
   const OpDef *best = nullptr;
-  for (const OpDef &def : kOps) {
-    if (def.name != type || def.opset > iosVersion)
-      continue;
-    if (!best || def.opset > best->opset)
-      best = &def;
-  }
+  for (const OpDef *def : it->second)
+    if (def->opset <= iosVersion && (!best || def->opset > best->opset))
+      best = def;
   return best;
+}
+
+const OpDef *findAnyOp(std::string_view type) {
+  return findOp(type, std::numeric_limits<int>::max());
+}
+
+bool opHasTrait(std::string_view type, OpTrait t) {
+  const OpDef *def = findAnyOp(type);
+  return def && def->has(t);
+}
+
+std::string opNamesWithTrait(OpTrait t, std::string_view conjunction) {
+  std::vector<std::string_view> names;
+  for (const OpDef &def : kOps)
+    if (def.has(t) && std::find(names.begin(), names.end(), def.name) == names.end())
+      names.push_back(def.name);
+  std::string text;
+  for (size_t i = 0; i < names.size(); ++i)
+    text += (i == 0                  ? std::string()
+             : i + 1 == names.size() ? " " + std::string(conjunction) + " "
+                                     : std::string(", ")) +
+            std::string(names[i]);
+  return text;
 }
 
 int iosVersionOfOpset(std::string_view opset) {

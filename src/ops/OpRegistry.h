@@ -1,14 +1,17 @@
 //===- OpRegistry.h - Every MIL op, its parameters and opsets --*- C++ -*-===//
 //
 // The op registry: one row per (op, opset in which it was introduced or
-// changed), generated into Ops.def. Readers, the verifier, the checker and the
-// interpreter look ops up here by name and the function's opset.
+// changed), hand-edited in Ops.def. Readers, the verifier, the checker, the
+// partitioner, the passes and the interpreter look ops up here by name and
+// the function's opset, and ask the table what kind of op an op is (its
+// traits) instead of listing op names of their own.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "support/DType.h"
 
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
@@ -48,6 +51,19 @@ struct ParamSpec {
   bool allows(DType t) const;
 };
 
+/// What kind of op an op is; the traits column of Ops.def (see there).
+enum class OpTrait : uint8_t {
+  None = 0,
+  ConstLike = 1 << 0,
+  StateRead = 1 << 1,
+  StateWrite = 1 << 2,
+  View = 1 << 3,
+  DataMovement = 1 << 4,
+};
+constexpr OpTrait operator|(OpTrait a, OpTrait b) {
+  return static_cast<OpTrait>(static_cast<uint8_t>(a) | static_cast<uint8_t>(b));
+}
+
 struct OpDef;
 
 /// Infers the output types of `op` defined by `def` at `iosVersion`; nullopt
@@ -65,16 +81,40 @@ struct OpDef {
   InferFn infer;
   /// Name of the inference rule ("Conv", "Binary", "None"), for docs.
   std::string_view inferName;
+  /// OpTrait bits.
+  uint8_t traits = 0;
 
   /// The parameter called `name`, or null.
   const ParamSpec *param(std::string_view name) const;
+  bool has(OpTrait t) const { return (traits & static_cast<uint8_t>(t)) != 0; }
+  /// The parameter that takes a state (kind State), or null.
+  const ParamSpec *stateParam() const;
+  /// For a StateWrite op, the parameter whose value is written (its first
+  /// Tensor parameter); null otherwise.
+  const ParamSpec *writtenValueParam() const;
+  /// The lowest iOS version whose opset defines the op as this row does:
+  /// the row's opset, or kFirstIosWithStates for the coreml dialect and
+  /// proto-only state ops.
+  int requiredIosVersion() const;
 };
+
+/// States (and the ops on them) exist from iOS18.
+inline constexpr int kFirstIosWithStates = 18;
 
 /// The newest definition of `type` whose opset <= iosVersion (15..18).
 /// Dialect and proto-only ops (opset 0) are found at every version.
 const OpDef *findOp(std::string_view type, int iosVersion);
 /// Every row of the table, in table order.
 std::span<const OpDef> allOps();
+/// The newest row of `type` at any version, or null (for questions whose
+/// answer does not depend on the opset, such as traits).
+const OpDef *findAnyOp(std::string_view type);
+/// True if op type `type` has trait `t`; false for unknown ops.
+bool opHasTrait(std::string_view type, OpTrait t);
+/// The names of every op with one of the traits `t`, in table order, each
+/// once, as prose: "read_state, write_state and coreml_update_state" (with
+/// `conjunction` "and").
+std::string opNamesWithTrait(OpTrait t, std::string_view conjunction = "and");
 /// "CoreML5" -> 15 ... "CoreML8" -> 18, "CoreML9" -> 18 (iOS26 adds no ops); 0 if unknown.
 int iosVersionOfOpset(std::string_view opset);
 
