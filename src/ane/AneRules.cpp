@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
 #include "ane/RuleContext.h"
+#include "ops/OpRegistry.h"
 
 #include <algorithm>
 #include <array>
@@ -243,9 +244,7 @@ RawFinding &RuleContext::report(const Operation *op, std::string message) {
 
 namespace {
 
-bool isConstLike(const Operation &op) {
-  return op.type == "const" || op.type.rfind("constexpr_", 0) == 0;
-}
+bool isConstLike(const Operation &op) { return opHasTrait(op.type, OpTrait::ConstLike); }
 
 /// Ops that compute something at run time (everything but constants and
 /// weight decompression).
@@ -358,11 +357,9 @@ bool reaches(const FunctionFacts &f, const Operation &op,
 
 /// The value written into a state by a write op, or null.
 const Value *writtenValue(const Operation &op) {
-  if (op.type == "write_state")
-    return op.inputValue("data");
-  if (op.type == "coreml_update_state")
-    return op.inputValue("value");
-  return nullptr;
+  const OpDef *def = findAnyOp(op.type);
+  const ParamSpec *p = def ? def->writtenValueParam() : nullptr;
+  return p ? op.inputValue(p->name) : nullptr;
 }
 
 std::string stateDesc(const Value *s) { return "state '" + s->name + "' " + s->type.shapeStr(); }
@@ -379,9 +376,10 @@ RawFinding &reportState(RuleContext &ctx, const Value *state, std::string messag
   return f;
 }
 
-/// Ops that only re-view a tensor; traced through when following data.
+/// Ops whose result is still the same data, re-viewed, permuted or cast;
+/// traced through when following data.
 bool isView(const Operation &op) {
-  return oneOf(op.type, {"reshape", "expand_dims", "squeeze", "identity", "cast", "transpose"});
+  return opHasTrait(op.type, OpTrait::View) || op.type == "transpose" || op.type == "cast";
 }
 
 uint64_t elementBytes(DType t) { return std::max(1, dtypeBits(t) / 8); }
@@ -490,7 +488,8 @@ static void checkStateChainWrite(RuleContext &ctx, const Operation *) {
       continue;
     std::unordered_set<const Value *> reads;
     for (const Operation *o : it->second)
-      if ((o->type == "read_state" || o->type == "coreml_update_state") && !o->outputs.empty())
+      if ((opHasTrait(o->type, OpTrait::StateRead) || opHasTrait(o->type, OpTrait::StateWrite)) &&
+          !o->outputs.empty())
         reads.insert(o->output());
     for (const Operation *w : it->second) {
       const Value *v = writtenValue(*w);
@@ -601,10 +600,10 @@ static void checkFp32Compute(RuleContext &ctx, const Operation *op) {
 
 // ANE-DTYPE-002: integer compute and casts are commonly CPU-placed.
 static void checkIntCompute(RuleContext &ctx, const Operation *op) {
-  if (!op || !isCompute(*op) ||
+  if (!op || !isCompute(*op) || opHasTrait(op->type, OpTrait::StateRead) ||
+      opHasTrait(op->type, OpTrait::StateWrite) ||
       oneOf(op->type, {"reduce_argmax", "reduce_argmin", "topk", "argsort", "non_zero", "shape",
-                       "range_1d", "gather", "gather_nd", "gather_along_axis", "read_state",
-                       "coreml_update_state", "write_state", "slice_update"}))
+                       "range_1d", "gather", "gather_nd", "gather_along_axis", "slice_update"}))
     return;
   if (op->type == "cast") {
     if (op->outputs.empty())

@@ -15,15 +15,6 @@
 namespace anefit {
 namespace {
 
-/// The ops that may take a state value, and the parameter that carries it.
-bool isStateParam(std::string_view opType, std::string_view param) {
-  if (opType == "read_state" || opType == "write_state")
-    return param == "input";
-  if (opType == "coreml_update_state")
-    return param == "state";
-  return false;
-}
-
 class ProgramVerifier {
 public:
   explicit ProgramVerifier(Diagnostics &diags, bool scopesOnly = false)
@@ -137,11 +128,6 @@ private:
         if (!visible.count(v))
           error(opName, "parameter '" + in.name + "' uses '%" + v->name +
                             "' before its definition or outside its scope");
-        if (v->type.isState() && !isStateParam(op.type, in.name) && !scopesOnly)
-          error(opName, "state '%" + v->name + "' is used by '" + op.type + "' (parameter '" +
-                            in.name +
-                            "'); only read_state, write_state and coreml_update_state may "
-                            "use a state");
       }
     }
     for (const auto &nested : op.blocks)

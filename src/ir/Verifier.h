@@ -2,9 +2,9 @@
 //
 // The structural rules every MIL program must follow, independent of what
 // each op means: SSA names, definitions before uses, block outputs, op names,
-// where state values may be used, known opsets; and for a model, that its
-// description matches the functions. Op-specific type rules live in
-// ops/OpVerifier.h.
+// known opsets; and for a model, that its description matches the functions.
+// What only the op table knows (parameters, types, which ops may take a
+// state) lives in ops/OpVerifier.h.
 //
 //===----------------------------------------------------------------------===//
 #pragma once

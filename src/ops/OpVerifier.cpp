@@ -27,7 +27,7 @@ bool isConstantBinding(const Binding &b) {
     return b.constant != nullptr;
   const Operation *def = b.value->definingOp;
   // Outputs of constexpr_* ops are constants materialised at load time.
-  return def && (def->type == "const" || def->type.rfind("constexpr_", 0) == 0);
+  return def && opHasTrait(def->type, OpTrait::ConstLike);
 }
 
 const Type *bindingType(const Binding &b) {
@@ -46,7 +46,25 @@ class OpChecker {
 public:
   OpChecker(const Function &fn, Diagnostics &out) : fn(fn), out(out), ios(iosOf(fn)) {}
 
+  /// A state may only be bound to a State parameter of a state op (unknown
+  /// ops included).
+  void checkStateUses(const Operation &op) {
+    const OpDef *def = findAnyOp(op.type);
+    for (const OpInput &in : op.inputs) {
+      const ParamSpec *p = def ? def->param(in.name) : nullptr;
+      if (p && p->kind == ParamKind::State)
+        continue;
+      for (const Binding &b : in.bindings)
+        if (b.value && b.value->type.isState())
+          error(op, "state '%" + b.value->name + "' is used by '" + op.type + "' (parameter '" +
+                        in.name + "'); only " +
+                        opNamesWithTrait(OpTrait::StateRead | OpTrait::StateWrite) +
+                        " may use a state");
+    }
+  }
+
   void check(const Operation &op) {
+    checkStateUses(op);
     const OpDef *def = findOp(op.type, ios);
     if (!def) {
       if (const OpDef *later = findOp(op.type, 18)) {
@@ -129,7 +147,7 @@ private:
         error(op, where + " is a " + t.kindStr() + ", expected a state");
       return;
     }
-    if (p.kind != ParamKind::Tensor)
+    if (p.kind != ParamKind::Tensor || t.isState()) // a state here: checkStateUses
       return;
     if (!t.isTensor()) {
       error(op, where + " is a " + t.kindStr() + ", expected a tensor");
@@ -179,6 +197,16 @@ Diagnostics verifyOps(const Program &program) {
   for (const auto &fn : program.functions) {
     OpChecker checker(*fn, out);
     walk(static_cast<const Block &>(*fn->body), [&](const Operation &op) { checker.check(op); });
+  }
+  return out;
+}
+
+Diagnostics verifyStateUses(const Program &program) {
+  Diagnostics out;
+  for (const auto &fn : program.functions) {
+    OpChecker checker(*fn, out);
+    walk(static_cast<const Block &>(*fn->body),
+         [&](const Operation &op) { checker.checkStateUses(op); });
   }
   return out;
 }

@@ -17,7 +17,13 @@ namespace anefit {
 /// const-only params bound to constants, dtypes allowed, inferred output types compatible with the
 /// declared ones (symbolic/unknown dims compatible with anything) - Error on mismatch naming op,
 /// output, declared and inferred types.
+/// Every state is bound only to a State parameter of a state op (read from
+/// the op table); otherwise an Error naming the op and the parameter.
 Diagnostics verifyOps(const Program &program);
+
+/// Only the state-use check of verifyOps, for a program whose ops need no
+/// other check (a rewrite's result).
+Diagnostics verifyStateUses(const Program &program);
 
 /// Reorders each op's inputs into the registry's parameter order (readers sort alphabetically).
 /// Parameters the registry does not know keep their relative order after the known ones.

@@ -3,6 +3,7 @@
 
 #include "ir/Clone.h"
 #include "ir/Verifier.h"
+#include "ops/OpVerifier.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
 
@@ -69,6 +70,11 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   result.stateMap = std::move(passes.stateMap);
 
   result.verifierDiagnostics = verifyModel(*result.fixed);
+  if (result.verifies() && result.fixed->program) {
+    Diagnostics states = verifyStateUses(*result.fixed->program);
+    result.verifierDiagnostics.insert(result.verifierDiagnostics.end(), states.begin(),
+                                      states.end());
+  }
   if (!result.verifies())
     return result;
   stage("check");

@@ -5,18 +5,20 @@
 //===----------------------------------------------------------------------===//
 #include "transforms/PatternRewriter.h"
 
+#include "ops/OpRegistry.h"
+
 #include <algorithm>
 #include <cassert>
 
 namespace anefit {
 
 bool hasSideEffects(const Operation &op) {
-  if (op.type == "write_state" || op.type == "coreml_update_state")
+  if (opHasTrait(op.type, OpTrait::StateWrite))
     return true;
   for (const auto &nested : op.blocks) {
     bool effect = false;
     walk(static_cast<const Block &>(*nested), [&](const Operation &inner) {
-      if (inner.type == "write_state" || inner.type == "coreml_update_state")
+      if (opHasTrait(inner.type, OpTrait::StateWrite))
         effect = true;
     });
     if (effect)

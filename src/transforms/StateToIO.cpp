@@ -11,6 +11,8 @@
 #include "transforms/PassImpl.h"
 #include "transforms/Patterns.h"
 
+#include "ops/OpRegistry.h"
+
 #include "support/Error.h"
 
 #include <algorithm>
@@ -43,22 +45,13 @@ bool globMatch(std::string_view pattern, std::string_view text) {
   return p == pattern.size();
 }
 
-/// Op types introduced (or redefined) by opset iOS18; while one remains the
-/// program cannot be lowered to iOS17 (reference/mil_ops_by_opset.md).
-const std::set<std::string> kIOS18OnlyOps = {
-    "read_state",
-    "write_state",
-    "coreml_update_state",
-    "slice_update",
-    "scaled_dot_product_attention",
-    "constexpr_blockwise_shift_scale",
-    "constexpr_cast",
-    "constexpr_lut_to_dense",
-    "constexpr_lut_to_sparse",
-    "constexpr_sparse_to_dense",
-    "constexpr_sparse_blockwise_shift_scale",
-    "gru",
-};
+/// True if `type` is defined by iOS18 the way iOS18 programs use it (read from
+/// the op table): while such an op remains, the program cannot be lowered to
+/// iOS17.
+bool needsIos18(const std::string &type) {
+  const OpDef *def = findOp(type, 18);
+  return def && def->requiredIosVersion() >= 18;
+}
 
 /// What we know about one state across the functions of a model.
 struct StateInfo {
@@ -191,25 +184,27 @@ Value *StateToIOPass::rewriteFunction(Function &fn, const std::string &name,
       usesState = usesState || v == state;
     if (!usesState)
       continue;
-    if (op->type == "read_state" && op->inputValue("input") == state) {
+    const OpDef *def = findAnyOp(op->type);
+    const ParamSpec *stateParam = def ? def->stateParam() : nullptr;
+    const ParamSpec *valueParam = def ? def->writtenValueParam() : nullptr;
+    bool onState = stateParam && op->inputValue(stateParam->name) == state;
+    if (onState && def->has(OpTrait::StateRead) && op->outputs.size() == 1) {
       rw.replaceAllUsesWith(op->output(0), current);
       rw.eraseOp(*op);
-    } else if (op->type == "write_state" && op->inputValue("input") == state &&
-               op->inputValue("data")) {
-      current = op->inputValue("data");
-      written = true;
-      rw.eraseOp(*op);
-    } else if (op->type == "coreml_update_state" && op->inputValue("state") == state &&
-               op->inputValue("value") && op->outputs.size() == 1) {
-      current = op->inputValue("value");
-      rw.replaceAllUsesWith(op->output(0), current);
+    } else if (onState && valueParam && op->inputValue(valueParam->name) &&
+               op->outputs.size() <= 1) {
+      // A write (write_state) or an update that also returns the new value
+      // (coreml_update_state).
+      current = op->inputValue(valueParam->name);
+      if (!op->outputs.empty())
+        rw.replaceAllUsesWith(op->output(0), current);
       written = true;
       rw.eraseOp(*op);
     } else {
-      throw InputError::at(
-          origin, fn.name + ": op '" + op->name + "'",
-          "expected read_state, write_state or coreml_update_state to use state '" + name +
-              "', found " + op->type);
+      throw InputError::at(origin, fn.name + ": op '" + op->name + "'",
+                           "expected " +
+                               opNamesWithTrait(OpTrait::StateRead | OpTrait::StateWrite, "or") +
+                               " to use state '" + name + "', found " + op->type);
     }
   }
   if (uses.hasUses(state))
@@ -277,7 +272,7 @@ bool canLowerToIOS17(const Model &model) {
         return false;
     bool ok = true;
     walk(static_cast<const Block &>(*fn->body), [&](const Operation &op) {
-      if (kIOS18OnlyOps.count(op.type))
+      if (needsIos18(op.type))
         ok = false;
       for (const auto &out : op.outputs)
         if (out->type.isTensor() && isSubByte(out->type.dtype()))
