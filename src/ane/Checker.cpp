@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "ane/Checker.h"
 #include "ane/RuleContext.h"
+#include "ir/TorchNames.h"
+#include "ops/OpRegistry.h"
 
 #include "ir/Weights.h"
 #include "support/Error.h"
@@ -59,35 +61,9 @@ bool CheckReport::hasFindingAtLeast(Level threshold) const {
   return false;
 }
 
-std::string torchNodeOf(std::string_view name) {
-  // coremltools names ops after the torch node ("aten_index_put_default_3")
-  // and appends its own suffixes ("_cast_fp16", "_to_fp16").
-  static constexpr std::string_view kPrefixes[] = {"aten_", "aten::", "executorch_",
-                                                   "quantized_decomposed_"};
-  bool torch = false;
-  for (std::string_view p : kPrefixes)
-    torch |= name.rfind(p, 0) == 0;
-  if (!torch)
-    return {};
-  static constexpr std::string_view kSuffixes[] = {"_cast_fp16", "_cast_fp32", "_to_fp16",
-                                                   "_to_fp32", "_cast"};
-  std::string node(name);
-  for (bool again = true; again;) {
-    again = false;
-    for (std::string_view s : kSuffixes)
-      if (node.size() > s.size() && node.compare(node.size() - s.size(), s.size(), s) == 0) {
-        node.resize(node.size() - s.size());
-        again = true;
-      }
-  }
-  return node;
-}
-
 namespace {
 
-bool isConstLike(const Operation &op) {
-  return op.type == "const" || op.type.rfind("constexpr_", 0) == 0;
-}
+bool isConstLike(const Operation &op) { return opHasTrait(op.type, OpTrait::ConstLike); }
 
 double elems(const Type &t) {
   auto n = t.numElements();
@@ -203,7 +179,8 @@ void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> 
     if (!isConstLike(*op)) {
       index[op.get()] = r.ops.size();
       ops.push_back(op.get());
-      r.ops.push_back(OpReport{op->name, op->type, Placement::Ane, {}, estimateFlops(*op)});
+      r.ops.push_back(
+          OpReport{op.get(), op->name, op->type, Placement::Ane, {}, estimateFlops(*op)});
     }
   auto decide = [&](const Operation *op, const RawFinding &f) {
     if (f.effect < Effect::Fallback || f.effect == Effect::WrongNumerics)

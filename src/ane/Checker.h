@@ -57,6 +57,8 @@ struct Finding {
 };
 
 struct OpReport {
+  /// The op in the checked model (valid while that model lives).
+  const Operation *op = nullptr;
   std::string name;
   std::string type;
   Placement placement = Placement::Ane;
@@ -123,9 +125,5 @@ struct CheckReport {
 
 /// Checks `model`. Throws InputError for an unknown CheckOptions::function.
 CheckReport checkModel(const Model &model, const CheckOptions &options = {});
-
-/// The PyTorch node an op name carries (coremltools names ops after the torch
-/// node, e.g. "aten_index_put_default_3"); empty if none.
-std::string torchNodeOf(std::string_view opName);
 
 } // namespace anefit::ane

@@ -3,6 +3,8 @@
 
 #include "ir/AsmParser.h"
 #include "ir/Clone.h"
+#include "ir/TorchNames.h"
+#include "ops/OpRegistry.h"
 #include "support/Error.h"
 
 #include <algorithm>
@@ -39,7 +41,9 @@ double costMs(double flops, double bytes, double gflops, double gbps) {
   return std::max(flops / (gflops * 1e6), bytes / (gbps * 1e6));
 }
 
-bool isConst(const Operation *op) { return op && op->type == "const"; }
+/// Constants and weight decompression: copied into each region that reads
+/// them, never placed.
+bool isConst(const Operation *op) { return op && opHasTrait(op->type, OpTrait::ConstLike); }
 
 /// Every value `op` (and its nested blocks) reads from outside itself.
 void collectOperands(const Operation &op, std::vector<const Value *> &out) {
@@ -95,27 +99,23 @@ FunctionPlan planFunction(const Function &fn, const ane::FunctionReport &fr,
                           const PartitionOptions &options) {
   FunctionPlan plan;
   plan.function = fn.name;
-  std::unordered_map<std::string, const ane::OpReport *> byName;
-  for (const auto &r : fr.ops)
-    byName[r.name] = &r;
-
+  // The checker's per-op placement, in program order, is the starting point.
+  // Its segments are not: an op that blocks the ANE compile sits in an ANE
+  // segment (Core ML puts it there, then the compile fails), while a split
+  // moves it to the CPU.
   std::vector<PlacedOp> ops;
   std::vector<Target> targets;
-  for (const auto &opPtr : fn.body->ops) {
-    const Operation &op = *opPtr;
-    if (isConst(&op))
-      continue;
+  for (const ane::OpReport &r : fr.ops) {
+    if (!r.op || r.op->parentFunction() != &fn)
+      throw InputError("split: the check report of '" + fn.name + "' is not of this model");
     PlacedOp p;
-    p.op = &op;
-    p.bytes = opBytes(op);
-    auto it = byName.find(op.name);
-    if (it != byName.end()) {
-      p.checkerPlacement = it->second->placement;
-      p.flops = it->second->flops;
-      if (p.checkerPlacement != ane::Placement::Ane)
-        for (ane::RuleId id : it->second->rules)
-          p.rules.emplace_back(ane::ruleInfo(id).code);
-    }
+    p.op = r.op;
+    p.bytes = opBytes(*r.op);
+    p.checkerPlacement = r.placement;
+    p.flops = r.flops;
+    if (p.checkerPlacement != ane::Placement::Ane)
+      for (ane::RuleId id : r.rules)
+        p.rules.emplace_back(ane::ruleInfo(id).code);
     targets.push_back(p.checkerPlacement == ane::Placement::Ane ? Target::Ane : Target::Cpu);
     ops.push_back(std::move(p));
   }
@@ -251,50 +251,6 @@ FunctionPlan planFunction(const Function &fn, const ane::FunctionReport &fr,
 
 std::string_view targetName(Target t) { return t == Target::Ane ? "ane" : "cpu"; }
 
-std::string atenOpOf(std::string_view opName) {
-  std::string name(opName);
-  if (name.rfind("aten_", 0) != 0)
-    return "";
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  // coremltools appends dtype casts ("_cast_fp16", "_to_int32") and
-  // uniquing counters ("_3") to torch node names.
-  auto stripCast = [&](std::string_view marker) {
-    size_t at = name.rfind(marker);
-    if (at == std::string::npos || at == 0)
-      return false;
-    if (!dtypeFromName(std::string_view(name).substr(at + marker.size())))
-      return false;
-    name.resize(at);
-    return true;
-  };
-  for (bool changed = true; changed;) {
-    changed = stripCast("_cast_") || stripCast("_to_");
-    size_t u = name.rfind('_');
-    if (u != std::string::npos && u + 1 < name.size() &&
-        std::all_of(name.begin() + u + 1, name.end(), [](char c) { return std::isdigit(c); })) {
-      name.resize(u);
-      changed = true;
-    }
-  }
-  std::string body = name.substr(5);
-  // Overload names of aten ops, longest first (lower case, as ExecuTorch compares them).
-  static constexpr std::array<std::string_view, 21> kOverloads = {
-      "scalar_tensor", "tensor_tensor", "tensor_scalar",
-      "dim_intlist",   "tensor_mode",   "scalar_mode",
-      "using_ints",    "dim_int",       "tensor_out",
-      "scalar_out",    "default",       "tensor",
-      "scalar",        "intlist",       "int",
-      "dim",           "self",          "src",
-      "value",         "str",           "out"};
-  for (std::string_view ov : kOverloads) {
-    std::string suffix = "_" + std::string(ov);
-    if (body.size() > suffix.size() && body.ends_with(suffix))
-      return "aten." + body.substr(0, body.size() - suffix.size()) + "." + std::string(ov);
-  }
-  return "aten." + body + ".default";
-}
-
 Plan makePlan(const Model &model, const ane::CheckReport &report, const PartitionOptions &options) {
   Plan plan;
   plan.modelPath = model.sourcePath;
@@ -348,14 +304,20 @@ std::unique_ptr<Model> extractRegion(const Model &model, const FunctionPlan &pla
   for (const Value *v : region.states)
     mapping[v] = fn->addInput(v->name, v->type);
 
-  // Constants the region reads, copied in their original order.
+  // Constants the region reads (and the constants a constexpr op reads),
+  // copied in their original order.
   std::set<const Operation *> consts;
-  for (const PlacedOp &p : region.ops) {
+  std::vector<const Operation *> work;
+  for (const PlacedOp &p : region.ops)
+    work.push_back(p.op);
+  while (!work.empty()) {
+    const Operation *op = work.back();
+    work.pop_back();
     std::vector<const Value *> operands;
-    collectOperands(*p.op, operands);
+    collectOperands(*op, operands);
     for (const Value *v : operands)
-      if (isConst(v->definingOp))
-        consts.insert(v->definingOp);
+      if (isConst(v->definingOp) && consts.insert(v->definingOp).second)
+        work.push_back(v->definingOp);
   }
   for (const auto &op : src->body->ops)
     if (consts.count(op.get()))

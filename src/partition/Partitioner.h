@@ -101,10 +101,6 @@ struct Plan {
 Plan makePlan(const Model &model, const ane::CheckReport &report,
               const PartitionOptions &options = {});
 
-/// The aten op an op name carries: "aten_index_put_default_3" ->
-/// "aten.index_put.default"; empty if the name carries none.
-std::string atenOpOf(std::string_view opName);
-
 /// Region `r` of `plan` as a model of its own: one function "main" whose
 /// inputs are the region's inputs (and states), whose body copies the region's
 /// ops and the constants they use, and whose outputs are the region's outputs.

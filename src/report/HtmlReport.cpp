@@ -13,6 +13,7 @@
 #include "ane/Report.h"
 #include "io/ModelIO.h"
 #include "io/Package.h"
+#include "ir/TorchNames.h"
 #include "partition/PlanJson.h"
 #include "report/GraphLayout.h"
 #include "report/ProgramGraph.h"
@@ -617,7 +618,7 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
     for (const auto &v : gop.op->outputs)
       out.push_back(Json::array({v->name, v->type.shapeStr()}));
     oj["out"] = out;
-    std::string torch = ane::torchNodeOf(o.name);
+    std::string torch = torchNodeOf(o.name);
     if (!torch.empty())
       oj["tn"] = torch;
     if (!gop.op->outputs.empty()) {

@@ -411,12 +411,6 @@ TEST(AneChecker, UnknownFunctionIsInputError) {
   EXPECT_THROW(checkModel(b.model, CheckOptions{.function = "nope"}), InputError);
 }
 
-TEST(AneChecker, TorchNodeFromOpName) {
-  EXPECT_EQ(torchNodeOf("aten_index_put_default_3"), "aten_index_put_default_3");
-  EXPECT_EQ(torchNodeOf("aten_mul_tensor_7_cast_fp16"), "aten_mul_tensor_7");
-  EXPECT_EQ(torchNodeOf("conv_0"), "");
-}
-
 TEST(AneReport, JsonAndSarifCarryFindings) {
   ProgramBuilder b;
   buildShortConv(b, 2048);
