@@ -9,12 +9,13 @@
 //
 //   anefit-bench --benchmark_filter=read_bandwidth --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz [--threads N] [--steps N]
-//                --benchmark_filter=step --benchmark_format=json
+//                [--isa portable|avx2|best] --benchmark_filter=step --benchmark_format=json
 //
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
 #include "runtime/Interpreter.h"
 #include "runtime/Npy.h"
+#include "runtime/kernels/Lazy.h"
 #include "support/Error.h"
 
 #include <benchmark/benchmark.h>
@@ -153,9 +154,21 @@ int main(int argc, char **argv) {
       args.threads = std::atoi(value().c_str());
     else if (a == "--steps")
       args.steps = std::atoll(value().c_str());
-    else if (a == "-h" || a == "--help") {
+    else if (a == "--isa") {
+      // The weight kernels' instruction set (default: the best the CPU has).
+      std::string isa = value();
+      if (isa == "portable")
+        runtime::setKernelIsaForTesting(runtime::KernelIsa::Portable);
+      else if (isa == "avx2")
+        runtime::setKernelIsaForTesting(runtime::KernelIsa::Avx2);
+      else if (isa != "best") {
+        std::cerr << "anefit-bench: --isa: expected portable, avx2 or best, found '" << isa
+                  << "'\n";
+        return 2;
+      }
+    } else if (a == "-h" || a == "--help") {
       std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz] [--threads N] "
-                   "[--steps N] [--benchmark_* flags]\n";
+                   "[--steps N] [--isa portable|avx2|best] [--benchmark_* flags]\n";
       return 0;
     } else {
       std::cerr << "anefit-bench: unknown argument '" << a << "'\n";

@@ -526,10 +526,11 @@ def run_json(cmd):
     return json.loads(out.stdout)
 
 
-def bench_step(bench, model, feed_npz, threads, steps):
+def bench_step(bench, model, feed_npz, threads, steps, isa):
     """Wall and CPU ms per step (mean of `steps`) and peak RSS of anefit-bench on one model."""
     r = run_json([bench, "--model", model, "--inputs", feed_npz, "--threads", str(threads),
-                  "--steps", str(steps), "--benchmark_filter=^step", "--benchmark_format=json"])
+                  "--steps", str(steps), "--isa", isa, "--benchmark_filter=^step",
+                  "--benchmark_format=json"])
     b = r["benchmarks"][0]
     return b["real_time"], b["cpu_time"], b["peak_rss_bytes"]
 
@@ -558,6 +559,8 @@ def main():
     ap.add_argument("--workdir", help="where to build the models (default: a temp dir)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-baseline", action="store_true", help="skip PyTorch eager")
+    ap.add_argument("--isa", default="best", choices=["best", "avx2", "portable"],
+                    help="instruction set of anefit's weight kernels (default: the best the CPU has)")
     args = ap.parse_args()
     forms = args.forms.split(",")
     threads = [int(t) for t in args.threads.split(",")]
@@ -594,7 +597,8 @@ def main():
     for r in range(args.rounds):
         for t in threads:
             for form in forms:
-                ms, cms, peak = bench_step(bench, built[form][0], feed_npz, t, args.steps)
+                ms, cms, peak = bench_step(bench, built[form][0], feed_npz, t, args.steps,
+                                           args.isa)
                 times[(form, t)].append(ms)
                 cpu[(form, t)].append(cms)
                 rss[form] = max(rss.get(form, 0), peak)
@@ -606,7 +610,7 @@ def main():
                 base_times.append((time.perf_counter() - s) * 1e3)
 
     print(f"\nLFM2-350M decode step, export_llm shape, context {args.context}, position {args.pos}; "
-          f"{args.rounds} rounds of {args.steps} steps, medians")
+          f"{args.rounds} rounds of {args.steps} steps, medians; kernels: {args.isa}")
     print(f"{'form':6s} {'thr':>3s} {'ms/step':>8s} {'CPU ms':>7s} {'weights read':>13s} "
           f"{'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} {'RSS/weights':>11s}")
     for t in threads:

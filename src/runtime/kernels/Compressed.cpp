@@ -29,6 +29,12 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+// GCC 12 reports the AVX-512 intrinsics that start from an undefined register
+// (_mm512_cvtph_ps, _mm512_shuffle_f32x4, ...) as maybe-uninitialized once
+// inlined; the warning is about the header, not this code.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #endif
 
@@ -57,12 +63,22 @@ void loadAsFloat(const Tensor &t, int64_t begin, int64_t n, float *dst) {
     return;
   case DType::I4:
   case DType::U4: {
-    bool sign = t.dtype() == DType::I4;
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t e = begin + i;
-      int v = (p[e >> 1] >> ((e & 1) * 4)) & 0xF;
-      dst[i] = static_cast<float>(sign && v >= 8 ? v - 16 : v);
+    // Two values per byte through a 16-entry table (no branches).
+    float table[16];
+    for (int v = 0; v < 16; ++v)
+      table[v] = static_cast<float>(t.dtype() == DType::I4 && v >= 8 ? v - 16 : v);
+    int64_t i = 0, e = begin;
+    if (n > 0 && (e & 1)) {
+      dst[i++] = table[p[e >> 1] >> 4];
+      ++e;
     }
+    const uint8_t *b = p + (e >> 1);
+    for (; i + 2 <= n; i += 2, ++b) {
+      dst[i] = table[*b & 0xF];
+      dst[i + 1] = table[*b >> 4];
+    }
+    if (i < n)
+      dst[i] = table[*b & 0xF];
     return;
   }
   default:
@@ -79,10 +95,18 @@ void loadIndices(const uint8_t *p, int bits, int64_t begin, int64_t n, uint32_t 
     return;
   }
   if (bits == 4) {
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t e = begin + i;
-      dst[i] = (p[e >> 1] >> ((e & 1) * 4)) & 0xF;
+    int64_t i = 0, e = begin;
+    if (n > 0 && (e & 1)) {
+      dst[i++] = p[e >> 1] >> 4;
+      ++e;
     }
+    const uint8_t *b = p + (e >> 1);
+    for (; i + 2 <= n; i += 2, ++b) {
+      dst[i] = *b & 0xF;
+      dst[i + 1] = *b >> 4;
+    }
+    if (i < n)
+      dst[i] = *b & 0xF;
     return;
   }
   uint32_t mask = (1u << bits) - 1;
@@ -125,32 +149,13 @@ float *scratchFloats(size_t n, int which) {
 
 #if defined(__x86_64__)
 
-/// x permuted for nibbleDot: per 32 elements, the even ones of each half,
-/// then the odd ones: [0,2..14], [1,3..15], [16,18..30], [17,19..31].
-void permuteForNibbles(const float *x, int64_t n, float *xp) {
-  for (int64_t c = 0; c + 32 <= n; c += 32)
-    for (int64_t j = 0; j < 8; ++j) {
-      xp[c + j] = x[c + 2 * j];
-      xp[c + 8 + j] = x[c + 2 * j + 1];
-      xp[c + 16 + j] = x[c + 16 + 2 * j];
-      xp[c + 24 + j] = x[c + 17 + 2 * j];
-    }
-}
+/// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
+constexpr int64_t kPrefetchBytes = 4096;
 
-/// The 16 fp16 values of a nibble table as two byte planes for pshufb: the
-/// low bytes, then the high bytes.
+/// Two 16-byte tables for pshufb, indexed by a nibble.
 struct NibblePlanes {
   uint8_t bytes[32];
 };
-
-NibblePlanes nibblePlanes(const uint16_t *h16) {
-  NibblePlanes p;
-  for (int i = 0; i < 16; ++i) {
-    p.bytes[i] = static_cast<uint8_t>(h16[i] & 0xFF);
-    p.bytes[16 + i] = static_cast<uint8_t>(h16[i] >> 8);
-  }
-  return p;
-}
 
 /// The planes in registers, each repeated in both 128-bit lanes.
 struct NibbleTable {
@@ -162,43 +167,99 @@ __attribute__((target("avx2"))) inline NibbleTable nibbleTable(const NibblePlane
           _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p.bytes + 16)))};
 }
 
-/// acc += table[nibble_i] * xp_i over `chunks` groups of 32 packed nibbles.
-__attribute__((target("avx2,fma,f16c"))) inline __m256
-nibbleDot(const uint8_t *p, const float *xp, int64_t chunks, const NibbleTable &t, __m256 acc) {
+/// x permuted for intNibbleBlock: per 8 elements, the even ones of the first
+/// half then the odd ones: [0,2,4,6,1,3,5,7], [8,10,12,14,9,...], ...
+void permuteForIntNibbles(const float *x, int64_t n, float *xp) {
+  for (int64_t c = 0; c + 32 <= n; c += 32)
+    for (int64_t q = 0; q < 4; ++q)
+      for (int64_t j = 0; j < 4; ++j) {
+        xp[c + 8 * q + j] = x[c + 8 * q + 2 * j];
+        xp[c + 8 * q + 4 + j] = x[c + 8 * q + 2 * j + 1];
+      }
+}
+
+/// dot(v(nibbles), xp) over one group of 32 packed nibbles, as 8 lanes, for
+/// small-integer values v: their fp32 bits are zero below the top two bytes,
+/// so two byte-table shuffles and zero-interleaving build them (no
+/// conversion instructions). `top` holds byte 2 and byte 3 of v(0..15).
+__attribute__((target("avx2,fma"))) inline __m256 intNibbleBlock(const uint8_t *p, const float *xp,
+                                                                 const NibbleTable &top) {
   const __m128i low4 = _mm_set1_epi8(0x0F);
-  for (int64_t c = 0; c < chunks; ++c, p += 16, xp += 32) {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    __m128i lo = _mm_and_si128(b, low4);
-    __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-    __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-    __m256i fl = _mm256_shuffle_epi8(t.lo, n);
-    __m256i fh = _mm256_shuffle_epi8(t.hi, n);
-    __m256i h0 = _mm256_unpacklo_epi8(fl, fh);
-    __m256i h1 = _mm256_unpackhi_epi8(fl, fh);
-    acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h0)), _mm256_loadu_ps(xp), acc);
-    acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1)), _mm256_loadu_ps(xp + 8),
-                          acc);
-    acc =
-        _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h1)), _mm256_loadu_ps(xp + 16), acc);
-    acc = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1)),
-                          _mm256_loadu_ps(xp + 24), acc);
-  }
-  return acc;
+  __m128i b = _mm_loadu_si128((const __m128i *)p);
+  __m128i lo = _mm_and_si128(b, low4);
+  __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+  __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  __m256i b2 = _mm256_shuffle_epi8(top.lo, n), b3 = _mm256_shuffle_epi8(top.hi, n);
+  __m256i u0 = _mm256_unpacklo_epi8(b2, b3), u1 = _mm256_unpackhi_epi8(b2, b3);
+  const __m256i zero = _mm256_setzero_si256();
+  __m256 d =
+      _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, u0)), _mm256_loadu_ps(xp));
+  d = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, u0)), _mm256_loadu_ps(xp + 8),
+                      d);
+  d = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, u1)),
+                      _mm256_loadu_ps(xp + 16), d);
+  return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, u1)),
+                         _mm256_loadu_ps(xp + 24), d);
+}
+
+/// The bytes 1, 2 and 3 of fp32 palette values whose byte 0 is zero (every
+/// fp16 value), one 16-byte plane each.
+struct PalettePlanes {
+  uint8_t bytes[48];
+};
+
+/// a0..a3 += v(nibble_i) * xp_i over one group of 32 nibbles, v read from
+/// three byte planes and assembled by zero-interleaving (xp permuted as for
+/// intNibbleBlock).
+__attribute__((target("avx2,fma"))) inline void paletteChunk(const uint8_t *p, const float *xp,
+                                                             __m256i t1, __m256i t2, __m256i t3,
+                                                             __m256 &a0, __m256 &a1, __m256 &a2,
+                                                             __m256 &a3) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m128i b = _mm_loadu_si128((const __m128i *)p);
+  __m128i lo = _mm_and_si128(b, low4);
+  __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+  __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+  __m256i b1 = _mm256_shuffle_epi8(t1, n), b2 = _mm256_shuffle_epi8(t2, n),
+          b3 = _mm256_shuffle_epi8(t3, n);
+  const __m256i zero = _mm256_setzero_si256();
+  __m256i l0 = _mm256_unpacklo_epi8(zero, b1), l1 = _mm256_unpackhi_epi8(zero, b1);
+  __m256i h0 = _mm256_unpacklo_epi8(b2, b3), h1 = _mm256_unpackhi_epi8(b2, b3);
+  a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(l0, h0)), _mm256_loadu_ps(xp), a0);
+  a1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(l0, h0)), _mm256_loadu_ps(xp + 8),
+                       a1);
+  a2 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(l1, h1)), _mm256_loadu_ps(xp + 16),
+                       a2);
+  a3 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(l1, h1)), _mm256_loadu_ps(xp + 24),
+                       a3);
 }
 
 /// acc += q_i * x_i over n (a multiple of 16) int8 or uint8 values.
 template <bool Signed>
 __attribute__((target("avx2,fma"))) inline __m256 byteDot(const uint8_t *p, const float *x,
                                                           int64_t n, __m256 acc) {
+  __m256 acc1 = _mm256_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
+    if ((i & 63) == 0)
+      _mm_prefetch(reinterpret_cast<const char *>(p + i) + kPrefetchBytes, _MM_HINT_T0);
     __m128i b = _mm_loadu_si128((const __m128i *)(p + i));
     __m256i q0 = Signed ? _mm256_cvtepi8_epi32(b) : _mm256_cvtepu8_epi32(b);
     __m128i b1 = _mm_unpackhi_epi64(b, b);
     __m256i q1 = Signed ? _mm256_cvtepi8_epi32(b1) : _mm256_cvtepu8_epi32(b1);
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q0), _mm256_loadu_ps(x + i), acc);
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1), _mm256_loadu_ps(x + i + 8), acc);
+    acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(q1), _mm256_loadu_ps(x + i + 8), acc1);
   }
-  return acc;
+  return _mm256_add_ps(acc, acc1);
+}
+
+/// Sum of the 16 lanes.
+__attribute__((target("avx512f"))) inline float sum512(__m512 v) {
+  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
+                           _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xEE)));
+  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+  q = _mm_hadd_ps(q, q);
+  q = _mm_hadd_ps(q, q);
+  return _mm_cvtss_f32(q);
 }
 
 /// x permuted for nibbleDot512: per 32 elements the even ones, then the odd.
@@ -210,19 +271,34 @@ void permuteForNibbles512(const float *x, int64_t n, float *xp) {
     }
 }
 
-/// acc += table[nibble_i] * xp_i over `chunks` groups of 32 packed nibbles,
-/// the 16-entry fp32 table in one register.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512
-nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __m512 acc) {
+/// One group of 32 packed nibbles: a0 += table[lo nibbles] * xp[0..15],
+/// a1 += table[hi nibbles] * xp[16..31].
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void
+nibbleChunk512(const uint8_t *p, const float *xp, __m512 table, __m512 &a0, __m512 &a1) {
   const __m128i low4 = _mm_set1_epi8(0x0F);
-  for (int64_t c = 0; c < chunks; ++c, p += 16, xp += 32) {
-    __m128i b = _mm_loadu_si128((const __m128i *)p);
-    __m512i lo = _mm512_cvtepu8_epi32(_mm_and_si128(b, low4));
-    __m512i hi = _mm512_cvtepu8_epi32(_mm_and_si128(_mm_srli_epi16(b, 4), low4));
-    acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo, table), _mm512_loadu_ps(xp), acc);
-    acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi, table), _mm512_loadu_ps(xp + 16), acc);
+  __m128i b = _mm_loadu_si128((const __m128i *)p);
+  __m512i lo = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_and_si128(b, low4));
+  __m512i hi = _mm512_maskz_cvtepu8_epi32(0xFFFF, _mm_and_si128(_mm_srli_epi16(b, 4), low4));
+  a0 = _mm512_fmadd_ps(_mm512_maskz_permutexvar_ps(0xFFFF, lo, table), _mm512_loadu_ps(xp), a0);
+  a1 =
+      _mm512_fmadd_ps(_mm512_maskz_permutexvar_ps(0xFFFF, hi, table), _mm512_loadu_ps(xp + 16), a1);
+}
+
+/// a += table[nibble_i] * xp_i over `chunks` groups of 32 packed nibbles,
+/// the 16-entry fp32 table in one register, into four independent
+/// accumulators (one chain would wait on the FMA latency).
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void
+nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __m512 &a0,
+             __m512 &a1, __m512 &a2, __m512 &a3) {
+  int64_t c = 0;
+  for (; c + 2 <= chunks; c += 2, p += 32, xp += 64) {
+    if ((c & 3) == 0)
+      _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
+    nibbleChunk512(p, xp, table, a0, a1);
+    nibbleChunk512(p + 16, xp + 32, table, a2, a3);
   }
-  return acc;
+  if (c < chunks)
+    nibbleChunk512(p, xp, table, a0, a1);
 }
 
 __attribute__((target("avx2"))) inline float hsum(__m256 v) {
@@ -325,10 +401,14 @@ protected:
       int64_t e = begin + i, row = e / last, c = e % last;
       int64_t end = std::min(n - i, last - c);
       int64_t base = rows_.rowBase(row);
-      for (int64_t k = 0; k < end; ++k) {
-        int64_t p = base + (c + k) / rows_.lastBlock;
-        float v = dst[i + k] - (offsetF_.empty() ? 0.0f : offsetF_[p]);
-        dst[i + k] = v * scaleF_[p];
+      // Block by block: one scale (and offset) per run of columns.
+      for (int64_t k = 0; k < end;) {
+        int64_t blk = (c + k) / rows_.lastBlock;
+        int64_t stop = std::min(end, (blk + 1) * rows_.lastBlock - c);
+        float sc = scaleF_[base + blk], of = offsetF_.empty() ? 0.0f : offsetF_[base + blk];
+        for (float *d = dst + i + k, *e2 = dst + i + stop; d < e2; ++d)
+          *d = (*d - of) * sc;
+        k = stop;
       }
       i += end;
     }
@@ -373,15 +453,21 @@ private:
                                                              const float *x, int64_t ldx, int64_t m,
                                                              float *y, int64_t ldy, int64_t r0,
                                                              int64_t r1) const {
-    uint16_t values[16];
-    for (int v = 0; v < 16; ++v)
-      values[v] = floatToHalf(static_cast<float>(isSigned && v >= 8 ? v - 16 : v));
-    NibbleTable table = nibbleTable(nibblePlanes(values));
+    // The top two bytes of fp32(v) for every nibble value.
+    NibblePlanes planes;
+    for (int v = 0; v < 16; ++v) {
+      float f = static_cast<float>(isSigned && v >= 8 ? v - 16 : v);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      planes.bytes[v] = static_cast<uint8_t>(bits >> 16);
+      planes.bytes[16 + v] = static_cast<uint8_t>(bits >> 24);
+    }
+    NibbleTable top = nibbleTable(planes);
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
     float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
     float *sums = scratchFloats(static_cast<size_t>(m * nb), 1);
     for (int64_t i = 0; i < m; ++i) {
-      permuteForNibbles(x + i * ldx, cols, xp + i * cols);
+      permuteForIntNibbles(x + i * ldx, cols, xp + i * cols);
       if (!offsetF_.empty())
         blockSums(x + i * ldx, cols, sums + i * nb);
     }
@@ -392,19 +478,46 @@ private:
       const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-          __m256 part = nibbleDot(row + b * chunks * 16, xr + b * chunks * 32, chunks, table,
-                                  _mm256_setzero_ps());
-          acc = _mm256_fmadd_ps(part, _mm256_set1_ps(sc[b]), acc);
+        // Each block's partial dot times its scale, blocks alternating
+        // between two accumulators.
+        __m256 even = _mm256_setzero_ps(), odd = even;
+        int64_t b = 0;
+        for (; b + 2 <= nb; b += 2) {
+          if ((b * chunks & 7) == 0)
+            _mm_prefetch(reinterpret_cast<const char *>(row + b * chunks * 16) + kPrefetchBytes,
+                         _MM_HINT_T0);
+          __m256 p0 = intNibbleBlock(row + b * chunks * 16, xr + b * chunks * 32, top);
+          __m256 p1 = intNibbleBlock(row + (b + 1) * chunks * 16, xr + (b + 1) * chunks * 32, top);
+          for (int64_t c = 1; c < chunks; ++c) {
+            p0 = _mm256_add_ps(
+                p0, intNibbleBlock(row + (b * chunks + c) * 16, xr + (b * chunks + c) * 32, top));
+            p1 = _mm256_add_ps(p1, intNibbleBlock(row + ((b + 1) * chunks + c) * 16,
+                                                  xr + ((b + 1) * chunks + c) * 32, top));
+          }
+          even = _mm256_fmadd_ps(p0, _mm256_set1_ps(sc[b]), even);
+          odd = _mm256_fmadd_ps(p1, _mm256_set1_ps(sc[b + 1]), odd);
         }
-        float r_ = hsum(acc);
+        for (; b < nb; ++b) {
+          __m256 p0 = intNibbleBlock(row + b * chunks * 16, xr + b * chunks * 32, top);
+          for (int64_t c = 1; c < chunks; ++c)
+            p0 = _mm256_add_ps(
+                p0, intNibbleBlock(row + (b * chunks + c) * 16, xr + (b * chunks + c) * 32, top));
+          even = _mm256_fmadd_ps(p0, _mm256_set1_ps(sc[b]), even);
+        }
+        float r_ = hsum(_mm256_add_ps(even, odd));
         if (off)
-          for (int64_t b = 0; b < nb; ++b)
-            r_ -= off[b] * sc[b] * sums[i * nb + b];
+          for (int64_t k = 0; k < nb; ++k)
+            r_ -= off[k] * sc[k] * sums[i * nb + k];
         y[i * ldy + r] = r_;
       }
     }
+  }
+
+  /// Block b's 16 weight values, (q - offset) * scale (exact in fp32).
+  __attribute__((target("avx512f"))) static inline __m512 blockTable(__m512 qs, const float *sc,
+                                                                     const float *off, int64_t b) {
+    __m512 t = off ? _mm512_sub_ps(qs, _mm512_set1_ps(off[b])) : qs;
+    return _mm512_mul_ps(t, _mm512_set1_ps(sc[b]));
   }
 
   /// Each block's 16 weight values ((q - offset) * scale, exact in fp32) in a
@@ -427,13 +540,21 @@ private:
       const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-          __m512 t = off ? _mm512_sub_ps(qs, _mm512_set1_ps(off[b])) : qs;
-          t = _mm512_mul_ps(t, _mm512_set1_ps(sc[b]));
-          acc = nibbleDot512(row + b * chunks * 16, xr + b * chunks * 32, chunks, t, acc);
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        int64_t b = 0;
+        if (chunks == 1) {
+          // Blocks of 32 (the usual group size): two blocks per step, each
+          // into its own accumulators.
+          for (; b + 2 <= nb; b += 2) {
+            nibbleChunk512(row + b * 16, xr + b * 32, blockTable(qs, sc, off, b), a0, a1);
+            nibbleChunk512(row + b * 16 + 16, xr + b * 32 + 32, blockTable(qs, sc, off, b + 1), a2,
+                           a3);
+          }
         }
-        y[i * ldy + r] = _mm512_reduce_add_ps(acc);
+        for (; b < nb; ++b)
+          nibbleDot512(row + b * chunks * 16, xr + b * chunks * 32, chunks,
+                       blockTable(qs, sc, off, b), a0, a1, a2, a3);
+        y[i * ldy + r] = sum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
       }
     }
   }
@@ -496,15 +617,20 @@ public:
         rows_(indexShape_, groups_), matrix_(matrixBlocks(indexShape_, groups_)) {
 #if defined(__x86_64__)
     // fp16 byte planes of the palettes for the fused kernel, when exact.
+    // Palettes of values whose fp32 low byte is zero (every fp16 value)
+    // as byte planes for the AVX2 kernel.
     if (bits_ == 4 && vs_ == 1 && entries_ == 16) {
-      std::vector<uint16_t> half(lut_.size());
       bool exact = true;
+      std::vector<PalettePlanes> planes(lut_.size() / 16);
       for (size_t i = 0; i < lut_.size() && exact; ++i) {
-        half[i] = floatToHalf(lut_[i]);
-        exact = halfToFloat(half[i]) == lut_[i] || std::isnan(lut_[i]);
+        uint32_t bits;
+        std::memcpy(&bits, &lut_[i], 4);
+        exact = (bits & 0xFF) == 0;
+        for (int k = 0; k < 3; ++k)
+          planes[i / 16].bytes[16 * k + i % 16] = static_cast<uint8_t>(bits >> (8 * (k + 1)));
       }
-      for (size_t g = 0; exact && g + 16 <= half.size(); g += 16)
-        planes_.push_back(nibblePlanes(half.data() + g));
+      if (exact)
+        planes_ = std::move(planes);
     }
 #endif
   }
@@ -523,9 +649,13 @@ protected:
         int64_t e = begin + i, row = e / last, c = e % last;
         int64_t end = std::min(n - i, last - c);
         int64_t base = rows_.rowBase(row);
-        for (int64_t k = 0; k < end; ++k) {
-          int64_t g = base + (c + k) / rows_.lastBlock;
-          dst[i + k] = lut_[static_cast<size_t>(g * entries_ + idx[i + k])];
+        // Palette by palette over the row.
+        for (int64_t k = 0; k < end;) {
+          int64_t blk = (c + k) / rows_.lastBlock;
+          int64_t stop = std::min(end, (blk + 1) * rows_.lastBlock - c);
+          const float *pal = lut_.data() + (base + blk) * entries_;
+          for (; k < stop; ++k)
+            dst[i + k] = pal[idx[i + k]];
         }
         i += end;
       }
@@ -573,25 +703,37 @@ protected:
 
 private:
 #if defined(__x86_64__)
-  __attribute__((target("avx2,fma,f16c"))) void fusedNibbles(int64_t cols, const float *x,
-                                                             int64_t ldx, int64_t m, float *y,
-                                                             int64_t ldy, int64_t r0,
-                                                             int64_t r1) const {
+  __attribute__((target("avx2,fma"))) void fusedNibbles(int64_t cols, const float *x, int64_t ldx,
+                                                        int64_t m, float *y, int64_t ldy,
+                                                        int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
     float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
     for (int64_t i = 0; i < m; ++i)
-      permuteForNibbles(x + i * ldx, cols, xp + i * cols);
+      permuteForIntNibbles(x + i * ldx, cols, xp + i * cols);
     const uint8_t *data = indices_.bytes();
     for (int64_t r = r0; r < r1; ++r) {
-      const NibblePlanes *planes = planes_.data() + (r / matrix_.rowBlock) * nb;
+      const PalettePlanes *planes = planes_.data() + (r / matrix_.rowBlock) * nb;
       const uint8_t *row = data + r * cols / 2;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b)
-          acc = nibbleDot(row + b * chunks * 16, xr + b * chunks * 32, chunks,
-                          nibbleTable(planes[b]), acc);
-        y[i * ldy + r] = hsum(acc);
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t b = 0; b < nb; ++b) {
+          __m256i t1 =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)planes[b].bytes));
+          __m256i t2 =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(planes[b].bytes + 16)));
+          __m256i t3 =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(planes[b].bytes + 32)));
+          const uint8_t *p = row + b * chunks * 16;
+          const float *xb = xr + b * chunks * 32;
+          for (int64_t c = 0; c < chunks; ++c) {
+            if ((c & 7) == 0)
+              _mm_prefetch(reinterpret_cast<const char *>(p + c * 16) + kPrefetchBytes,
+                           _MM_HINT_T0);
+            paletteChunk(p + c * 16, xb + c * 32, t1, t2, t3, a0, a1, a2, a3);
+          }
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
       }
     }
   }
@@ -620,16 +762,16 @@ private:
       const uint8_t *row = data + r * cols / 2;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
-        __m512 acc = _mm512_setzero_ps();
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t b = 0; b < nb; ++b)
-          acc = nibbleDot512(row + b * chunks * 16, xr + b * chunks * 32, chunks,
-                             _mm512_loadu_ps(palettes + b * 16), acc);
-        y[i * ldy + r] = _mm512_reduce_add_ps(acc);
+          nibbleDot512(row + b * chunks * 16, xr + b * chunks * 32, chunks,
+                       _mm512_loadu_ps(palettes + b * 16), a0, a1, a2, a3);
+        y[i * ldy + r] = sum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
       }
     }
   }
 
-  std::vector<NibblePlanes> planes_; ///< per palette, for the fused kernel
+  std::vector<PalettePlanes> planes_; ///< per palette, for the AVX2 kernel
 #endif
 };
 

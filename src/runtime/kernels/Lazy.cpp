@@ -74,17 +74,15 @@ std::optional<KernelIsa> forcedIsa;
 
 /// dot(a, b) over n floats.
 float dotPortable(const float *a, const float *b, int64_t n) {
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  // Eight independent sums: compilers turn them into vector lanes.
+  float s[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j)
+      s[j] += a[i + j] * b[i + j];
   for (; i < n; ++i)
-    s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
+    s[0] += a[i] * b[i];
+  return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
 #if defined(__x86_64__)
@@ -110,13 +108,17 @@ __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b
 }
 #endif
 
-float dot(const float *a, const float *b, int64_t n) {
+} // namespace
+
+float dotF32(const float *a, const float *b, int64_t n) {
 #if defined(__x86_64__)
   if (kernelIsa() != KernelIsa::Portable)
     return dotAvx2(a, b, n);
 #endif
   return dotPortable(a, b, n);
 }
+
+namespace {
 
 float *rowBuffer(size_t n) {
   thread_local std::vector<float> buf;
@@ -179,7 +181,7 @@ void CompressedValue::dotRows(int64_t cols, const float *x, int64_t ldx, int64_t
   for (int64_t r = r0; r < r1; ++r) {
     decode(r * cols, cols, row);
     for (int64_t i = 0; i < m; ++i)
-      y[i * ldy + r] = dot(row, x + i * ldx, cols);
+      y[i * ldy + r] = dotF32(row, x + i * ldx, cols);
   }
 }
 

@@ -92,6 +92,9 @@ private:
 /// themselves (iOS18 chains).
 std::shared_ptr<const CompressedValue> compressedValueOf(KernelContext &ctx);
 
+/// dot(a, b) over n floats with the kernels' instruction set.
+float dotF32(const float *a, const float *b, int64_t n);
+
 /// Instruction sets of the weight kernels (fp16 rows, fused compressed rows).
 enum class KernelIsa { Portable, Avx2, Avx512 };
 /// The set the kernels use: the best this CPU has, unless a test chose one.
