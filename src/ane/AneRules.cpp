@@ -355,6 +355,15 @@ bool reaches(const FunctionFacts &f, const Operation &op,
   return false;
 }
 
+/// The state a read/write op touches, or null.
+const Value *stateOperand(const Operation &op) {
+  if (op.type == "read_state" || op.type == "write_state")
+    return op.inputValue("input");
+  if (op.type == "coreml_update_state")
+    return op.inputValue("state");
+  return nullptr;
+}
+
 /// The value written into a state by a write op, or null.
 const Value *writtenValue(const Operation &op) {
   const OpDef *def = findAnyOp(op.type);
@@ -561,6 +570,34 @@ static void checkRuntimeSliceUpdate(RuleContext &ctx, const Operation *op) {
   f.contested = "the same slice_update at a runtime int32 position runs on the ANE through "
                 "classic Core ML when it writes a KV state (Anemll, CoreML-LLM); no public case "
                 "shows a cache carried as input written this way, either way";
+}
+
+// ANE-STATE-007: coremltools#2553 failed writing 128 rows into a KV state per
+// call; 16/32 rows (and Anemll's 64-row prefill) run. That report changed
+// other things too, so the finding is always contested.
+static void checkLargeStateWrite(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "slice_update" || (!isRuntime(*op, "begin") && !isRuntime(*op, "end")))
+    return;
+  const Value *x = op->inputValue("x");
+  while (x && x->definingOp && isView(*x->definingOp))
+    x = x->definingOp->inputValue("x");
+  const Operation *read = x ? x->definingOp : nullptr;
+  const Value *state = read ? stateOperand(*read) : nullptr;
+  const Type *update = paramType(*op, "update");
+  auto us = update ? shapeOf(*update) : std::nullopt;
+  auto xs = x ? shapeOf(x->type) : std::nullopt;
+  if (!state || !us || !xs || us->size() != xs->size())
+    return;
+  int64_t rows = 0;
+  for (size_t i = 0; i < us->size(); ++i)
+    if ((*us)[i] != (*xs)[i])
+      rows = std::max(rows, (*us)[i]);
+  if (rows <= 64)
+    return;
+  RawFinding &f = ctx.report(op, "writes " + std::to_string(rows) + " rows into " +
+                                     stateDesc(state) + " at a runtime position per prediction");
+  f.contested = "coremltools#2553 changed projections, cache rank and head dim along with the "
+                "write size, and Anemll writes 64 rows at a runtime position on the ANE";
 }
 
 /// A cast between fp16 and fp32 that only joins a function input or output to
@@ -803,6 +840,25 @@ static void checkDynamicReshape(RuleContext &ctx, const Operation *op) {
   const Value *shape = op->inputValue("shape");
   ctx.report(op, "reshape target shape" + (shape ? " '" + shape->name + "'" : std::string()) +
                      " is computed at run time");
+}
+
+// ANE-SHAPE-008: coremltools#1909, LayerNorm kept an enumerated-shape model
+// off the ANE; fixed and RangeDim shapes, or no LayerNorm, ran on it.
+static void checkEnumeratedLayerNorm(RuleContext &ctx, const Operation *) {
+  bool enumerated = false;
+  for (const FeatureDescription &fd : ctx.facts.description.inputs)
+    enumerated |= !fd.type.enumeratedShapes.empty();
+  if (!enumerated)
+    return;
+  const Operation *norm = nullptr;
+  walk(*ctx.facts.function->body, [&](const Operation &op) {
+    if (!norm && op.type == "layer_norm")
+      norm = &op;
+  });
+  if (norm)
+    ctx.report(norm, "layer_norm in a function with enumerated input shapes; such a model ran "
+                     "without the ANE")
+        .wholeFunction = true;
 }
 
 static void checkScatterOp(RuleContext &ctx, const Operation *op) {
@@ -1162,6 +1218,35 @@ static void checkPalettizedDepthwise(RuleContext &ctx, const Operation *op) {
   if (idx && (idx->dtype() == DType::U4 || idx->dtype() == DType::I4))
     ctx.report(op, "depthwise conv over " + std::to_string(channels) +
                        " channels with 4-bit palettized weight ('" + def->name + "')");
+}
+
+// ANE-QUANT-003: joint compression (int8 lookup-table entries) sent the
+// dequantize ops off the ANE; fp16 lookup tables stay on it.
+static void checkQuantizedLut(RuleContext &ctx, const Operation *op) {
+  if (!op || op->type != "constexpr_lut_to_dense")
+    return;
+  const Value *lut = op->inputValue("lut");
+  const Type *t = paramType(*op, "lut");
+  bool quantized = (lut && lut->definingOp && lut->definingOp->type.rfind("constexpr_", 0) == 0) ||
+                   (t && (t->dtype() == DType::I8 || t->dtype() == DType::U8));
+  if (!quantized)
+    return;
+  RawFinding &f = ctx.report(op, "lookup table of '" + op->name + "' is itself quantized (" +
+                                     (t ? std::string(dtypeName(t->dtype())) : "?") +
+                                     "); its dequantization leaves the ANE");
+  auto it = op->outputs.empty() ? ctx.facts.users.end() : ctx.facts.users.find(op->output());
+  if (it != ctx.facts.users.end())
+    f.related = it->second;
+}
+
+// ANE-QUANT-004: W8A8 quantize/dequantize: rejected by one iPhone ANE compile,
+// documented by Apple as int8-int8 compute on A17 Pro/M4. Always contested.
+static void checkActivationQuant(RuleContext &ctx, const Operation *op) {
+  if (!op || !oneOf(op->type, {"quantize", "dequantize"}))
+    return;
+  RawFinding &f = ctx.report(op, "'" + op->type + "' quantizes activations (W8A8)");
+  f.contested = "Apple documents int8-int8 activation compute on the Neural Engine of A17 Pro "
+                "and M4; the rejection was one iPhone report";
 }
 
 static std::string gigabytes(uint64_t bytes) {
