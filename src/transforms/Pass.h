@@ -43,6 +43,28 @@ struct PassInfo {
   std::vector<PassOptionInfo> options;
 };
 
+/// One PASS_FIX row of Passes.def: how `anefit fix` picks a pass.
+struct FixUse {
+  std::string_view cliName;
+  /// Options fix runs the pass with ("keep-largest").
+  std::string_view options;
+  /// Rule ids whose blocking findings the pass removes; empty for clean-up.
+  std::vector<std::string_view> removes;
+  bool isCleanup() const { return removes.empty(); }
+  /// "name" or "name{options}".
+  std::string pipelineElement() const;
+};
+
+/// Every PASS_FIX row, in table order.
+const std::vector<FixUse> &fixUses();
+/// The passes that remove rule `ruleId`, in table order (for fix hints).
+std::vector<std::string_view> passesRemoving(std::string_view ruleId);
+/// The pipeline that removes the rules `ruleIds` (the blocking findings of a
+/// model): every pass whose PASS_FIX row names one of them, in table order
+/// with its options, then the clean-up passes; empty when no pass removes
+/// any of them.
+std::string pipelineRemoving(const std::vector<std::string> &ruleIds);
+
 /// Every registered pass, in table order.
 const std::vector<PassInfo> &passRegistry();
 /// The row for `cliName`, or null.

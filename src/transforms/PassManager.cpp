@@ -83,6 +83,70 @@ const std::vector<PassInfo> &passRegistry() {
   return registry;
 }
 
+std::string FixUse::pipelineElement() const {
+  return options.empty() ? std::string(cliName)
+                         : std::string(cliName) + "{" + std::string(options) + "}";
+}
+
+const std::vector<FixUse> &fixUses() {
+  static const std::vector<FixUse> rows = [] {
+    std::vector<std::pair<std::string_view, std::string_view>> ids = {
+#define PASS(Id, CliName, Summary, Description, Before, After) {#Id, CliName},
+#include "transforms/Passes.def"
+    };
+    auto split = [](std::string_view list) {
+      std::vector<std::string_view> out;
+      while (!list.empty()) {
+        size_t comma = list.find(',');
+        out.push_back(list.substr(0, comma));
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      }
+      return out;
+    };
+    std::vector<FixUse> out;
+    auto add = [&](std::string_view id, std::string_view options, std::string_view removes) {
+      for (auto &[i, cli] : ids)
+        if (i == id)
+          out.push_back(FixUse{cli, options, split(removes)});
+    };
+#define PASS_FIX(Id, Options, Removes) add(#Id, Options, Removes);
+#include "transforms/Passes.def"
+    // Table order of the passes, whatever the order of the PASS_FIX rows.
+    std::vector<FixUse> ordered;
+    for (auto &[i, cli] : ids)
+      for (const FixUse &u : out)
+        if (u.cliName == cli)
+          ordered.push_back(u);
+    return ordered;
+  }();
+  return rows;
+}
+
+std::vector<std::string_view> passesRemoving(std::string_view ruleId) {
+  std::vector<std::string_view> out;
+  for (const FixUse &u : fixUses())
+    if (std::find(u.removes.begin(), u.removes.end(), ruleId) != u.removes.end())
+      out.push_back(u.cliName);
+  return out;
+}
+
+std::string pipelineRemoving(const std::vector<std::string> &ruleIds) {
+  std::string pipeline;
+  bool picked = false;
+  for (const FixUse &u : fixUses()) {
+    bool use = u.isCleanup()
+                   ? picked
+                   : std::any_of(ruleIds.begin(), ruleIds.end(), [&](const std::string &r) {
+                       return std::find(u.removes.begin(), u.removes.end(), r) != u.removes.end();
+                     });
+    if (!use)
+      continue;
+    picked = picked || !u.isCleanup();
+    pipeline += (pipeline.empty() ? "" : ",") + u.pipelineElement();
+  }
+  return pipeline;
+}
+
 const PassInfo *findPass(std::string_view cliName) {
   for (const PassInfo &p : passRegistry())
     if (p.cliName == cliName)
