@@ -509,8 +509,11 @@ Value *RuntimeWriteRewriter::mask(const IntElement &e, Operation &at, int64_t n,
   }
   if (split && !p.hi16) {
     // hi = floor(p / B), lo = p - B * hi: scalar int32 math, after which both
-    // halves are exact in fp16 (|hi| <= n / B + 1, 0 <= lo < B).
-    Value *p32 = p.scalar;
+    // halves are exact in fp16 (|hi| <= n / B + 1, 0 <= lo < B). It starts
+    // from the earliest exact value, next to the model's own position math
+    // (ExecuTorch narrows the input to uint16 for its gathers first thing),
+    // so it joins that CPU segment and the late re-widening can go.
+    Value *p32 = p.source;
     Operation &pos = after(p32);
     if (p32->type.dtype() != DType::I32)
       p32 = cast(pos, p32, DType::I32, base + "_int32");
