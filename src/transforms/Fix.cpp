@@ -11,12 +11,27 @@
 
 namespace anefit {
 
+std::vector<std::string> blockingRules(const ane::CheckReport &report) {
+  std::vector<std::string> out;
+  for (const ane::RuleInfo &r : ane::allRules())
+    for (const ane::Finding &f : report.findings)
+      if (f.rule == r.id &&
+          (f.effect == ane::Effect::CompileFail || f.effect == ane::Effect::RuntimeFail)) {
+        out.emplace_back(r.code);
+        break;
+      }
+  return out;
+}
+
 std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before) {
-  return options.passes.empty() ? std::string(kDefaultFixPipeline) : options.passes;
+  if (!options.passes.empty())
+    return options.passes;
+  return pipelineRemoving(blockingRules(before));
 }
 
 runtime::Comparison compareRewrite(const Model &original, const Model &fixed, const StateMap &map,
-                                   int64_t steps, uint64_t seed, runtime::Tolerance tolerance) {
+                                   int64_t steps, uint64_t seed, runtime::Tolerance tolerance,
+                                   runtime::Precision precision) {
   runtime::Comparison cmp(tolerance);
   std::mt19937_64 rng(seed);
   for (const auto &fnPtr : original.program->functions) {
@@ -28,7 +43,9 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
     // The original keeps every state in the interpreter; the fixed model
     // keeps only the states it did not move, the others go around the host
     // loop of the state map.
-    runtime::Stepper so(fo), sf(*ff, runtime::carriesFromStateMap(map, *ff));
+    runtime::StepperOptions run;
+    run.run.precision = precision;
+    runtime::Stepper so(fo, {}, run), sf(*ff, runtime::carriesFromStateMap(map, *ff), run);
     for (int64_t step = 0; step < steps; ++step) {
       runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng);
       std::vector<runtime::NamedTensor> outO = so.step(inputs);
@@ -61,8 +78,13 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
 
   stage("rewrite");
   result.pipeline = fixPipeline(options, result.before);
+  if (options.passes.empty())
+    for (const std::string &rule : blockingRules(result.before))
+      if (!passesRemoving(rule).empty())
+        result.pickedFor.push_back(rule);
   PassManager pm;
-  pm.addPipeline(result.pipeline);
+  if (!result.pipeline.empty())
+    pm.addPipeline(result.pipeline);
   result.fixed = cloneModel(model);
   PassResult passes = pm.run(*result.fixed);
   result.changes = std::move(passes.changes);
@@ -90,7 +112,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   v.steps = options.steps;
   try {
     v.comparison = compareRewrite(model, *result.fixed, result.stateMap, options.steps,
-                                  options.seed, options.tolerance);
+                                  options.seed, options.tolerance, options.precision);
     v.status =
         v.comparison.ok() ? FixVerification::Status::Same : FixVerification::Status::Different;
   } catch (const InputError &e) {

@@ -41,7 +41,8 @@ enum class FixVerify {
 inline constexpr uint64_t kAutoVerifyWeightBytes = uint64_t(2) << 30;
 
 struct FixOptions {
-  /// Pass pipeline (Pass.h syntax); empty runs kDefaultFixPipeline.
+  /// Pass pipeline (Pass.h syntax); empty picks the passes from the model's
+  /// blocking findings (fixPipeline).
   std::string passes;
   FixVerify verify = FixVerify::Auto;
   /// Prediction steps compared, states carried between them (>= 1).
@@ -49,6 +50,9 @@ struct FixOptions {
   /// Seed of the random inputs of the comparison.
   uint64_t seed = 0;
   runtime::Tolerance tolerance{1e-4, 1e-3};
+  /// Interpreter precision of the comparison (fp16: every float op result
+  /// rounded to fp16, as the ANE computes).
+  runtime::Precision precision = runtime::Precision::FP32;
   /// Called as each stage starts ("check", "rewrite", "verify"); may be empty.
   std::function<void(std::string_view stage)> progress;
 };
@@ -71,8 +75,12 @@ struct FixVerification {
 struct FixResult {
   /// The rewritten copy (the input model is never changed).
   std::unique_ptr<Model> fixed;
-  /// The pipeline that ran.
+  /// The pipeline that ran (empty: no pass was picked).
   std::string pipeline;
+  /// Without FixOptions::passes: the rules of the model's blocking findings
+  /// (compile-fail or runtime-fail, confirmed or at-risk) that the picked
+  /// passes remove, one entry per rule; empty with FixOptions::passes.
+  std::vector<std::string> pickedFor;
   /// One line per change the passes made, and their notes and warnings.
   std::vector<std::string> changes;
   Diagnostics diagnostics;
@@ -93,8 +101,14 @@ struct FixResult {
   }
 };
 
+/// The blocking findings of `report` (compile-fail or runtime-fail,
+/// confirmed or at-risk): their rule ids, each once, in table order.
+std::vector<std::string> blockingRules(const ane::CheckReport &report);
+
 /// The pipeline fixModel runs for `options` on a model whose check report is
-/// `before`.
+/// `before`: FixOptions::passes when given; else the passes whose PASS_FIX
+/// row in Passes.def removes a blocking rule of `before` (pipelineRemoving),
+/// empty when none does.
 std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before);
 
 /// Rewrites a copy of `model` for the ANE and proves it. Throws InputError on
@@ -108,6 +122,7 @@ FixResult fixModel(const Model &model, const FixOptions &options = {});
 /// against the fixed model's output). Throws InputError when the
 /// interpreter cannot run either model or a function is missing.
 runtime::Comparison compareRewrite(const Model &original, const Model &fixed, const StateMap &map,
-                                   int64_t steps, uint64_t seed, runtime::Tolerance tolerance);
+                                   int64_t steps, uint64_t seed, runtime::Tolerance tolerance,
+                                   runtime::Precision precision = runtime::Precision::FP32);
 
 } // namespace anefit

@@ -126,10 +126,6 @@ struct PipelineElement {
 /// the first problem.
 std::vector<PipelineElement> parsePipeline(std::string_view text);
 
-/// The pipeline `anefit fix` runs when --passes is not given.
-inline constexpr std::string_view kDefaultFixPipeline =
-    "state-to-io{keep-largest},canonicalize,dce";
-
 /// Runs passes in order on a model.
 class PassManager {
 public:

@@ -368,16 +368,31 @@ std::string passesMarkdown() {
   os << "# Passes\n\n"
      << "<!-- Generated from src/transforms/Passes.def; do not edit. Regenerate with\n"
      << "     ANEFIT_UPDATE_DOCS=1 anefit-unit-transforms --gtest_filter=Docs.* -->\n\n"
-     << "Passes rewrite a model. `anefit fix` runs the pipeline `" << kDefaultFixPipeline
-     << "` unless `--passes` names another; `anefit-opt --passes` runs any pipeline on MIL "
+     << "Passes rewrite a model. Without `--passes`, `anefit fix` checks the model and runs "
+     << "only the passes that remove one of its blocking findings (compile-fail or "
+     << "runtime-fail, confirmed or at-risk), with the options below, in table order, then "
+     << "the clean-up passes; a model with no such finding is left as it is. `--passes` "
+     << "names the pipeline instead, and `anefit-opt --passes` runs any pipeline on MIL "
      << "text. A pipeline is a comma-separated list of pass names, each optionally followed "
      << "by options in braces separated by spaces: `state-to-io{keep-largest "
      << "output-suffix=_next},canonicalize,dce`. A bare option name sets a flag; list values "
      << "are comma-separated (`states=conv_*,kv`). Passes never rename existing function "
      << "outputs.\n\n"
-     << "| pass | summary |\n| --- | --- |\n";
-  for (const PassInfo &p : passRegistry())
-    os << "| [`" << p.cliName << "`](#" << p.cliName << ") | " << p.summary << " |\n";
+     << "| pass | summary | `anefit fix` runs it for | with |\n| --- | --- | --- | --- |\n";
+  for (const PassInfo &p : passRegistry()) {
+    std::string rules = "-", with = "-";
+    for (const FixUse &u : fixUses())
+      if (u.cliName == p.cliName) {
+        rules.clear();
+        for (std::string_view r : u.removes)
+          rules += (rules.empty() ? "" : ", ") + std::string(r);
+        if (rules.empty())
+          rules = "clean-up after any pass it picked";
+        with = u.options.empty() ? "-" : "`" + std::string(u.options) + "`";
+      }
+    os << "| [`" << p.cliName << "`](#" << p.cliName << ") | " << p.summary << " | " << rules
+       << " | " << with << " |\n";
+  }
   for (const PassInfo &p : passRegistry()) {
     os << "\n## " << p.cliName << "\n\n" << p.summary << ".\n\n" << p.description << "\n";
     if (!p.options.empty()) {

@@ -32,6 +32,7 @@ struct FixCliOptions {
   double atol = 1e-4;
   double rtol = 1e-3;
   bool force = false;
+  std::string precision = "fp32";
 };
 
 /// "main: ane-fails, 231/240 ops on the ANE, 5 states, 2 compile/runtime-fail
@@ -85,9 +86,19 @@ int runFix(const FixCliOptions &opts) {
   options.steps = opts.steps;
   options.seed = opts.seed;
   options.tolerance = {opts.atol, opts.rtol};
+  options.precision = runtime::parsePrecision(opts.precision);
   FixResult result = fixModel(*original, options);
 
   std::cout << "fix: " << opts.model << " -> " << opts.output << "\n";
+  if (opts.passes.empty()) {
+    std::string rules;
+    for (const std::string &r : result.pickedFor)
+      rules += (rules.empty() ? "" : ", ") + r;
+    std::cout << "  passes: "
+              << (result.pipeline.empty() ? std::string("none (no blocking finding a pass removes)")
+                                          : result.pipeline + " (for " + rules + ")")
+              << "\n";
+  }
   if (result.changes.empty())
     std::cout << "  no changes\n";
   for (const std::string &c : result.changes)
@@ -117,9 +128,9 @@ int runFix(const FixCliOptions &opts) {
   case FixVerification::Status::Different: {
     char buf[200];
     std::snprintf(buf, sizeof buf,
-                  "verify: %lld steps, %zu values compared, max abs diff %.3g (atol %g, rtol %g)",
+                  "verify: %lld steps, %zu values compared, max abs diff %.3g (atol %g, rtol %g%s)",
                   (long long)v.steps, v.comparison.compared(), v.comparison.maxAbsDiff(), opts.atol,
-                  opts.rtol);
+                  opts.rtol, options.precision == runtime::Precision::FP16 ? ", fp16 mode" : "");
     std::cout << buf << (v.comparison.ok() ? ": same outputs\n" : ": DIFFERENT\n");
     if (!v.comparison.ok()) {
       std::cerr << "anefit: error: the fixed model differs from the original: "
@@ -149,7 +160,7 @@ int runFix(const FixCliOptions &opts) {
 void registerFix(CLI::App &parent, VerbResult &result) {
   auto opts = std::make_shared<FixCliOptions>();
   CLI::App *cmd = parent.add_subcommand(
-      "fix", "Rewrite a model so the ANE takes it: Core ML states become inputs/outputs");
+      "fix", "Rewrite a model so the ANE takes it: the passes that remove its blocking findings");
   cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("-o,--output", opts->output,
                   "where to write the fixed model: " + formatExtensionsText(true))
@@ -157,7 +168,8 @@ void registerFix(CLI::App &parent, VerbResult &result) {
   cmd->add_flag("--force", opts->force,
                 "Replace the output (and its state map) if it exists (never the input)");
   cmd->add_option("--passes", opts->passes,
-                  "pass pipeline (default: " + std::string(kDefaultFixPipeline) + ")");
+                  "pass pipeline (default: the passes that remove the model's blocking "
+                  "findings; docs/passes.md)");
   cmd->add_flag("--verify", opts->verify,
                 "run original and fixed models in the interpreter and compare (default: on "
                 "when the weights are under 2 GB)");
@@ -166,6 +178,9 @@ void registerFix(CLI::App &parent, VerbResult &result) {
   cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)");
   cmd->add_option("--atol", opts->atol, "absolute tolerance of the comparison (default 1e-4)");
   cmd->add_option("--rtol", opts->rtol, "relative tolerance of the comparison (default 1e-3)");
+  cmd->add_option("--precision", opts->precision,
+                  "interpreter precision of the comparison: fp32 (default) or fp16 (every float "
+                  "op rounded to fp16, as the ANE computes)");
   cmd->footer("Passes:\n" + passHelpText() +
               "The state map (OUT.statemap.json, also in the model's metadata under "
               "com.anefit.statemap) tells the host which output feeds which input; see "

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
+#include "io/ModelIO.h"
+#include "transforms/Fix.h"
 #include "transforms/Pass.h"
 
 #include <gtest/gtest.h>
@@ -54,6 +56,41 @@ TEST(FixSelection, NamesThePassForAHint) {
   EXPECT_EQ(passesRemoving("ANE-STATE-001"), std::vector<std::string_view>{"state-to-io"});
   EXPECT_EQ(passesRemoving("ANE-ATTN-001"), std::vector<std::string_view>{"decompose-sdpa"});
   EXPECT_TRUE(passesRemoving("ANE-DTYPE-002").empty());
+}
+
+std::unique_ptr<Model> load(const std::string &rel) {
+  return loadModel(std::string(ANEFIT_TEST_DATA_DIR) + "/" + rel);
+}
+
+TEST(FixSelection, FixRunsWhatTheFindingsCallFor) {
+  FixOptions options;
+  options.verify = FixVerify::Never;
+  FixResult sdpa = fixModel(*load("lit/transforms/Inputs/two-long-sdpa.mil"), options);
+  EXPECT_EQ(sdpa.pipeline, "decompose-sdpa,canonicalize,dce");
+  EXPECT_EQ(sdpa.pickedFor, std::vector<std::string>{"ANE-ATTN-002"});
+  EXPECT_TRUE(blockingRules(sdpa.after).empty());
+
+  FixResult clean = fixModel(*load("lit/transforms/Inputs/clean.mil"), options);
+  EXPECT_EQ(clean.pipeline, "");
+  EXPECT_TRUE(clean.pickedFor.empty());
+  EXPECT_TRUE(clean.changes.empty());
+
+  options.passes = "dce";
+  FixResult given = fixModel(*load("lit/transforms/Inputs/two-long-sdpa.mil"), options);
+  EXPECT_EQ(given.pipeline, "dce");
+  EXPECT_TRUE(given.pickedFor.empty());
+}
+
+/// fp16 mode rounds every op; the KV blend stays exact there too.
+TEST(FixSelection, VerifiesInFp16Mode) {
+  FixOptions options;
+  options.verify = FixVerify::Always;
+  options.precision = runtime::Precision::FP16;
+  options.tolerance = {0, 0};
+  FixResult r = fixModel(*load("lit/transforms/Inputs/kv-long-context.mil"), options);
+  EXPECT_EQ(r.pipeline, "kv-write-static,canonicalize,dce");
+  EXPECT_EQ(r.verification.status, FixVerification::Status::Same);
+  EXPECT_EQ(r.verification.comparison.maxAbsDiff(), 0.0);
 }
 
 } // namespace
