@@ -83,6 +83,51 @@ std::string_view RuleInfo::settleCheck() const {
          "MLComputePlan deviceUsage(for:) of the flagged ops must prefer the Neural Engine";
 }
 
+std::vector<std::string_view> RuleInfo::fixPasses() const {
+  // Which pass removes which rule is said once, in the pass table; it is read
+  // here as data (the checker does not link the passes).
+  struct Row {
+    std::string_view id, cliName;
+  };
+  static constexpr Row kPasses[] = {
+#define PASS(Id, CliName, Summary, Description, Before, After) {#Id, CliName},
+#include "transforms/Passes.def"
+  };
+  struct FixRow {
+    std::string_view id, removes;
+  };
+  static constexpr FixRow kFixRows[] = {
+#define PASS_FIX(Id, Options, Removes) {#Id, Removes},
+#include "transforms/Passes.def"
+  };
+  std::vector<std::string_view> out;
+  for (const Row &p : kPasses)
+    for (const FixRow &f : kFixRows) {
+      if (f.id != p.id)
+        continue;
+      for (std::string_view list = f.removes; !list.empty();) {
+        size_t comma = list.find(',');
+        if (list.substr(0, comma) == code)
+          out.push_back(p.cliName);
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+      }
+    }
+  return out;
+}
+
+std::string RuleInfo::fixText() const {
+  std::string passes;
+  for (std::string_view p : fixPasses())
+    passes += (passes.empty() ? "" : ",") + std::string(p);
+  if (passes.empty())
+    return std::string(fix);
+  // fix picks passes for blocking findings only; for the others it takes
+  // --passes.
+  if (effect >= Effect::CompileFail)
+    return std::string(fix) + " (`anefit fix` runs " + passes + ")";
+  return std::string(fix) + " (`anefit fix --passes " + passes + "`)";
+}
+
 std::string_view evidencePathName(EvidencePath p) {
   switch (p) {
   case EvidencePath::CoreMl:

@@ -211,7 +211,7 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
       if (!works.empty() && l >= Level::AtRisk)
         out += "  works: " + caseText(works.front()) + "\n";
     }
-    out += "  fix: " + std::string(r.fix) + "\n";
+    out += "  fix: " + r.fixText() + "\n";
   }
   std::map<Level, size_t> counts;
   for (const Finding &f : report.findings)
@@ -332,7 +332,8 @@ std::string renderJson(const CheckReport &report) {
       fj["contradiction"] = f.contradiction;
       fj["settle"] = r.settleCheck();
     }
-    fj["fix"] = r.fix;
+    fj["fix"] = r.fixText();
+    fj["fixPasses"] = r.fixPasses();
     findings.push_back(fj);
   }
   j["findings"] = findings;
@@ -358,7 +359,7 @@ std::string renderSarif(const CheckReport &report) {
                   {{"text", std::string(r.title) + " (" + std::string(effectName(r.effect)) + ", " +
                                 std::string(confidenceName(r.confidence)) +
                                 "). Matches: " + std::string(r.scope) + "."}}},
-                 {"help", {{"text", "Fix: " + std::string(r.fix)}}},
+                 {"help", {{"text", "Fix: " + r.fixText()}}},
                  {"defaultConfiguration", {{"level", sarifLevel(r.effect)}}},
                  {"properties",
                   {{"effect", effectName(r.effect)},
@@ -439,7 +440,8 @@ std::string rulesJson() {
                      {"failEvidence", casesJson(r.failCases())},
                      {"passEvidence", casesJson(r.passCases())},
                      {"settle", r.settleCheck()},
-                     {"fix", r.fix}});
+                     {"fix", r.fixText()},
+                     {"fixPasses", r.fixPasses()}});
   }
   Json j = {{"schema", "anefit.rules/2"}, {"rules", rules}};
   return j.dump(2) + "\n";
@@ -508,7 +510,7 @@ std::string rulesMarkdown(std::string_view corpusSection) {
       md += "- works: " + link(c) + "\n";
     if (r.effect >= Effect::CompileFail)
       md += "- settle an at-risk finding: " + std::string(r.settleCheck()) + "\n";
-    md += "- fix: " + std::string(r.fix) + "\n";
+    md += "- fix: " + r.fixText() + "\n";
   }
   if (!corpusSection.empty())
     md += "\n" + std::string(corpusSection);

@@ -115,7 +115,8 @@ TEST(AneChecker, ShortConvStateFailsForStateReasons) {
   ASSERT_EQ(chain.size(), 1u);
   EXPECT_NE(chain[0]->message.find("concat -> slice_by_index"), std::string::npos)
       << chain[0]->message;
-  EXPECT_NE(std::string(ruleInfo(chain[0]->rule).fix).find("state-to-io"), std::string::npos);
+  EXPECT_NE(ruleInfo(chain[0]->rule).fixText().find("`anefit fix` runs state-to-io"),
+            std::string::npos);
   EXPECT_EQ(chain[0]->torchNode, "aten_copy_default_0");
   const OpReport *read = opNamed(r, "read_state_0");
   ASSERT_TRUE(read);

@@ -58,8 +58,7 @@ TEST(AneFixtures, ShortConvFailsForStateReasons) {
   const Finding &top = r.findings.front();
   EXPECT_GE(top.effect, Effect::CompileFail);
   EXPECT_EQ(ruleInfo(top.rule).code.rfind("ANE-STATE-", 0), 0u) << ruleInfo(top.rule).code;
-  EXPECT_NE(std::string(ruleInfo(top.rule).fix).find("anefit fix --passes state-to-io"),
-            std::string::npos);
+  EXPECT_NE(ruleInfo(top.rule).fixText().find("`anefit fix` runs state-to-io"), std::string::npos);
 }
 
 TEST(AneFixtures, TwoLayerShortConvHasTwoStates) {
