@@ -337,7 +337,7 @@ std::string renderJson(const CheckReport &report) {
     findings.push_back(fj);
   }
   j["findings"] = findings;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 /// error for uncontested failures, warning for at-risk, wrong numerics and
@@ -411,7 +411,7 @@ std::string renderSarif(const CheckReport &report) {
   Json j = {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
             {"version", "2.1.0"},
             {"runs", Json::array({run})}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string rulesText() {
@@ -444,7 +444,7 @@ std::string rulesJson() {
                      {"fixPasses", r.fixPasses()}});
   }
   Json j = {{"schema", "anefit.rules/2"}, {"rules", rules}};
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string rulesMarkdown(std::string_view corpusSection) {

@@ -281,8 +281,17 @@ void saveMilText(const Model &model, const fs::path &path, const OutputOptions &
     printModel(model, printed);
     restore();
     text.write(printed.str());
-    text.commit();
+    // The weights stop being removable before the text that names them can
+    // appear: an interrupt in between leaves an unused weight file, never a
+    // text whose weights are gone.
     weights.keep();
+    try {
+      text.commit();
+    } catch (...) {
+      std::error_code ec;
+      fs::remove(placed, ec);
+      throw;
+    }
     // The old text is gone: so may be its weights, unless something still
     // reads them.
     std::vector<std::string> inputs = trackedInputs();

@@ -399,11 +399,35 @@ std::vector<FlatFile> readFlattenedDirectory(std::span<const uint8_t> payload,
     if (depthLeft == 0 || onPath.count(n))
       throw InputError::at(context, where, "directory tree has a cycle or is too deep");
     const auto &node = nodes[n];
-    int kind = node.value("kind", -1);
+    // Every field is type-checked here: nlohmann's own exceptions would
+    // name neither the file nor the node.
+    auto field = [&](const nlohmann::json &obj, const char *key) -> const nlohmann::json * {
+      auto it = obj.find(key);
+      return it == obj.end() ? nullptr : &*it;
+    };
+    auto unsignedField = [&](const nlohmann::json &obj, const char *key,
+                             const std::string &place) -> uint64_t {
+      const nlohmann::json *v = field(obj, key);
+      if (!v)
+        return 0;
+      if (!v->is_number_unsigned())
+        failExpected(context, place + "." + key, "a non-negative integer", v->type_name());
+      return v->get<uint64_t>();
+    };
+    int kind = -1;
+    if (const nlohmann::json *k = field(node, "kind")) {
+      if (!k->is_number_integer())
+        failExpected(context, where + ".kind", "0 (file) or 1 (directory)", k->type_name());
+      kind = k->get<int64_t>() == 0 ? 0 : k->get<int64_t>() == 1 ? 1 : 2;
+    }
     if (kind == 0) {
-      const auto &region = node.value("dataRegion", nlohmann::json::object());
-      uint64_t off = region.value("offset", uint64_t{0});
-      uint64_t size = region.value("size", uint64_t{0});
+      static const nlohmann::json kNoRegion = nlohmann::json::object();
+      const nlohmann::json *regionField = field(node, "dataRegion");
+      if (regionField && !regionField->is_object())
+        failExpected(context, where + ".dataRegion", "an object", regionField->type_name());
+      const nlohmann::json &region = regionField ? *regionField : kNoRegion;
+      uint64_t off = unsignedField(region, "offset", where + ".dataRegion");
+      uint64_t size = unsignedField(region, "size", where + ".dataRegion");
       if (off > indexStart || size > indexStart - off)
         throw InputError::at(context, where + " ('" + prefix + "')",
                              "data region [" + std::to_string(off) + ", +" + std::to_string(size) +
@@ -412,10 +436,11 @@ std::vector<FlatFile> readFlattenedDirectory(std::span<const uint8_t> payload,
       return;
     }
     if (kind != 1)
-      throw InputError::at(
-          context, where, "expected kind 0 (file) or 1 (directory), found " + std::to_string(kind));
+      throw InputError::at(context, where, "expected kind 0 (file) or 1 (directory)");
     onPath.insert(n);
-    const auto &children = node.value("children", nlohmann::json::object());
+    static const nlohmann::json kNoChildren = nlohmann::json::object();
+    const nlohmann::json *childrenField = field(node, "children");
+    const nlohmann::json &children = childrenField ? *childrenField : kNoChildren;
     if (!children.is_object())
       throw InputError::at(context, where, "expected an object of children");
     for (const auto &[name, child] : children.items()) {

@@ -3,34 +3,45 @@
 // A hand-written lexer and recursive-descent parser for the MIL text form
 // (docs/mil-text.md). Whitespace and line breaks carry no meaning, so both the
 // printer's layout and hand-written text parse. Recursion is bounded by
-// kMaxDepth; every element of a literal costs at least one input character, so
-// allocations are bounded by the size of the text.
+// kMaxDepth (and blocks by kMaxBlockNesting). Memory stays near the size of
+// what is built: tokens are made as the parser asks for them and dropped op
+// by op, lines are at most kMaxLineBytes and a list literal holds at most
+// kMaxLiteralValues values (larger constants are HEX or BLOBFILE).
 //
 //===----------------------------------------------------------------------===//
 #include "ir/AsmParser.h"
 
+#include "ir/Verifier.h"
 #include "support/Error.h"
+#include "support/Text.h"
 
 #include <nlohmann/json.hpp>
 
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <unordered_map>
 
 namespace anefit {
 namespace {
 
-/// Deepest nesting of blocks, types, constants or literal lists accepted.
+/// Deepest nesting of types, constants or literal lists accepted.
 constexpr int kMaxDepth = 64;
+/// Longest line accepted. The printer keeps every line far shorter: large
+/// constants print as HEX split over lines.
+constexpr uint64_t kMaxLineBytes = uint64_t(64) << 20;
+/// Most values in one list literal; larger constants are written as HEX or
+/// BLOBFILE (each literal value costs the parser far more than its text).
+constexpr uint64_t kMaxLiteralValues = uint64_t(1) << 16;
 
 struct Token {
   enum Kind : uint8_t { Eof, Ident, Number, String, ValueRef, Punct };
   Kind kind = Eof;
   std::string text; ///< identifier, number text, unescaped string, value name, or punctuation
-  int line = 0;
-  int col = 0;
+  int64_t line = 0;
+  int64_t col = 0;
 };
 
 bool isIdentStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -38,26 +49,26 @@ bool isDigit(char c) { return c >= '0' && c <= '9'; }
 bool isIdentChar(char c) { return isIdentStart(c) || isDigit(c) || c == '@'; }
 bool isValueNameChar(char c) { return isIdentChar(c) || c == '.'; }
 
-std::string errorAt(const std::string &file, int line, int col, const std::string &message) {
+std::string errorAt(const std::string &file, int64_t line, int64_t col,
+                    const std::string &message) {
   return file + ":" + std::to_string(line) + ":" + std::to_string(col) + ": " + message;
 }
 
-/// Splits the text into tokens; remembers the `// anefit model:` header line.
+/// Splits the text into tokens, one at a time as the parser asks for them;
+/// remembers the `// anefit model:` header line.
 class Lexer {
 public:
   Lexer(std::string_view text, const std::string &file) : text(text), file(file) {}
 
-  std::vector<Token> run() {
-    std::vector<Token> tokens;
-    while (true) {
+  /// The next token; Eof at the end (again on every further call).
+  Token next() {
+    {
       skipSpaceAndComments();
       Token t;
       t.line = line;
       t.col = col;
-      if (pos >= text.size()) {
-        tokens.push_back(t);
-        return tokens;
-      }
+      if (pos >= text.size())
+        return t;
       char c = text[pos];
       if (c == '%') {
         advance();
@@ -110,19 +121,20 @@ public:
                 : "'" + std::string(1, c) + "'";
         fail(t, "unexpected character " + shown);
       }
-      tokens.push_back(std::move(t));
+      return t;
     }
   }
 
   std::string headerJson;
-  int headerLine = 0;
+  int64_t headerLine = 0;
 
 private:
   std::string_view text;
   const std::string &file;
   size_t pos = 0;
-  int line = 1;
-  int col = 1;
+  size_t lineStart = 0;
+  int64_t line = 1;
+  int64_t col = 1;
 
   [[noreturn]] void fail(const Token &at, const std::string &message) {
     throw InputError(errorAt(file, at.line, at.col, message));
@@ -132,8 +144,14 @@ private:
     if (text[pos] == '\n') {
       ++line;
       col = 1;
+      lineStart = pos + 1;
     } else {
       ++col;
+      if (pos - lineStart >= kMaxLineBytes)
+        throw InputError(errorAt(file, line, 1,
+                                 "line longer than " + std::to_string(kMaxLineBytes) +
+                                     " bytes; write large constants as HEX(...) over several "
+                                     "lines or as BLOBFILE(...) in a weight file"));
     }
     ++pos;
   }
@@ -179,7 +197,7 @@ private:
     }
     if (pos < text.size() && (text[pos] == 'e' || text[pos] == 'E')) {
       size_t save = pos;
-      int saveCol = col;
+      int64_t saveCol = col;
       advance();
       if (pos < text.size() && (text[pos] == '+' || text[pos] == '-'))
         advance();
@@ -214,6 +232,9 @@ private:
       char c = text[pos];
       if (c == '"') {
         advance();
+        // Names and string values are UTF-8 in every Core ML format.
+        if (!isUtf8(out))
+          fail(at, "expected UTF-8 text in this string, found bytes that are not UTF-8");
         return out;
       }
       if (c != '\\') {
@@ -283,10 +304,9 @@ using nlohmann::json;
 
 class Parser {
 public:
-  Parser(std::vector<Token> tokens, const std::string &file, const WeightOpener &openWeights,
+  Parser(Lexer &lexer, const std::string &file, const WeightOpener &openWeights,
          const ParseOptions &options, Model &model)
-      : toks(std::move(tokens)), file(file), openWeights(openWeights), options(options),
-        model(model) {}
+      : lexer(lexer), file(file), openWeights(openWeights), options(options), model(model) {}
 
   void parseProgram() {
     model.program = std::make_unique<Program>();
@@ -301,8 +321,13 @@ public:
   }
 
 private:
-  std::vector<Token> toks;
+  Lexer &lexer;
+  /// Tokens lexed but not yet dropped; toks[pos] is the current one. A
+  /// deque keeps references to tokens valid while more are lexed; tokens
+  /// before pos are dropped between ops (compact()), where no one holds them.
+  std::deque<Token> toks;
   size_t pos = 0;
+  bool lexedEof = false;
   const std::string &file;
   const WeightOpener &openWeights;
   const ParseOptions &options;
@@ -316,21 +341,31 @@ private:
   // Token helpers
   //===--------------------------------------------------------------------===//
 
-  const Token &peek(size_t k = 0) const {
+  const Token &peek(size_t k = 0) {
+    while (toks.size() <= pos + k && !lexedEof) {
+      toks.push_back(lexer.next());
+      lexedEof = toks.back().kind == Token::Eof;
+    }
     size_t i = pos + k;
     return i < toks.size() ? toks[i] : toks.back();
   }
   const Token &next() {
-    const Token &t = toks[pos];
-    if (pos + 1 < toks.size())
+    const Token &t = peek();
+    if (t.kind != Token::Eof)
       ++pos;
     return t;
   }
-  bool isPunct(size_t k, std::string_view p) const {
+  /// Drops the tokens already consumed. Only where no reference to one is
+  /// held: before an op or a function.
+  void compact() {
+    toks.erase(toks.begin(), toks.begin() + static_cast<std::ptrdiff_t>(pos));
+    pos = 0;
+  }
+  bool isPunct(size_t k, std::string_view p) {
     return peek(k).kind == Token::Punct && peek(k).text == p;
   }
-  bool isPunct(std::string_view p) const { return isPunct(0, p); }
-  bool isIdent(std::string_view s, size_t k = 0) const {
+  bool isPunct(std::string_view p) { return isPunct(0, p); }
+  bool isIdent(std::string_view s, size_t k = 0) {
     return peek(k).kind == Token::Ident && peek(k).text == s;
   }
   bool consumePunct(std::string_view p) {
@@ -369,7 +404,7 @@ private:
     return next().text;
   }
 
-  void checkDepth(int depth) const {
+  void checkDepth(int depth) {
     if (depth > kMaxDepth)
       fail(peek(), "nesting deeper than " + std::to_string(kMaxDepth) + " levels");
   }
@@ -437,6 +472,7 @@ private:
   }
 
   void parseFunction(Program &p) {
+    compact();
     const Token &nameTok = peek();
     std::string name = parseName("a function name");
     if (p.findFunction(name))
@@ -489,6 +525,9 @@ private:
   /// `NAME[KEY](inputs)[attrs] { ops } -> (outputs)`; returns KEY.
   std::string parseBlock(Block &block, int depth, bool allowKey) {
     checkDepth(depth);
+    // The function body is depth 1; what the writers can write is the limit.
+    if (depth - 1 > kMaxBlockNesting)
+      fail(peek(), "blocks nested deeper than " + std::to_string(kMaxBlockNesting) + " levels");
     parseName("a block such as 'block0() {'");
     std::string key;
     if (allowKey && consumePunct("[")) {
@@ -528,7 +567,7 @@ private:
   }
 
   /// True if the tokens ahead open a nested block: `NAME(%x: ...` or `NAME() {`.
-  bool atBlockHeader() const {
+  bool atBlockHeader() {
     if (peek().kind != Token::Ident && peek().kind != Token::String)
       return false;
     if (!isPunct(1, "("))
@@ -539,6 +578,7 @@ private:
   }
 
   void parseOp(Block &block, int depth) {
+    compact();
     auto op = std::make_unique<Operation>("", "");
     while (peek().kind == Token::ValueRef) {
       auto [vname, type] = parseDeclaration();
@@ -686,9 +726,16 @@ private:
       const Token &t = peek();
       // The last item is the dtype; a symbol cannot end a shape.
       if (t.kind == Token::Ident && isPunct(1, ")")) {
+        const Token &at = peek();
         DType dt = parseDType();
         next();
-        return Type::tensor(dt, std::move(dims));
+        Type type = Type::tensor(dt, std::move(dims));
+        // As the protobuf reader does: a static shape's element count fits.
+        if (type.staticShape() && !type.numElements())
+          fail(at, "shape " + type.shapeStr() +
+                       " has more elements than fit in int64 (the product of its dimensions "
+                       "overflows)");
+        return type;
       }
       if (t.kind == Token::Eof || isPunct(")"))
         fail(t, "expected a dtype such as fp16 or int32, found " + describe(t));
@@ -817,7 +864,7 @@ private:
   }
 
   /// True if the tokens after ':' are a type (not a dictionary value).
-  bool atTypeSuffix() const {
+  bool atTypeSuffix() {
     if (!isPunct(":"))
       return false;
     const Token &t = peek(1);
@@ -882,6 +929,7 @@ private:
       }
     } else {
       isLiteral = true;
+      literalValues = 0;
       Literal lit = parseLiteral(depth);
       std::vector<Dim> shape;
       literalShape(lit, shape, leaves);
@@ -989,15 +1037,21 @@ private:
     ref.store = it->second;
   }
 
+  /// HEX("0a1b" "2c3d" ...): one or more strings of hex digits, so that a
+  /// large constant can be printed over several lines.
   std::vector<uint8_t> parseHex() {
-    const Token &t = peek();
-    if (t.kind != Token::String)
-      fail(t, "expected a string of hex digits, found " + describe(t));
-    next();
+    if (peek().kind != Token::String)
+      fail(peek(), "expected a string of hex digits, found " + describe(peek()));
+    std::vector<uint8_t> out;
+    while (peek().kind == Token::String)
+      appendHex(next(), out);
+    return out;
+  }
+
+  void appendHex(const Token &t, std::vector<uint8_t> &out) {
     if (t.text.size() % 2)
       fail(t, "expected an even number of hex digits, found " + std::to_string(t.text.size()));
-    std::vector<uint8_t> out;
-    out.reserve(t.text.size() / 2);
+    out.reserve(out.size() + t.text.size() / 2);
     for (size_t i = 0; i < t.text.size(); i += 2) {
       int v = 0;
       for (size_t k = 0; k < 2; ++k) {
@@ -1012,8 +1066,10 @@ private:
       }
       out.push_back(static_cast<uint8_t>(v));
     }
-    return out;
   }
+
+  /// Values of the list literal being parsed (bounded by kMaxLiteralValues).
+  uint64_t literalValues = 0;
 
   Literal parseLiteral(int depth) {
     checkDepth(depth);
@@ -1042,6 +1098,9 @@ private:
               "or HEX(...)), found " +
                   describe(t));
     }
+    if (++literalValues > kMaxLiteralValues)
+      fail(t, "a list literal of more than " + std::to_string(kMaxLiteralValues) +
+                  " values; write large constants as HEX(...) or BLOBFILE(...)");
     lit.text = next().text;
     return lit;
   }
@@ -1519,10 +1578,9 @@ std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &
                                       const WeightOpener &openWeights,
                                       const ParseOptions &options) {
   Lexer lexer(text, fileName);
-  std::vector<Token> tokens = lexer.run();
   auto model = std::make_unique<Model>();
   model->sourcePath = fileName;
-  Parser(std::move(tokens), fileName, openWeights, options, *model).parseProgram();
+  Parser(lexer, fileName, openWeights, options, *model).parseProgram();
   if (lexer.headerLine)
     HeaderReader(fileName, lexer.headerLine).read(lexer.headerJson, *model);
   else

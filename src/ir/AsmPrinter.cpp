@@ -239,13 +239,22 @@ std::vector<Dim> nestedShape(const std::vector<int64_t> &shape) {
   return dims;
 }
 
+/// Bytes per line of a long HEX constant: the parser reads lines of at most
+/// 64 MiB; a constant of any size prints as several strings, one per line.
+constexpr size_t kHexBytesPerLine = size_t(1) << 19;
+/// Tensors with more values than this print as HEX: every value of a list
+/// literal costs the parser far more memory than its text.
+constexpr uint64_t kMaxPrintedLiteralValues = 4096;
+
 std::string hexBytes(std::span<const uint8_t> bytes) {
   static const char *hex = "0123456789abcdef";
   std::string s = "HEX(\"";
-  s.reserve(bytes.size() * 2 + 8);
-  for (uint8_t b : bytes) {
-    s += hex[b >> 4];
-    s += hex[b & 15];
+  s.reserve(bytes.size() * 2 + bytes.size() / kHexBytesPerLine * 8 + 8);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    if (i && i % kHexBytesPerLine == 0)
+      s += "\"\n    \"";
+    s += hex[bytes[i] >> 4];
+    s += hex[bytes[i] & 15];
   }
   return s + "\")";
 }
@@ -330,6 +339,8 @@ std::string tensorBody(const Constant &c, std::optional<Type> &inferred) {
   if (!shape || c.bytes.size() != storageBytes(dt, *t.numElements()))
     return hexBytes(c.bytes);
   uint64_t n = static_cast<uint64_t>(*t.numElements());
+  if (n > kMaxPrintedLiteralValues)
+    return hexBytes(c.bytes);
   if (isSubByte(dt)) {
     // Padding bits of the last byte must be zero to print as numbers.
     uint64_t used = n * static_cast<uint64_t>(dtypeBits(dt));

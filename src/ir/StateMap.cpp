@@ -35,7 +35,7 @@ std::string StateMap::toJson(int indent) const {
     j["states"].push_back(std::move(s));
   }
   j["kept_states"] = keptStates;
-  return j.dump(indent);
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 StateMap StateMap::fromJson(const std::string &text, const std::string &origin) {

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "ir/Verifier.h"
 
+#include "support/Text.h"
+
 #include <set>
 #include <unordered_map>
 #include <unordered_set>
@@ -224,29 +226,6 @@ Diagnostics verifyValueScopes(const Program &program) {
 }
 
 namespace {
-
-bool isUtf8(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (len == 0 || i + len > s.size())
-      return false;
-    uint32_t cp = len == 1 ? c : c & (0x7f >> len);
-    for (size_t k = 1; k < len; ++k) {
-      auto d = static_cast<unsigned char>(s[i + k]);
-      if ((d >> 6) != 2)
-        return false;
-      cp = (cp << 6) | (d & 0x3f);
-    }
-    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
-    if ((len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) ||
-        (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-      return false;
-    i += len;
-  }
-  return true;
-}
 
 /// Walks everything a writer writes, stopping at the first problem.
 class WritableChecker {

@@ -112,7 +112,8 @@ std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles
   }
   j["skip_ops_for_coreml_delegation"] = names;
   j["unmappedCpuOps"] = plan.unmappedCpuOps;
-  return j.dump(indent) + (indent >= 0 ? "\n" : "");
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) +
+         (indent >= 0 ? "\n" : "");
 }
 
 } // namespace anefit::partition

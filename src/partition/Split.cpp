@@ -22,6 +22,7 @@ runtime::Comparison compareRegionChain(const Model &model, const FunctionPlan &f
   // must reproduce the original bit for bit.
   runtime::StepperOptions options;
   options.run.precision = runtime::Precision::FP16;
+  options.run.source = model.sourcePath;
   std::vector<const Function *> chain;
   for (const auto &m : regions)
     chain.push_back(m->program->functions.front().get());

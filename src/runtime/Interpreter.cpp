@@ -117,7 +117,11 @@ void StateContext::initialize(const Function &fn) {
     if (!shape)
       throw InputError("function '" + fn.name + "': state '" + in->name + "' of type " +
                        in->type.str() + " has no static shape");
-    states_[in->name] = Tensor::zeros(computeDType(in->type.dtype()), *shape);
+    try {
+      states_[in->name] = Tensor::zeros(computeDType(in->type.dtype()), *shape);
+    } catch (const MemoryBudgetError &e) {
+      throw MemoryBudgetError("function '" + fn.name + "': state '" + in->name + "': " + e.what());
+    }
   }
 }
 
@@ -388,8 +392,8 @@ bool hasEffects(std::string_view type) {
 
 } // namespace
 
-Interpreter::Interpreter(const Function &fn, RunOptions options)
-    : fn_(fn), options_(std::move(options)), plan_(std::make_unique<InterpreterPlan>()) {
+Interpreter::Interpreter(const Function &fn, RunOptions options) try
+    : fn_(fn), options_(options), plan_(std::make_unique<InterpreterPlan>()) {
   InterpreterPlan &plan = *plan_;
   auto addSlot = [&](const Value *v) { plan.slots.emplace(v, plan.numSlots++); };
   for (const auto &in : fn.inputs)
@@ -480,6 +484,12 @@ Interpreter::Interpreter(const Function &fn, RunOptions options)
   plan.folded.resize(plan.numSlots);
   plan.foldTried.assign(plan.steps.size(), 0);
   plan.foldRounded.assign(plan.numSlots, 0);
+} catch (const InputError &e) {
+  // A handler of a constructor's try block sees no members, only the
+  // arguments (copied into options_, not moved, for this).
+  if (options.source.empty())
+    throw;
+  throw InputError(options.source + ": " + e.what());
 }
 
 Interpreter::~Interpreter() = default;
@@ -492,6 +502,29 @@ std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs) {
 }
 
 std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs, StateContext &states) {
+  try {
+    return runSteps(inputs, states);
+  } catch (...) {
+    rethrowWithSource();
+  }
+}
+
+void Interpreter::rethrowWithSource() const {
+  std::string prefix = options_.source.empty() ? "" : options_.source + ": ";
+  try {
+    throw;
+  } catch (const InputError &e) {
+    if (prefix.empty())
+      throw;
+    throw InputError(prefix + e.what());
+  } catch (const std::bad_alloc &) {
+    throw InputError(prefix + "function '" + fn_.name +
+                     "': out of memory (the model needs more than is available; --max-memory "
+                     "sets how much the interpreter may use)");
+  }
+}
+
+std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, StateContext &states) {
   InterpreterPlan &plan = *plan_;
   ThreadScope threads(resolveThreads(options_.threads));
   std::vector<Tensor> env(plan.numSlots);
@@ -564,7 +597,15 @@ std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs, StateContext 
       }
     }
     RunContext ctx(step, si, plan, env, states, options_, options_.foldCacheBytes);
-    step.fn(ctx);
+    try {
+      step.fn(ctx);
+    } catch (const MemoryBudgetError &e) {
+      // Name the op and the function; the file comes from run().
+      ctx.fail(std::string(e.what()) + " (in function '" + fn_.name + "')");
+    } catch (const std::bad_alloc &) {
+      ctx.fail("out of memory (in function '" + fn_.name +
+               "'; --max-memory sets how much the interpreter may use)");
+    }
     for (size_t oi = 0; oi < op.outputs.size(); ++oi) {
       size_t slot = step.outputSlots[oi];
       Tensor &t = env[slot];

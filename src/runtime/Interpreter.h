@@ -42,6 +42,9 @@ struct RunOptions {
   uint64_t foldCacheBytes = uint64_t(2) << 30;
   /// Called after each top-level op with (ops done, total ops); may be empty.
   std::function<void(size_t, size_t)> progress;
+  /// The file the function was read from; every error the interpreter
+  /// raises starts with it ("model.mil: function 'main': op ...").
+  std::string source;
 };
 
 /// Tensors by name (inputs, states).
@@ -103,6 +106,10 @@ public:
   const RunOptions &options() const { return options_; }
 
 private:
+  std::vector<NamedTensor> runSteps(const TensorMap &inputs, StateContext &states);
+  /// Rethrows the error being handled with RunOptions::source in front.
+  [[noreturn]] void rethrowWithSource() const;
+
   const Function &fn_;
   RunOptions options_;
   std::unique_ptr<InterpreterPlan> plan_;

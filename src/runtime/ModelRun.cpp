@@ -26,12 +26,32 @@ int64_t RunInputs::perStepCount() const {
   return perStep.empty() ? 0 : perStep.rbegin()->first + 1;
 }
 
-void RunInputs::addArchive(std::vector<NamedTensor> arrays) {
+void RunInputs::addArchive(std::vector<NamedTensor> arrays, const std::string &from) {
+  if (!from.empty())
+    origin = from;
   for (NamedTensor &nt : arrays) {
     if (auto sk = parseStepKey(nt.name))
       perStep[sk->first][sk->second] = std::move(nt.tensor);
     else
       shared[nt.name] = std::move(nt.tensor);
+  }
+}
+
+void RunInputs::checkSteps(int64_t steps) const {
+  if (perStep.empty())
+    return;
+  int64_t last = perStep.rbegin()->first;
+  std::string key = "step" + std::to_string(last) + "/" + perStep.rbegin()->second.begin()->first;
+  std::string where = origin.empty() ? "inputs" : origin;
+  // With a step count given, later keys are simply not used.
+  if (steps == 0 && static_cast<int64_t>(perStep.size()) != last + 1) {
+    int64_t missing = 0;
+    while (perStep.count(missing))
+      ++missing;
+    throw InputError::at(where, "'" + key + "'",
+                         "steps 0 to " + std::to_string(last) + " have no arrays for step " +
+                             std::to_string(missing) +
+                             "; give every step its arrays, or the step count with --steps");
   }
 }
 
@@ -59,6 +79,7 @@ ModelRun::ModelRun(const Model &model, ModelRunOptions options)
                      "' (functions: " + names + ")");
   }
   desc_ = model.description.describe(fn_->name);
+  options_.inputs.checkSteps(options_.steps);
   int64_t perStep = options_.inputs.perStepCount();
   steps_ = options_.steps ? options_.steps : std::max<int64_t>(perStep, 1);
   stepped_ = steps_ > 1 || perStep > 0;
@@ -73,6 +94,8 @@ ModelRun::ModelRun(const Model &model, ModelRunOptions options)
 
   StepperOptions stepperOptions;
   stepperOptions.run = options_.run;
+  if (stepperOptions.run.source.empty())
+    stepperOptions.run.source = model.sourcePath;
   // Like Core ML's own prediction calls, states keep the interpreter's
   // values between steps; only the reported states are in declared dtype.
   stepperOptions.roundStates = false;

@@ -36,7 +36,14 @@ struct RunInputs {
   /// 1 + the largest k of perStep (0 without per-step inputs).
   int64_t perStepCount() const;
   /// Adds an archive's arrays: "step<k>/NAME" to step k, "NAME" to every step.
-  void addArchive(std::vector<NamedTensor> arrays);
+  /// `origin` names the archive in messages.
+  void addArchive(std::vector<NamedTensor> arrays, const std::string &origin = "");
+  /// Where the per-step arrays came from, for messages.
+  std::string origin;
+  /// Without a step count (`steps` 0) the keys give it, so they must not
+  /// skip a step: one "step999999/x" must not run a million steps. Throws
+  /// InputError naming the archive and the key.
+  void checkSteps(int64_t steps) const;
   /// True if `name` is given for step `step`.
   bool gives(const std::string &name, int64_t step) const;
 };

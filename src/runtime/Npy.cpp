@@ -10,6 +10,7 @@
 #include "support/Error.h"
 #include "support/FileSystem.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -74,7 +75,13 @@ std::string headerValue(const std::string &header, const std::string &key,
 
 uint32_t crc32Of(const uint8_t *data, size_t n) {
 #ifdef ANEFIT_HAVE_ZLIB
-  return static_cast<uint32_t>(::crc32(0L, data, static_cast<uInt>(n)));
+  uLong c = 0;
+  for (size_t done = 0; done < n;) {
+    uInt chunk = static_cast<uInt>(std::min<size_t>(n - done, size_t(1) << 30));
+    c = ::crc32(c, data + done, chunk);
+    done += chunk;
+  }
+  return static_cast<uint32_t>(c);
 #else
   uint32_t c = 0xFFFFFFFFu;
   for (size_t i = 0; i < n; ++i) {
@@ -88,7 +95,43 @@ uint32_t crc32Of(const uint8_t *data, size_t n) {
 
 } // namespace
 
-Tensor parseNpy(std::span<const uint8_t> b, const std::string &where) {
+namespace {
+
+/// Where an .npy's data is and what it holds.
+struct NpyLayout {
+  DType dtype;
+  Shape shape;
+  uint64_t dataOffset = 0; ///< bytes before the data (magic, lengths, header)
+  uint64_t dataBytes = 0;
+};
+
+/// Longest .npy header accepted (numpy writes a few hundred bytes).
+constexpr uint64_t kMaxNpyHeader = uint64_t(1) << 20;
+
+/// Bytes of an .npy that must be at hand to read its layout (the magic and
+/// header length, then the header), given its first `have` bytes; 0 when
+/// `prefix` holds enough. Throws InputError for a bad magic or version.
+uint64_t npyPrefixNeeded(std::span<const uint8_t> prefix, const std::string &where) {
+  static const uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+  if (prefix.size() < 12)
+    return 12;
+  if (std::memcmp(prefix.data(), kMagic, 6) != 0)
+    throw InputError::at(where, "offset 0", "expected the .npy magic \\x93NUMPY, found none");
+  int major = prefix[6];
+  if (major != 1 && major != 2 && major != 3)
+    throw InputError::at(where, "offset 6",
+                         "expected .npy format version 1, 2 or 3, found " + std::to_string(major));
+  uint64_t need = major == 1 ? 10 + uint64_t(le16(&prefix[8])) : 12 + uint64_t(le32(&prefix[8]));
+  if (need - 10 > kMaxNpyHeader)
+    throw InputError::at(where, "npy header",
+                         "expected a header of at most " + std::to_string(kMaxNpyHeader) +
+                             " bytes, found " + std::to_string(need - 10));
+  return prefix.size() >= need ? 0 : need;
+}
+
+/// Reads the layout of an .npy of `total` bytes from its first bytes `b`
+/// (which hold at least the header), checking that the data fits exactly.
+NpyLayout readNpyLayout(std::span<const uint8_t> b, uint64_t total, const std::string &where) {
   static const uint8_t kMagic[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
   if (b.size() < 10 || std::memcmp(b.data(), kMagic, 6) != 0)
     throw InputError::at(where, "offset 0", "expected the .npy magic \\x93NUMPY, found none");
@@ -106,7 +149,7 @@ Tensor parseNpy(std::span<const uint8_t> b, const std::string &where) {
     throw InputError::at(where, "offset 6",
                          "expected .npy format version 1, 2 or 3, found " + std::to_string(major));
   }
-  if (headerLen > b.size() - headerStart)
+  if (headerLen > b.size() - headerStart || headerLen > total - headerStart)
     throw InputError::at(where, "npy header",
                          "header length " + std::to_string(headerLen) + " runs past the end");
   std::string header(reinterpret_cast<const char *>(&b[headerStart]), headerLen);
@@ -154,7 +197,7 @@ Tensor parseNpy(std::span<const uint8_t> b, const std::string &where) {
   }
   // Check the element count against the bytes present before allocating.
   uint64_t itemBytes = static_cast<uint64_t>(dtypeBits(dt->dtype) / 8);
-  uint64_t avail = b.size() - headerStart - headerLen, n = 1;
+  uint64_t avail = total - headerStart - headerLen, n = 1;
   for (int64_t d : shape) {
     if (d != 0 && n > avail / static_cast<uint64_t>(d))
       n = UINT64_MAX;
@@ -167,9 +210,111 @@ Tensor parseNpy(std::span<const uint8_t> b, const std::string &where) {
     throw InputError::at(where, "npy data",
                          "shape " + shapeStr(shape) + " of " + descr + " needs more than the " +
                              std::to_string(avail) + " data bytes present");
-  Tensor t = Tensor::zeros(dt->dtype, shape);
-  if (n)
-    std::memcpy(t.mutableBytes(), &b[headerStart + headerLen], n * itemBytes);
+  return NpyLayout{dt->dtype, shape, headerStart + headerLen, n * itemBytes};
+}
+
+/// Deflated members may expand this much (numpy's savez_compressed of
+/// ordinary data stays far below); beyond kInflateFloor bytes a larger claim
+/// is refused before anything is allocated. Deflate itself allows 1032:1.
+constexpr uint64_t kMaxInflateRatio = 128;
+constexpr uint64_t kInflateFloor = uint64_t(64) << 20;
+
+#ifdef ANEFIT_HAVE_ZLIB
+/// Inflates a deflated .npy member of declared size `usize` straight into
+/// its tensor: the header first, then the data into memory the budget has
+/// granted; never more than declared. Checks the CRC on the way.
+Tensor inflateNpy(std::span<const uint8_t> data, uint64_t usize, uint32_t crc,
+                  const std::string &member) {
+  z_stream zs{};
+  if (inflateInit2(&zs, -15) != Z_OK)
+    throw InputError::at(member, "zip data", "cannot start inflate");
+  struct End {
+    z_stream &zs;
+    ~End() { inflateEnd(&zs); }
+  } end{zs};
+  const uint8_t *in = data.data();
+  uint64_t inLeft = data.size();
+  uint32_t sum = 0;
+  bool finished = false;
+  // Fills exactly `n` bytes at `out` from the stream.
+  auto produce = [&](uint8_t *out, uint64_t n) {
+    uint64_t done = 0;
+    while (done < n) {
+      if (finished)
+        throw InputError::at(member, "zip data",
+                             "deflated member ends after " + std::to_string(zs.total_out) +
+                                 " bytes, before its declared " + std::to_string(usize));
+      uInt chunkIn = static_cast<uInt>(std::min<uint64_t>(inLeft, 1u << 30));
+      uInt chunkOut = static_cast<uInt>(std::min<uint64_t>(n - done, 1u << 30));
+      zs.next_in = const_cast<Bytef *>(in);
+      zs.avail_in = chunkIn;
+      zs.next_out = out + done;
+      zs.avail_out = chunkOut;
+      int rc = inflate(&zs, Z_NO_FLUSH);
+      uint64_t used = chunkIn - zs.avail_in, made = chunkOut - zs.avail_out;
+      in += used;
+      inLeft -= used;
+      if (made)
+        sum = static_cast<uint32_t>(::crc32(sum, out + done, static_cast<uInt>(made)));
+      done += made;
+      if (rc == Z_STREAM_END)
+        finished = true;
+      else if (rc != Z_OK || (used == 0 && made == 0))
+        throw InputError::at(member, "zip data", "deflated member is corrupt");
+    }
+  };
+  std::vector<uint8_t> prefix(12);
+  if (usize < prefix.size())
+    throw InputError::at(member, "npy header",
+                         "expected at least 12 bytes, found " + std::to_string(usize));
+  produce(prefix.data(), prefix.size());
+  if (uint64_t need = npyPrefixNeeded(prefix, member)) {
+    if (need > usize)
+      throw InputError::at(member, "npy header", "header runs past the member's declared size");
+    prefix.resize(need);
+    produce(prefix.data() + 12, need - 12);
+  }
+  NpyLayout layout = readNpyLayout(prefix, usize, member);
+  if (layout.dataOffset + layout.dataBytes != usize)
+    throw InputError::at(member, "npy data",
+                         "the array takes " + std::to_string(layout.dataOffset + layout.dataBytes) +
+                             " bytes but the member declares " + std::to_string(usize));
+  // Past the header, what remains is the data itself.
+  std::vector<uint8_t>().swap(prefix);
+  Tensor t = Tensor::empty(layout.dtype, layout.shape);
+  if (layout.dataBytes)
+    produce(t.mutableBytes(), layout.dataBytes);
+  // Nothing may follow: one more byte would mean the size was a lie.
+  uint8_t extra;
+  if (!finished) {
+    zs.next_in = const_cast<Bytef *>(in);
+    zs.avail_in = static_cast<uInt>(std::min<uint64_t>(inLeft, 1u << 30));
+    zs.next_out = &extra;
+    zs.avail_out = 1;
+    int rc = inflate(&zs, Z_NO_FLUSH);
+    if (rc != Z_STREAM_END || zs.avail_out != 1)
+      throw InputError::at(member, "zip data",
+                           "deflated member is longer than its declared " + std::to_string(usize) +
+                               " bytes, or corrupt");
+  }
+  if (sum != crc)
+    throw InputError::at(member, "zip data", "CRC mismatch");
+  return t;
+}
+#endif
+
+} // namespace
+
+Tensor parseNpy(std::span<const uint8_t> b, const std::string &where) {
+  uint64_t need = npyPrefixNeeded(b, where);
+  if (need > b.size())
+    throw InputError::at(where, "npy header",
+                         "expected " + std::to_string(need) + " header bytes, found " +
+                             std::to_string(b.size()));
+  NpyLayout layout = readNpyLayout(b, b.size(), where);
+  Tensor t = Tensor::empty(layout.dtype, layout.shape);
+  if (layout.dataBytes)
+    std::memcpy(t.mutableBytes(), &b[layout.dataOffset], layout.dataBytes);
   return t;
 }
 
@@ -284,26 +429,22 @@ std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string 
     if (dataStart > b.size() || b.size() - dataStart < csize)
       throw InputError::at(member, "zip data", "member data runs past the end of the archive");
     std::span<const uint8_t> data(&b[dataStart], csize);
-    std::vector<uint8_t> inflated;
+    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
+      name.resize(name.size() - 4);
     if (method == 8) {
 #ifdef ANEFIT_HAVE_ZLIB
-      // The uncompressed size is bounded by deflate's ratio limit, so a
-      // lying header cannot make us allocate without bound.
-      if (usize / 1032 > csize + 1)
-        throw InputError::at(member, "zip data", "uncompressed size is implausible");
-      inflated.resize(usize);
-      z_stream zs{};
-      if (inflateInit2(&zs, -15) != Z_OK)
-        throw InputError::at(member, "zip data", "cannot start inflate");
-      zs.next_in = const_cast<Bytef *>(data.data());
-      zs.avail_in = static_cast<uInt>(csize);
-      zs.next_out = inflated.data();
-      zs.avail_out = static_cast<uInt>(usize);
-      int rc = inflate(&zs, Z_FINISH);
-      inflateEnd(&zs);
-      if (rc != Z_STREAM_END || zs.total_out != usize)
-        throw InputError::at(member, "zip data", "deflated member is corrupt");
-      data = inflated;
+      // The declared size is checked before anything is allocated: against
+      // a ratio no real array needs, then (as the tensor is made) against
+      // the memory budget.
+      if (usize > std::max(kInflateFloor, csize * kMaxInflateRatio))
+        throw InputError::at(member, "zip data",
+                             "a deflated member of " + std::to_string(csize) +
+                                 " bytes claims to inflate to " + std::to_string(usize) +
+                                 " bytes, more than " + std::to_string(kMaxInflateRatio) +
+                                 " times its size; save large arrays with numpy.savez "
+                                 "(uncompressed)");
+      out.push_back({name, inflateNpy(data, usize, crc, member)});
+      continue;
 #else
       throw InputError::at(member, "zip data",
                            "compressed members are not supported; save with numpy.savez "
@@ -318,8 +459,6 @@ std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string 
     }
     if (crc32Of(data.data(), data.size()) != crc)
       throw InputError::at(member, "zip data", "CRC mismatch");
-    if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
-      name.resize(name.size() - 4);
     out.push_back({name, parseNpy(data, member)});
   }
   return out;

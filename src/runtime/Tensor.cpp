@@ -8,11 +8,14 @@
 #include "runtime/Convert.h"
 #include "support/Error.h"
 
+#include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <unordered_map>
 
 namespace anefit::runtime {
@@ -124,6 +127,93 @@ DType computeDType(DType t) {
   return DType::I32;
 }
 
+//===----------------------------------------------------------------------===//
+// MemoryBudget
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::atomic<uint64_t> gBudgetLimit{0}; // 0: not set yet
+std::atomic<uint64_t> gBudgetUsed{0};
+std::atomic<uint64_t> gBudgetPeak{0};
+
+/// A number from a file such as /sys/fs/cgroup/memory.max ("max": none).
+std::optional<uint64_t> readNumberFile(const char *path) {
+  std::FILE *f = std::fopen(path, "r");
+  if (!f)
+    return std::nullopt;
+  char buf[64] = {};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  if (n == 0 || buf[0] < '0' || buf[0] > '9')
+    return std::nullopt;
+  return std::strtoull(buf, nullptr, 10);
+}
+
+/// MemAvailable of /proc/meminfo, in bytes.
+std::optional<uint64_t> memAvailable() {
+  std::FILE *f = std::fopen("/proc/meminfo", "r");
+  if (!f)
+    return std::nullopt;
+  char line[256];
+  std::optional<uint64_t> out;
+  while (std::fgets(line, sizeof line, f))
+    if (std::strncmp(line, "MemAvailable:", 13) == 0) {
+      out = std::strtoull(line + 13, nullptr, 10) * 1024;
+      break;
+    }
+  std::fclose(f);
+  return out;
+}
+
+} // namespace
+
+uint64_t MemoryBudget::defaultLimit() {
+  uint64_t avail = memAvailable().value_or(uint64_t(8) << 30);
+  // A container's own limit counts too (cgroup v2, then v1).
+  std::optional<uint64_t> max = readNumberFile("/sys/fs/cgroup/memory.max");
+  std::optional<uint64_t> cur = readNumberFile("/sys/fs/cgroup/memory.current");
+  if (!max) {
+    max = readNumberFile("/sys/fs/cgroup/memory/memory.limit_in_bytes");
+    cur = readNumberFile("/sys/fs/cgroup/memory/memory.usage_in_bytes");
+  }
+  if (max && *max < (uint64_t(1) << 60))
+    avail = std::min(avail, *max > cur.value_or(0) ? *max - cur.value_or(0) : 0);
+  return std::max<uint64_t>(avail / 4 * 3, uint64_t(64) << 20);
+}
+
+uint64_t MemoryBudget::limit() {
+  uint64_t l = gBudgetLimit.load();
+  if (l == 0) {
+    uint64_t d = defaultLimit();
+    gBudgetLimit.compare_exchange_strong(l, d);
+    l = gBudgetLimit.load();
+  }
+  return l;
+}
+
+void MemoryBudget::setLimit(uint64_t bytes) { gBudgetLimit.store(bytes); }
+uint64_t MemoryBudget::used() { return gBudgetUsed.load(); }
+uint64_t MemoryBudget::peak() { return gBudgetPeak.load(); }
+
+void MemoryBudget::charge(uint64_t bytes, DType dtype, const std::vector<int64_t> &shape) {
+  uint64_t lim = limit();
+  uint64_t used = gBudgetUsed.load();
+  do {
+    if (bytes > lim || used > lim - bytes)
+      throw MemoryBudgetError("a tensor of shape " + shapeStr(shape) + " " +
+                              std::string(dtypeName(dtype)) + " needs " + std::to_string(bytes) +
+                              " bytes; with " + std::to_string(used) +
+                              " in use that exceeds the memory budget of " + std::to_string(lim) +
+                              " bytes (set it with --max-memory)");
+  } while (!gBudgetUsed.compare_exchange_weak(used, used + bytes));
+  uint64_t now = used + bytes, peak = gBudgetPeak.load();
+  while (now > peak && !gBudgetPeak.compare_exchange_weak(peak, now)) {
+  }
+}
+
+void MemoryBudget::release(uint64_t bytes) { gBudgetUsed.fetch_sub(bytes); }
+
 Tensor Tensor::zeros(DType dtype, Shape shape) { return allocate(dtype, std::move(shape), true); }
 
 Tensor Tensor::empty(DType dtype, Shape shape) { return allocate(dtype, std::move(shape), false); }
@@ -136,29 +226,39 @@ Tensor Tensor::allocate(DType dtype, Shape shape, bool zero) {
     if (d < 0)
       throw InputError("tensor shape " + shapeStr(shape) + " has a negative dimension");
     if (d != 0 && n > kMaxTensorBytes / static_cast<uint64_t>(d))
-      throw InputError("tensor shape " + shapeStr(shape) + " is too large");
+      throw MemoryBudgetError("a tensor of shape " + shapeStr(shape) +
+                              " is larger than the per-tensor limit of " +
+                              std::to_string(kMaxTensorBytes) + " bytes");
     n *= static_cast<uint64_t>(d);
   }
   uint64_t bytes = storageBytes(dtype, n);
   if (bytes > kMaxTensorBytes)
-    throw InputError("tensor shape " + shapeStr(shape) + " needs " + std::to_string(bytes) +
-                     " bytes, more than the limit of " + std::to_string(kMaxTensorBytes));
+    throw MemoryBudgetError("a tensor of shape " + shapeStr(shape) + " " +
+                            std::string(dtypeName(dtype)) + " needs " + std::to_string(bytes) +
+                            " bytes, more than the per-tensor limit of " +
+                            std::to_string(kMaxTensorBytes));
   Tensor t;
   t.dtype_ = dtype;
-  t.shape_ = std::move(shape);
-  t.numElements_ = static_cast<int64_t>(n);
   // 64-byte alignment keeps BLAS and vector loops on their fast paths.
   size_t alloc = static_cast<size_t>((bytes + 63) / 64 * 64);
   if (!alloc)
     alloc = 64;
+  MemoryBudget::charge(alloc, dtype, shape);
+  t.shape_ = std::move(shape);
+  t.numElements_ = static_cast<int64_t>(n);
   void *p = BufferPool::get().take(alloc);
-  if (!p)
+  if (!p) {
+    MemoryBudget::release(alloc);
     throw std::bad_alloc();
+  }
   if (zero)
     std::memset(p, 0, alloc);
   else if (alloc > bytes) // the tail past the data, so no uninitialized byte is ever read
     std::memset(static_cast<uint8_t *>(p) + bytes, 0, alloc - bytes);
-  t.owner_ = std::shared_ptr<void>(p, [alloc](void *q) { BufferPool::get().give(q, alloc); });
+  t.owner_ = std::shared_ptr<void>(p, [alloc](void *q) {
+    BufferPool::get().give(q, alloc);
+    MemoryBudget::release(alloc);
+  });
   t.data_ = static_cast<const uint8_t *>(p);
   t.owned_ = true;
   return t;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "support/DType.h"
+#include "support/Error.h"
 
 #include <cstdint>
 #include <memory>
@@ -32,6 +33,38 @@ std::vector<int64_t> stridesOf(const Shape &shape);
 inline constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
 
 class Tensor;
+
+/// The interpreter's memory budget: the bytes of tensor buffers alive at
+/// once. Every buffer is charged in Tensor's one allocation path before it is
+/// allocated, so a shape read from a model or an input (a state of
+/// (1, 2147483648, 2), a split into 10^8 parts) is refused instead of taking
+/// the machine's memory. The limit is process-wide; verbs that run models
+/// set it from --max-memory.
+class MemoryBudget {
+public:
+  /// The limit in bytes. Unless set, 3/4 of the memory available to the
+  /// process when first asked (MemAvailable, and the cgroup's limit).
+  static uint64_t limit();
+  /// Sets the limit; 0 restores the default.
+  static void setLimit(uint64_t bytes);
+  /// Bytes charged now, and the most charged at once so far.
+  static uint64_t used();
+  static uint64_t peak();
+  /// What the default limit would be now.
+  static uint64_t defaultLimit();
+  /// Charges `bytes` for a tensor of `dtype` and `shape`; throws
+  /// MemoryBudgetError (leaving nothing charged) if the limit would be
+  /// passed.
+  static void charge(uint64_t bytes, DType dtype, const std::vector<int64_t> &shape);
+  static void release(uint64_t bytes);
+};
+
+/// An allocation the memory budget refused. The interpreter adds the op it
+/// happened in; verbs add the model file.
+class MemoryBudgetError : public InputError {
+public:
+  using InputError::InputError;
+};
 
 /// Forms of LazyValue (bits, so a kernel parameter can take several).
 enum LazyKind : unsigned {
@@ -58,7 +91,8 @@ public:
   Tensor() = default;
 
   /// A new zero-filled tensor. Throws InputError if the shape is negative or
-  /// the size exceeds kMaxTensorBytes.
+  /// the size exceeds kMaxTensorBytes, MemoryBudgetError if it does not fit
+  /// the memory budget.
   static Tensor zeros(DType dtype, Shape shape);
   /// A new tensor whose bytes the caller overwrites in full (not initialized).
   /// Same checks as zeros.

@@ -138,24 +138,26 @@ extern "C" void removeTempsOnSignal(int sig) {
   ::raise(sig);
 }
 
+/// Installs removeTempsOnSignal for each fatal signal whose action is the
+/// default. Checked at every registration (not once): a child process or a
+/// caller may have reset the action since.
 void installSignalCleanup() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-      struct sigaction old {};
-      if (::sigaction(sig, nullptr, &old) != 0)
-        continue;
-      // Leave a handler or an "ignore" someone else installed alone (an
-      // embedding Python, nohup).
-      if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
-        continue;
-      struct sigaction sa {};
-      sa.sa_handler = removeTempsOnSignal;
-      sigemptyset(&sa.sa_mask);
-      sa.sa_flags = SA_RESETHAND;
-      ::sigaction(sig, &sa, nullptr);
-    }
-  });
+  static std::mutex mutex;
+  std::lock_guard<std::mutex> lock(mutex);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0)
+      continue;
+    // Leave a handler or an "ignore" someone else installed alone (an
+    // embedding Python, nohup).
+    if (old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO))
+      continue;
+    struct sigaction sa {};
+    sa.sa_handler = removeTempsOnSignal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND;
+    ::sigaction(sig, &sa, nullptr);
+  }
 }
 
 /// Registers a temporary for removal on a fatal signal; -1 if the table is

@@ -45,6 +45,7 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
     // loop of the state map.
     runtime::StepperOptions run;
     run.run.precision = precision;
+    run.run.source = original.sourcePath; // errors name the model's file
     runtime::Stepper so(fo, {}, run), sf(*ff, runtime::carriesFromStateMap(map, *ff), run);
     for (int64_t step = 0; step < steps; ++step) {
       runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng);

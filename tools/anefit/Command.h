@@ -26,6 +26,12 @@ int runGuarded(const std::function<int()> &body);
 /// True if stdout is a terminal and NO_COLOR is not set.
 bool useColor();
 
+/// Adds --max-memory SIZE to a verb that runs models in the interpreter.
+void addMaxMemoryOption(CLI::App *cmd, std::string &value);
+/// Sets the interpreter's memory budget from a --max-memory value ("8G",
+/// "512M", "1073741824"); empty keeps the default. Throws InputError.
+void applyMaxMemory(const std::string &value);
+
 /// The --format to use: `format` if given, else the one the -o file's
 /// extension names (.json, .sarif, .html/.htm), else "text".
 std::string formatFor(const std::string &format, const std::string &output);

@@ -33,6 +33,7 @@ struct FixCliOptions {
   double rtol = 1e-3;
   bool force = false;
   std::string precision = "fp32";
+  std::string maxMemory;
 };
 
 /// "main: ane-fails, 231/240 ops on the ANE, 5 states, 2 compile/runtime-fail
@@ -58,13 +59,14 @@ std::string checkSummary(const ane::CheckReport &report) {
 int runFix(const FixCliOptions &opts) {
   if (opts.steps < 1)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
+  applyMaxMemory(opts.maxMemory);
   // The output policy (never an input, an existing output only with
   // --force), checked before the work and again when writing.
   OutputOptions policy;
   policy.force = opts.force;
   policy.allowStream = false;
-  policy.kind = formatInfo(detectFormat(opts.output)).directory ? OutputKind::Directory
-                                                                 : OutputKind::File;
+  policy.kind =
+      formatInfo(detectFormat(opts.output)).directory ? OutputKind::Directory : OutputKind::File;
   policy.alsoAvoid = {opts.model};
   fs::path parent = fs::path(opts.output).parent_path();
   if (!parent.empty())
@@ -167,6 +169,7 @@ void registerFix(CLI::App &parent, VerbResult &result) {
       ->required();
   cmd->add_flag("--force", opts->force,
                 "Replace the output (and its state map) if it exists (never the input)");
+  addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->add_option("--passes", opts->passes,
                   "pass pipeline (default: the passes that remove the model's blocking "
                   "findings; docs/passes.md)");

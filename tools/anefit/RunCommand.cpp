@@ -37,6 +37,7 @@ struct RunCliOptions {
   int threads = 0;
   std::string output;
   bool force = false;
+  std::string maxMemory;
 };
 
 /// Splits "NAME=FILE".
@@ -69,6 +70,7 @@ void printSummary(std::ostream &os, const std::string &name, const Tensor &t) {
 }
 
 int runRun(const RunCliOptions &opts) {
+  applyMaxMemory(opts.maxMemory);
   runtime::ModelRunOptions options;
   options.run.precision = runtime::parsePrecision(opts.precision);
   if (opts.steps < 0)
@@ -79,7 +81,7 @@ int runRun(const RunCliOptions &opts) {
   // from --input, the rest at random with --random.
   options.function = opts.function;
   if (!opts.inputsNpz.empty())
-    options.inputs.addArchive(runtime::readNpz(opts.inputsNpz));
+    options.inputs.addArchive(runtime::readNpz(opts.inputsNpz), opts.inputsNpz);
   for (const std::string &s : opts.inputs) {
     auto [name, file] = splitAssignment(s, "--input");
     options.inputs.shared[name] = runtime::readNpy(file);
@@ -171,6 +173,7 @@ void registerRun(CLI::App &parent, VerbResult &result) {
                   "Write outputs (and states) to an .npz: NAME, or step<k>/NAME and "
                   "step<k>/state/NAME for stepped runs");
   cmd->add_flag("--force", opts->force, "Replace the output file if it exists (never an input)");
+  addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runRun(*opts); }); });
 }

@@ -492,7 +492,7 @@ int showPte(const ShowOptions &opts) {
       }
       j["delegates"].push_back(dj);
     }
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return kExitOk;
   }
   std::cout << "ExecuTorch program: " << opts.model << " (" << pte->fileIdentifier()
@@ -526,7 +526,7 @@ int runShow(const ShowOptions &opts) {
   std::unique_ptr<Model> model = loadModel(opts.model, load);
   Summary s = summarize(*model, opts.model);
   if (opts.json)
-    std::cout << toJson(s).dump(2) << "\n";
+    std::cout << toJson(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else
     printText(s, std::cout);
   return kExitOk;

@@ -29,6 +29,7 @@ struct SplitCliOptions {
   std::string format;
   std::string emitDir;
   bool force = false;
+  std::string maxMemory;
   bool json = false;
   bool skipList = false;
   bool verify = false;
@@ -87,6 +88,7 @@ int runSplit(const SplitCliOptions &o) {
     failExpected("", "--format", "text, json or html", "'" + format + "'");
   if (o.verify && o.emitDir.empty())
     throw InputError("--verify needs --emit-models DIR (it runs the emitted region models)");
+  applyMaxMemory(o.maxMemory);
   partition::SplitOptions split;
   split.function = o.function;
   split.partition.cost.boundaryMs = o.boundaryMs;
@@ -158,6 +160,7 @@ void registerSplit(CLI::App &parent, VerbResult &result) {
   cmd->add_option("--plan", o->planOut,
                   "Also write the plan (anefit.split/1 JSON) to this file, whatever --format");
   cmd->add_flag("--json", o->json, "Same as --format json");
+  addMaxMemoryOption(cmd, o->maxMemory);
   cmd->add_flag("--force", o->force,
                 "Replace -o, --plan and region packages if they exist (never an input)");
   cmd->add_flag("--skip-list", o->skipList,

@@ -6,8 +6,10 @@
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
+#include "runtime/Tensor.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Text.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -19,20 +21,55 @@
 namespace anefit::cli {
 
 int runGuarded(const std::function<int()> &body) {
+  // Messages hold names from files: one printable line each.
+  auto report = [](std::string_view message) {
+    std::cout.flush();
+    std::cerr << "anefit: error: " << oneLine(message) << "\n";
+    return kExitInputError;
+  };
   try {
     // Everything the verb reads is remembered; no output may go over it.
     InputScope inputs;
     return body();
   } catch (const InputError &e) {
-    std::cerr << "anefit: error: " << e.what() << "\n";
-    return kExitInputError;
+    return report(e.what());
   } catch (const std::bad_alloc &) {
-    std::cerr << "anefit: error: out of memory\n";
-    return kExitInputError;
+    return report("out of memory (--max-memory sets how much the interpreter may use)");
   } catch (const std::exception &e) {
-    std::cerr << "anefit: error: " << e.what() << "\n";
-    return kExitInputError;
+    return report(e.what());
   }
+}
+
+void addMaxMemoryOption(CLI::App *cmd, std::string &value) {
+  cmd->add_option("--max-memory", value,
+                  "Most memory the interpreter's tensors may take at once, e.g. 4G or 512M "
+                  "(default: 3/4 of the memory available)");
+}
+
+void applyMaxMemory(const std::string &value) {
+  if (value.empty())
+    return;
+  size_t end = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(value, &end);
+  } catch (const std::exception &) {
+    end = 0;
+  }
+  std::string unit = value.substr(end);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b'))
+    unit.pop_back();
+  if (unit.size() == 2 && unit[1] == 'i')
+    unit.pop_back();
+  int shift = unit.empty()                 ? 0
+              : unit == "K" || unit == "k" ? 10
+              : unit == "M" || unit == "m" ? 20
+              : unit == "G" || unit == "g" ? 30
+              : unit == "T" || unit == "t" ? 40
+                                           : -1;
+  if (end == 0 || shift < 0 || n == 0 || n > (~0ull >> shift))
+    failExpected("", "--max-memory", "a size such as 8G, 512M or 1048576", "'" + value + "'");
+  runtime::MemoryBudget::setLimit(static_cast<uint64_t>(n) << shift);
 }
 
 bool useColor() {
@@ -58,6 +95,7 @@ std::string formatFor(const std::string &format, const std::string &output) {
 } // namespace anefit::cli
 
 int main(int argc, char **argv) {
+  using namespace anefit;
   using namespace anefit::cli;
   CLI::App app{"anefit: will your Core ML model run on the Apple Neural Engine?\n"
                "Checks, fixes, splits and runs Core ML ML Programs on any OS."};
@@ -66,6 +104,9 @@ int main(int argc, char **argv) {
   app.footer("Run 'anefit VERB --help' for the options of a verb.\n"
              "Exit codes: 0 ok, 1 findings at or above the failure threshold, 2 usage or "
              "input error.");
+  // Names from models reach the terminal only escaped (support/Text.h).
+  TerminalSafeBuffer::install(std::cout, useColor());
+  TerminalSafeBuffer::install(std::cerr, false);
   VerbResult result;
 #define VERB(Name, Summary, Register) Register(app, result);
 #include "Verbs.def"

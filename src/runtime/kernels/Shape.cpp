@@ -335,6 +335,10 @@ void splitOp(KernelContext &ctx) {
     int64_t n = ctx.intArg("num_splits", static_cast<int64_t>(ctx.numOutputs()));
     if (n <= 0)
       ctx.fail("num_splits must be positive");
+    // The count comes from the model: check it before sizing anything by it.
+    if (static_cast<uint64_t>(n) != ctx.numOutputs())
+      ctx.fail("num_splits is " + std::to_string(n) + " but the op has " +
+               std::to_string(ctx.numOutputs()) + " outputs");
     int64_t each = (dim + n - 1) / n;
     for (int64_t i = 0, left = dim; i < n; ++i, left -= each)
       sizes.push_back(std::min(each, std::max<int64_t>(left, 0)));

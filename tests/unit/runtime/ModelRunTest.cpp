@@ -114,6 +114,7 @@ TEST(ModelRun, NamesUnknownAndMissingInputs) {
             "function 'main': unknown input 'typo' (inputs: acc, x)");
   ModelRunOptions none;
   none.inputs.perStep[1]["x"] = Tensor::fromF32({1, 2}, {1, 2});
+  none.steps = 2;
   none.missingInputHint = "use --input";
   EXPECT_EQ(errorOf([&] { ModelRun(*m, none).next(); }),
             "missing input 'x' of type (1, 2, fp32)(Tensor) for step 0; use --input");
