@@ -18,6 +18,8 @@
 #include <optional>
 #include <unordered_map>
 
+#include <sys/resource.h>
+
 namespace anefit::runtime {
 namespace {
 
@@ -179,6 +181,12 @@ uint64_t MemoryBudget::defaultLimit() {
   }
   if (max && *max < (uint64_t(1) << 60))
     avail = std::min(avail, *max > cur.value_or(0) ? *max - cur.value_or(0) : 0);
+  // So does the process's own address-space and data limit (ulimit -v / -d).
+  for (int resource : {RLIMIT_AS, RLIMIT_DATA}) {
+    struct rlimit rl {};
+    if (getrlimit(resource, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+      avail = std::min<uint64_t>(avail, rl.rlim_cur);
+  }
   return std::max<uint64_t>(avail / 4 * 3, uint64_t(64) << 20);
 }
 

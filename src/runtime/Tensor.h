@@ -43,7 +43,8 @@ class Tensor;
 class MemoryBudget {
 public:
   /// The limit in bytes. Unless set, 3/4 of the memory available to the
-  /// process when first asked (MemAvailable, and the cgroup's limit).
+  /// process when first asked (MemAvailable, the cgroup's limit and the
+  /// process's address-space and data limits).
   static uint64_t limit();
   /// Sets the limit; 0 restores the default.
   static void setLimit(uint64_t bytes);
