@@ -184,6 +184,26 @@ void unregisterTemp(int slot) {
     gTempSlots[slot].state.store(0);
 }
 
+/// Holds SIGINT, SIGTERM and SIGHUP back while a temporary is created and
+/// registered (or renamed and re-registered), so a signal never finds a
+/// temporary on disk that the cleanup table does not know.
+class FatalSignalsHeld {
+public:
+  FatalSignalsHeld() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP})
+      sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~FatalSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  FatalSignalsHeld(const FatalSignalsHeld &) = delete;
+  FatalSignalsHeld &operator=(const FatalSignalsHeld &) = delete;
+
+private:
+  sigset_t old_;
+};
+
 //===----------------------------------------------------------------------===//
 // Opening inputs
 //===----------------------------------------------------------------------===//
@@ -578,6 +598,7 @@ AtomicFile::AtomicFile(const std::string &path, const OutputOptions &options) : 
   }
   fs::path p(target_);
   fs::path dir = p.parent_path();
+  FatalSignalsHeld held;
   for (int attempt = 0; attempt < 8 && fd_ < 0; ++attempt) {
     tmp_ = (dir / ("." + p.filename().string() + ".tmp-" + randomSuffix())).string();
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
@@ -674,6 +695,7 @@ std::string AtomicFile::commitAsNew(const std::function<std::string(int)> &nameF
     fs::path dir = fs::path(target_).parent_path();
     for (int attempt = 0; attempt < 64; ++attempt) {
       std::string candidate = (dir / nameFor(attempt)).string();
+      FatalSignalsHeld held;
       // link(2) never replaces an existing name; the temporary goes after.
       if (::link(tmp_.c_str(), candidate.c_str()) == 0) {
         ::unlink(tmp_.c_str());
@@ -739,6 +761,7 @@ AtomicDirectory::AtomicDirectory(const std::string &path, const OutputOptions &o
   target_ = t.path;
   fs::path p(target_);
   fs::path dir = p.parent_path();
+  FatalSignalsHeld held;
   for (int attempt = 0; attempt < 8; ++attempt) {
     tmp_ = (dir / ("." + p.filename().string() + ".tmp-" + randomSuffix())).string();
     if (::mkdir(tmp_.c_str(), 0777) == 0)
@@ -776,6 +799,7 @@ void AtomicDirectory::addDirectory(const std::string &rel) {
     if (part.empty() || part == "." || part == ".." || part.is_absolute())
       throw InputError::at(path_, "", "bad directory name '" + rel + "'");
     walked /= part;
+    FatalSignalsHeld held;
     if (::mkdir(walked.c_str(), 0777) == 0)
       slots_.push_back(registerTemp(walked.string(), /*isDir=*/true));
     else if (errno != EEXIST)
@@ -789,6 +813,7 @@ int AtomicDirectory::createFile(const std::string &rel) {
   if (r.has_parent_path())
     addDirectory(r.parent_path().string());
   std::string full = tempPath(rel);
+  FatalSignalsHeld held;
   int fd = ::open(full.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   if (fd < 0)
     throw InputError::at(path_, "", "cannot create " + rel + ": " + errnoText(errno));
