@@ -6,7 +6,7 @@
 // operation are named parameters, each a list of bindings (more than one for
 // variadic parameters such as concat.values); a binding refers to a Value
 // or holds an immediate Constant. There are no use-lists: analyses that need
-// uses build a UseMap (see ir/Analysis.h) for the moment they need it.
+// uses build a UseMap (transforms/UseMap.h) for the moment they need it.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -103,8 +103,8 @@ public:
   std::vector<std::unique_ptr<Operation>> ops;
   std::vector<Value *> outputs;
   AttributeMap attributes;
-  Operation *parentOp = nullptr;   ///< set for nested blocks
-  Function *parentFunc = nullptr;  ///< set for a function body
+  Operation *parentOp = nullptr;  ///< set for nested blocks
+  Function *parentFunc = nullptr; ///< set for a function body
 
   Value *addInput(std::string name, Type type);
   /// Appends and returns the op, setting its parent.

@@ -67,8 +67,8 @@ struct Boundary {
   size_t fromRegion = 0;
   size_t toRegion = 0;
   std::vector<std::string> values; ///< tensors crossing it
-  /// Why it exists, e.g. "gather 'aten_index_select_default' falls back to
-  /// CPU (ANE-GATHER-001)".
+  /// Why it exists, e.g. "to the CPU: reduce_prod 'aten_prod_dim_int_0'
+  /// falls back to the CPU (ANE-OP-003)".
   std::string reason;
 };
 

@@ -14,9 +14,7 @@
 #include <cstdio>
 #include <cstring>
 
-#ifdef ANEFIT_HAVE_ZLIB
 #include <zlib.h>
-#endif
 
 namespace anefit::runtime {
 namespace {
@@ -74,7 +72,6 @@ std::string headerValue(const std::string &header, const std::string &key,
 }
 
 uint32_t crc32Of(const uint8_t *data, size_t n) {
-#ifdef ANEFIT_HAVE_ZLIB
   uLong c = 0;
   for (size_t done = 0; done < n;) {
     uInt chunk = static_cast<uInt>(std::min<size_t>(n - done, size_t(1) << 30));
@@ -82,15 +79,6 @@ uint32_t crc32Of(const uint8_t *data, size_t n) {
     done += chunk;
   }
   return static_cast<uint32_t>(c);
-#else
-  uint32_t c = 0xFFFFFFFFu;
-  for (size_t i = 0; i < n; ++i) {
-    c ^= data[i];
-    for (int k = 0; k < 8; ++k)
-      c = (c >> 1) ^ (0xEDB88320u & (0u - (c & 1u)));
-  }
-  return ~c;
-#endif
 }
 
 } // namespace
@@ -219,7 +207,6 @@ NpyLayout readNpyLayout(std::span<const uint8_t> b, uint64_t total, const std::s
 constexpr uint64_t kMaxInflateRatio = 128;
 constexpr uint64_t kInflateFloor = uint64_t(64) << 20;
 
-#ifdef ANEFIT_HAVE_ZLIB
 /// Inflates a deflated .npy member of declared size `usize` straight into
 /// its tensor: the header first, then the data into memory the budget has
 /// granted; never more than declared. Checks the CRC on the way.
@@ -301,7 +288,6 @@ Tensor inflateNpy(std::span<const uint8_t> data, uint64_t usize, uint32_t crc,
     throw InputError::at(member, "zip data", "CRC mismatch");
   return t;
 }
-#endif
 
 } // namespace
 
@@ -432,7 +418,6 @@ std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string 
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
     if (method == 8) {
-#ifdef ANEFIT_HAVE_ZLIB
       // The declared size is checked before anything is allocated: against
       // a ratio no real array needs, then (as the tensor is made) against
       // the memory budget.
@@ -445,11 +430,6 @@ std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string 
                                  "(uncompressed)");
       out.push_back({name, inflateNpy(data, usize, crc, member)});
       continue;
-#else
-      throw InputError::at(member, "zip data",
-                           "compressed members are not supported; save with numpy.savez "
-                           "instead of savez_compressed");
-#endif
     } else if (method != 0) {
       throw InputError::at(member, "zip data",
                            "expected stored or deflated member, found method " +

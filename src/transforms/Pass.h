@@ -131,7 +131,6 @@ class PassManager {
 public:
   /// Appends the passes of a pipeline string (see parsePipeline).
   void addPipeline(std::string_view text);
-  void addPass(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
   size_t size() const { return passes_.size(); }
 
   /// Runs every pass; function output names present before a pass are kept

@@ -100,14 +100,6 @@ Operation *PatternRewriter::create(Operation &pos, std::string type, std::string
       buildOp(names_, std::move(type), nameHint, std::move(inputs), std::move(resultTypes)));
 }
 
-Operation *PatternRewriter::createAtEnd(Block &block, std::string type, std::string_view nameHint,
-                                        std::vector<NewInput> inputs,
-                                        std::vector<Type> resultTypes) {
-  return insert(
-      block, static_cast<int64_t>(block.ops.size()),
-      buildOp(names_, std::move(type), nameHint, std::move(inputs), std::move(resultTypes)));
-}
-
 Value *PatternRewriter::createConst(Operation &pos, std::string_view nameHint, Constant c) {
   Type t = c.type;
   Operation *op = create(pos, "const", nameHint, {}, {t});

@@ -63,9 +63,6 @@ public:
                     std::vector<NewInput> inputs, std::vector<Type> resultTypes);
   /// Creates a const op holding `c` before `pos`; returns its result.
   Value *createConst(Operation &pos, std::string_view nameHint, Constant c);
-  /// Appends an op at the end of `block` (for new function outputs).
-  Operation *createAtEnd(Block &block, std::string type, std::string_view nameHint,
-                         std::vector<NewInput> inputs, std::vector<Type> resultTypes);
 
   /// Replaces every use of `from` with `to`; users are revisited.
   void replaceAllUsesWith(Value *from, Value *to);

@@ -119,12 +119,4 @@ void UseMap::erase(Operation &op) {
   op.parent->erase(&op);
 }
 
-void UseMap::refreshBlockOutputs(Block &block) {
-  for (auto &[v, list] : uses_)
-    list.erase(
-        std::remove_if(list.begin(), list.end(), [&](const Use &u) { return u.block == &block; }),
-        list.end());
-  addBlockUses(block);
-}
-
 } // namespace anefit

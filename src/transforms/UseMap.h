@@ -50,8 +50,6 @@ public:
   void notifyRemoved(Operation &op);
   /// Removes `op` from its block; its results must be unused.
   void erase(Operation &op);
-  /// Rebuilds the uses of block outputs of `block` (after editing outputs).
-  void refreshBlockOutputs(Block &block);
 
 private:
   std::unordered_map<const Value *, std::vector<Use>> uses_;

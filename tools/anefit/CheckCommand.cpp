@@ -95,10 +95,9 @@ int runCheck(const CheckCliOptions &o) {
 
 } // namespace
 
-void registerCheck(CLI::App &parent, VerbResult &result) {
+void registerCheck(CLI::App &verb, VerbResult &result) {
   auto o = std::make_shared<CheckCliOptions>();
-  CLI::App *cmd = parent.add_subcommand(
-      "check", "Predict ANE placement, compile failures and fallbacks, with reasons and fixes");
+  CLI::App *cmd = &verb;
   cmd->add_option("MODEL", o->model, modelArgumentHelp())->required();
   cmd->add_option("--chip", o->chip, "Target chip: " + chipNames())->capture_default_str();
   cmd->add_option("--os", o->os, "Target OS: any, ios17, ios18, ios26")->capture_default_str();

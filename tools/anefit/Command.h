@@ -36,7 +36,7 @@ void applyMaxMemory(const std::string &value);
 /// extension names (.json, .sarif, .html/.htm), else "text".
 std::string formatFor(const std::string &format, const std::string &output);
 
-#define VERB(Name, Summary, Register) void Register(CLI::App &parent, VerbResult &result);
+#define VERB(Name, Summary, Register) void Register(CLI::App &verb, VerbResult &result);
 #include "Verbs.def"
 
 } // namespace anefit::cli

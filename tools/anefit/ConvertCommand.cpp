@@ -39,16 +39,11 @@ int runConvert(const ConvertOptions &opts) {
   return kExitOk;
 }
 
-constexpr const char *kConvertSummary =
-#define VERB(Name, Summary, Register) std::string_view(#Name) == "convert" ? Summary:
-#include "Verbs.def"
-    "";
-
 } // namespace
 
-void registerConvert(CLI::App &parent, VerbResult &result) {
+void registerConvert(CLI::App &verb, VerbResult &result) {
   auto opts = std::make_shared<ConvertOptions>();
-  CLI::App *cmd = parent.add_subcommand("convert", kConvertSummary);
+  CLI::App *cmd = &verb;
   cmd->add_option("IN", opts->input, modelArgumentHelp())->required();
   cmd->add_option("OUT", opts->output,
                   "Output path; its extension picks the format: " + formatExtensionsText(true))

@@ -53,9 +53,9 @@ int runDump(const DumpOptions &opts) {
 
 } // namespace
 
-void registerDump(CLI::App &parent, VerbResult &result) {
+void registerDump(CLI::App &verb, VerbResult &result) {
   auto opts = std::make_shared<DumpOptions>();
-  CLI::App *cmd = parent.add_subcommand("dump", "Print a model's program as MIL text");
+  CLI::App *cmd = &verb;
   cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("-o,--output", opts->output, "Write the text to this file (default: stdout)");
   cmd->add_flag("--force", opts->force, "Replace the output file if it exists (never an input)");

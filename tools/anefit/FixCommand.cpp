@@ -159,10 +159,9 @@ int runFix(const FixCliOptions &opts) {
 
 } // namespace
 
-void registerFix(CLI::App &parent, VerbResult &result) {
+void registerFix(CLI::App &verb, VerbResult &result) {
   auto opts = std::make_shared<FixCliOptions>();
-  CLI::App *cmd = parent.add_subcommand(
-      "fix", "Rewrite a model so the ANE takes it: the passes that remove its blocking findings");
+  CLI::App *cmd = &verb;
   cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("-o,--output", opts->output,
                   "where to write the fixed model: " + formatExtensionsText(true))

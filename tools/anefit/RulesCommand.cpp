@@ -48,9 +48,9 @@ int runRules(const RulesCliOptions &o) {
 
 } // namespace
 
-void registerRules(CLI::App &parent, VerbResult &result) {
+void registerRules(CLI::App &verb, VerbResult &result) {
   auto o = std::make_shared<RulesCliOptions>();
-  CLI::App *cmd = parent.add_subcommand("rules", "List the ANE rules that 'check' applies");
+  CLI::App *cmd = &verb;
   cmd->add_option("--format", o->format, "Output: text, json or markdown (docs/rules.md)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Same as --format json");

@@ -149,10 +149,9 @@ int runRun(const RunCliOptions &opts) {
 
 } // namespace
 
-void registerRun(CLI::App &parent, VerbResult &result) {
+void registerRun(CLI::App &verb, VerbResult &result) {
   auto opts = std::make_shared<RunCliOptions>();
-  CLI::App *cmd = parent.add_subcommand("run", "Run a model on the CPU with the reference "
-                                               "interpreter, states included");
+  CLI::App *cmd = &verb;
   cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("--function", opts->function, "Function to run (default: the model's default)");
   cmd->add_option("--input", opts->inputs, "Input from a .npy file: NAME=FILE.npy (repeatable)");

@@ -532,16 +532,11 @@ int runShow(const ShowOptions &opts) {
   return kExitOk;
 }
 
-constexpr const char *kShowSummary =
-#define VERB(Name, Summary, Register) std::string_view(#Name) == "show" ? Summary:
-#include "Verbs.def"
-    "";
-
 } // namespace
 
-void registerShow(CLI::App &parent, VerbResult &result) {
+void registerShow(CLI::App &verb, VerbResult &result) {
   auto opts = std::make_shared<ShowOptions>();
-  CLI::App *cmd = parent.add_subcommand("show", kShowSummary);
+  CLI::App *cmd = &verb;
   cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_flag("--json", opts->json, "Print JSON (schema anefit.show/1, see docs/show.md)");
   cmd->footer("Weight files are located but never read.");

@@ -145,11 +145,9 @@ int runSplit(const SplitCliOptions &o) {
 
 } // namespace
 
-void registerSplit(CLI::App &parent, VerbResult &result) {
+void registerSplit(CLI::App &verb, VerbResult &result) {
   auto o = std::make_shared<SplitCliOptions>();
-  CLI::App *cmd = parent.add_subcommand(
-      "split", "Partition a model between ANE and CPU; emit a plan, split models and an "
-               "ExecuTorch skip list");
+  CLI::App *cmd = &verb;
   cmd->add_option("MODEL", o->model, modelArgumentHelp())->required();
   cmd->add_option("--function", o->function, "Split only this function");
   cmd->add_option("--format", o->format,

@@ -108,7 +108,7 @@ int main(int argc, char **argv) {
   TerminalSafeBuffer::install(std::cout, useColor());
   TerminalSafeBuffer::install(std::cerr, false);
   VerbResult result;
-#define VERB(Name, Summary, Register) Register(app, result);
+#define VERB(Name, Summary, Register) Register(*app.add_subcommand(#Name, Summary), result);
 #include "Verbs.def"
   try {
     app.parse(argc, argv);

@@ -89,11 +89,6 @@ void tileInto(const uint8_t *x, const Shape &xShape, const std::vector<int64_t> 
 /// Element width in bytes of a compute-dtype tensor (fp32/int32 4, bool 1).
 inline int elemBytes(const Tensor &t) { return dtypeBits(t.dtype()) / 8; }
 
-/// A tensor of compute dtype `t` (fp32, int32 or bool) for declared output i.
-inline Tensor newOutput(KernelContext &ctx, size_t i, Shape shape) {
-  return Tensor::zeros(computeDType(ctx.outputType(i).dtype()), std::move(shape));
-}
-
 /// Calls fn.template operator()<T>() with T = float, int32_t or uint8_t (bool)
 /// for a compute dtype.
 template <typename Fn> void dispatchCompute(const KernelContext &ctx, DType t, Fn &&fn) {
