@@ -144,6 +144,19 @@ private:
 /// Help text listing every pass with its summary and options (for --help).
 std::string passHelpText();
 
+/// A pass run on its own before/after example of Passes.def.
+struct PassExampleRun {
+  std::string got;  ///< the pass's result on `before`
+  std::string want; ///< `after` as parsed and printed
+  bool matches() const { return got == want; }
+};
+
+/// Parses the example of `info`, runs its pass on `before` and prints both
+/// programs the same way (constants as literals at their uses, so an example
+/// may write them either way). Throws InputError naming the pass when an
+/// example does not parse.
+PassExampleRun runPassExample(const PassInfo &info);
+
 /// docs/passes.md, generated from Passes.def (a unit test keeps the file
 /// equal to this text).
 std::string passesMarkdown();

@@ -8,6 +8,8 @@
 #include "transforms/PatternRewriter.h"
 #include "transforms/UseMap.h"
 
+#include "ir/AsmParser.h"
+#include "ir/AsmPrinter.h"
 #include "support/Error.h"
 
 #include <algorithm>
@@ -361,6 +363,23 @@ std::string passHelpText() {
     }
   }
   return os.str();
+}
+
+PassExampleRun runPassExample(const PassInfo &info) {
+  auto print = [](const Model &m) {
+    PrintOptions literals;
+    literals.printConsts = false;
+    std::ostringstream os;
+    printProgram(*m.program, os, literals);
+    return os.str();
+  };
+  std::string name(info.cliName);
+  std::unique_ptr<Model> before = parseModelText(info.before, name + " (before)", nullptr);
+  std::unique_ptr<Model> after = parseModelText(info.after, name + " (after)", nullptr);
+  PassManager pm;
+  pm.addPipeline(info.cliName);
+  pm.run(*before);
+  return {print(*before), print(*after)};
 }
 
 std::string passesMarkdown() {

@@ -172,6 +172,27 @@ int runSplit(const Options &opts) {
   return worst;
 }
 
+/// --check-pass-examples: one line per pass; a differing example is shown.
+int checkPassExamples() {
+  int code = kExitOk;
+  for (const PassInfo &p : passRegistry()) {
+    try {
+      PassExampleRun r = runPassExample(p);
+      if (r.matches()) {
+        std::cout << p.cliName << ": the example rewrites as documented\n";
+        continue;
+      }
+      std::cout << p.cliName << ": DIFFERENT from the documented 'after'\n--- got:\n"
+                << r.got << "--- documented:\n"
+                << r.want;
+    } catch (const InputError &e) {
+      std::cout << p.cliName << ": the example does not parse: " << e.what() << "\n";
+    }
+    code = kExitVerifyFailed;
+  }
+  return code;
+}
+
 int run(const Options &opts) {
   if (opts.splitInputFile)
     return runSplit(opts);
@@ -208,6 +229,13 @@ int main(int argc, char **argv) {
       app.add_flag("--list-ops", listOps, "print the op table as markdown (docs/ops.md) and exit");
   input->excludes(listOpsFlag);
   listOpsFlag->excludes(input);
+  // Each pass of Passes.def run on its own before/after example.
+  bool checkExamples = false;
+  CLI::Option *checkExamplesFlag = app.add_flag(
+      "--check-pass-examples", checkExamples,
+      "run every pass on the 'before' example of its Passes.def row, compare with 'after', and "
+      "exit (1 when one differs)");
+  input->excludes(checkExamplesFlag);
   app.add_option("-o,--output", opts.output, "where to write the result (default: stdout)");
   app.add_flag("--force", opts.force, "replace the output if it exists (never the input)");
   app.add_flag("--verify", opts.verify,
@@ -233,6 +261,8 @@ int main(int argc, char **argv) {
     std::cout << opsMarkdown();
     return kExitOk;
   }
+  if (checkExamples)
+    return checkPassExamples();
   if (input->count() == 0) {
     std::cerr << "INPUT is required\nRun with --help for more information.\n";
     return kExitInputError;
