@@ -1,14 +1,14 @@
 //===- StateToIOTest.cpp - The state-to-io pass ---------------------------===//
 //
 // Builds LFM2-style programs in C++, rewrites them, checks the structure and
-// description, and runs original and rewritten programs side by side over
-// several steps (the host feeding outputs back per the state map) to show
-// the values are the same.
+// description, and steps original and rewritten programs side by side on the
+// reference interpreter (the host feeding outputs back per the state map) to
+// show the values are the same.
 //
 //===----------------------------------------------------------------------===//
-#include "MiniEval.h"
 #include "TestPrograms.h"
 
+#include "runtime/Stepper.h"
 #include "transforms/Pass.h"
 
 #include "support/Error.h"
@@ -62,44 +62,63 @@ PassResult runPipeline(Model &m, const std::string &pipeline) {
   return pm.run(m);
 }
 
-/// Runs `before` (states inside) and `after` (states as IO per `map`) for
-/// `steps` steps on the same inputs and expects identical outputs and
-/// final state values.
+/// A tensor of `shape` filled with step*100 + index, so every step differs.
+runtime::Tensor pattern(const std::vector<int64_t> &shape, int step) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i)
+    v[static_cast<size_t>(i)] = static_cast<float>(step * 100 + i);
+  return runtime::Tensor::fromF32(std::move(v), shape);
+}
+
+/// A write position along axis 2: the begin (0, 0, p, 0) of a rank-4 write,
+/// or the position p alone.
+runtime::Tensor position(const std::vector<int64_t> &shape, int32_t p) {
+  if (shape == std::vector<int64_t>{4})
+    return runtime::Tensor::fromI32({0, 0, p, 0}, shape);
+  if (shape == std::vector<int64_t>{1})
+    return runtime::Tensor::fromI32({p}, shape);
+  throw std::runtime_error("no position of this shape");
+}
+
+const runtime::Tensor &outputOf(const std::vector<runtime::NamedTensor> &outs,
+                                const std::string &name) {
+  for (const runtime::NamedTensor &nt : outs)
+    if (nt.name == name)
+      return nt.tensor;
+  throw std::runtime_error("no output " + name);
+}
+
+/// Steps `before` (states inside) and `after` (states as IO, carried by the
+/// host per `map`) on the reference interpreter for `steps` steps on the
+/// same inputs and expects identical outputs and final state values.
 void expectSameOverSteps(const Model &before, const Model &after, const StateMap &map,
                          const std::string &fname, int steps) {
   const Function &fb = *before.program->findFunction(fname);
   const Function &fa = *after.program->findFunction(fname);
-  MiniEval eb, ea;
-  std::map<std::string, Tensor> carried;
-  for (const StateMapEntry &e : map.entries)
-    carried[e.input] = Tensor{e.shape, std::vector<double>(e.shape.empty() ? 1 : [&] {
-                                int64_t n = 1;
-                                for (int64_t d : e.shape)
-                                  n *= d;
-                                return n;
-                              }(), 0.0)};
+  runtime::Stepper sb(fb);
+  runtime::Stepper sa(fa, runtime::carriesFromStateMap(map, fa));
+  ASSERT_EQ(sa.carries().size(), map.entries.size());
   for (int step = 0; step < steps; ++step) {
-    std::map<std::string, Tensor> inputs;
+    runtime::TensorMap inputs;
     for (const auto &in : fb.inputs)
       if (in->type.isTensor())
         inputs[in->name] = in->type.dtype() == DType::I32
-                               ? Tensor{*in->type.staticShape(), {0, 0, double(step % 8), 0}}
+                               ? position(*in->type.staticShape(), step % 8)
                                : pattern(*in->type.staticShape(), step);
-    auto ob = eb.run(fb, inputs);
-    std::map<std::string, Tensor> ain = inputs;
-    for (auto &[k, v] : carried)
-      ain[k] = v;
-    auto oa = ea.run(fa, ain);
-    for (auto &[name, t] : ob) {
-      ASSERT_TRUE(oa.count(name)) << "output " << name << " missing after the rewrite";
-      EXPECT_EQ(oa[name].data, t.data) << "output " << name << " differs at step " << step;
-    }
+    auto ob = sb.step(inputs);
+    auto oa = sa.step(inputs);
+    runtime::Comparison cmp;
+    std::string at = "step " + std::to_string(step) + ": ";
+    cmp.compareOutputs(at, ob, oa);
     for (const StateMapEntry &e : map.entries) {
-      ASSERT_TRUE(oa.count(e.output));
-      EXPECT_EQ(oa[e.output].data, eb.states[e.state].data)
-          << "state " << e.state << " differs at step " << step;
-      carried[e.input] = oa[e.output];
+      ASSERT_TRUE(sb.stateValue(e.state)) << e.state;
+      cmp.compare(at + "state '" + e.state + "'", *sb.stateValue(e.state), outputOf(oa, e.output));
     }
+    EXPECT_TRUE(cmp.ok()) << cmp.firstMismatch();
+    EXPECT_GT(cmp.compared(), 0u);
   }
 }
 
@@ -460,14 +479,17 @@ TEST(StateToIO, BlendsARuntimePositionWriteOfAMovedCache) {
   // empty range [-1, 0), which is not a valid write.)
   const Function &fo = *original->program->findFunction("main");
   for (int p : {-2, -8, 3}) {
-    std::map<std::string, Tensor> in = {{"k", pattern({1, 2, 1, 4}, p + 20)},
-                                        {"pos", Tensor{{1}, {double(p)}}}};
-    MiniEval orig, rewritten;
-    auto want = orig.run(fo, in);
-    in["kv"] = Tensor{{1, 2, 8, 4}, std::vector<double>(64, 0.0)};
-    auto got = rewritten.run(fn, in);
-    EXPECT_EQ(got["y"].data, want["y"].data) << "position " << p;
-    EXPECT_EQ(got["kv_out"].data, orig.states["kv"].data) << "position " << p;
+    runtime::TensorMap in = {{"k", pattern({1, 2, 1, 4}, p + 20)},
+                             {"pos", runtime::Tensor::fromI32({p}, {1})}};
+    runtime::Stepper orig(fo), rewritten(fn);
+    auto want = orig.step(in);
+    in["kv"] = runtime::Tensor::zeros(DType::F16, {1, 2, 8, 4});
+    auto got = rewritten.step(in);
+    runtime::Comparison cmp;
+    std::string at = "position " + std::to_string(p) + ": ";
+    cmp.compare(at + "y", outputOf(want, "y"), outputOf(got, "y"));
+    cmp.compare(at + "kv", *orig.stateValue("kv"), outputOf(got, "kv_out"));
+    EXPECT_TRUE(cmp.ok()) << cmp.firstMismatch();
   }
 }
 
