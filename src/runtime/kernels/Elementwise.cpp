@@ -397,7 +397,7 @@ void softplusParametricOp(KernelContext &ctx) {
 }
 void thresholdedReluOp(KernelContext &ctx) {
   float alpha = ctx.floatArg("alpha", 1.0f);
-  unaryFloat(ctx, [alpha](float a) { return a > alpha ? a : 0.0f; });
+  unaryFloat(ctx, [alpha](float a) { return a >= alpha ? a : 0.0f; });
 }
 
 // Selection, casts.

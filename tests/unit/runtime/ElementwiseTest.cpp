@@ -126,6 +126,14 @@ const UnaryCase kUnaryCases[] = {
     {"inverse", [](float x) { return 1 / (x + 1e-4f); }, 0.5f, 9, 1e-6f},
     {"log", [](float x) { return std::log(x + 1e-45f); }, 0.1f, 9, 1e-6f},
     {"sign", [](float x) { return x > 0 ? 1.0f : (x < 0 ? -1.0f : 0.0f); }, -3, 3, 0},
+    {"acos", [](float x) { return std::acos(x); }, -0.9f, 0.9f, 1e-5f},
+    {"asin", [](float x) { return std::asin(x); }, -0.9f, 0.9f, 1e-5f},
+    {"atan", [](float x) { return std::atan(x); }, -3, 3, 1e-5f},
+    {"atanh", [](float x) { return std::atanh(x); }, -0.9f, 0.9f, 1e-5f},
+    {"cosh", [](float x) { return std::cosh(x); }, -3, 3, 1e-5f},
+    {"sinh", [](float x) { return std::sinh(x); }, -3, 3, 1e-5f},
+    {"tan", [](float x) { return std::tan(x); }, -1.2f, 1.2f, 1e-5f},
+    {"exp2", [](float x) { return std::exp2(x); }, -4, 4, 1e-5f},
 };
 
 class UnaryOps : public ::testing::TestWithParam<std::tuple<UnaryCase, int>> {};
@@ -181,6 +189,16 @@ TEST(Activations, ParameterisedAndDefaults) {
   expectNear(out[4], {tanhGelu(-2), tanhGelu(3), tanhGelu(-4), tanhGelu(0.25f)}, {1, 2, 2}, 1e-6f,
              1e-5f);
   expectNear(out[5], {0.5f, 3, 0.5f, 0.5f}, {1, 2, 2});
+}
+
+TEST(Elementwise, RoundHalfToEven) {
+  // MIL round is numpy's: ties go to the even integer.
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::F32, {8});
+  b.output(b.op("round", {{"x", x}}, DType::F32, {8}));
+  auto out = runOnce(
+      b, {{"x", Tensor::fromF32({-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 0.4f, -0.6f}, {8})}});
+  expectNear(out[0], {-2, -2, 0, 0, 2, 2, 0, -1}, {8}, 0, 0);
 }
 
 TEST(Elementwise, SelectBroadcastsCondition) {
