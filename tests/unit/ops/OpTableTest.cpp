@@ -2,7 +2,8 @@
 //
 // Ops.def is edited by hand. These tests keep it honest: traits agree across
 // an op's rows and with its parameters, every op the interpreter runs and
-// every op a rule names is in the table, and every rule has its lit files.
+// every op a rule names is in the table, and every rule has its lit files
+// whose FIRE lines name the op and the values of the finding.
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
@@ -11,9 +12,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 
 using namespace anefit;
@@ -99,4 +102,56 @@ TEST(OpTable, EveryRuleHasItsFireAndCleanLitFile) {
     EXPECT_NE(text.find("//--- fire.mil"), std::string::npos) << file;
     EXPECT_NE(text.find("//--- clean.mil"), std::string::npos) << file;
   }
+}
+
+/// The FIRE block of a rule's lit file pins the finding, not just its id:
+///   // FIRE: <level> <CODE>: <title> ...         the rule fired
+///   // FIRE-NEXT: <fn>: <op type> '<op name>'   where (an op rule names an op)
+///   // FIRE-NEXT: <operands> -> <results>       the op's types, when an op
+///   // FIRE-NEXT: <message>                     why, with its values
+///   // FIRE: evidence|fails|works: <url> ...    the evidence printed
+/// and some line of the block states a value (a number: a shape, a size, a
+/// count).
+TEST(OpTable, EveryRuleFireCheckNamesTheOpAndItsValues) {
+  fs::path dir = fs::path(ANEFIT_TEST_DATA_DIR) / "lit" / "ane";
+  const std::regex place(R"(^(\w+): ([a-z_0-9]+) '[^']+')");
+  const std::regex evidence(R"(^// FIRE: (evidence|fails|works): https?://)");
+  const std::string next = "// FIRE-NEXT: ";
+  size_t checked = 0;
+  for (const ane::RuleInfo &r : ane::allRules()) {
+    SCOPED_TRACE(std::string(r.code));
+    std::istringstream in(readFile(dir / (std::string(r.code) + ".mil")));
+    std::vector<std::string> lines;
+    for (std::string l; std::getline(in, l);)
+      lines.push_back(l);
+    std::regex header("^// FIRE: [a-z-]+ " + std::string(r.code) + ": ");
+    auto it = std::find_if(lines.begin(), lines.end(),
+                           [&](const std::string &l) { return std::regex_search(l, header); });
+    ASSERT_NE(it, lines.end()) << "no '// FIRE: <level> " << r.code << ": ' line";
+    std::vector<std::string> block;
+    for (++it; it != lines.end() && it->rfind(next, 0) == 0; ++it)
+      block.push_back(it->substr(next.size()));
+    ASSERT_FALSE(block.empty()) << "no FIRE-NEXT line says where the rule fired";
+    std::smatch m;
+    bool atOp = std::regex_search(block[0], m, place) && findAnyOp(m[2].str()) != nullptr;
+    if (r.kind == ane::RuleKind::Op)
+      EXPECT_TRUE(atOp) << "FIRE-NEXT '" << block[0]
+                        << "' does not name the op: <fn>: <op> '<name>'";
+    if (atOp) {
+      auto sig = std::find_if(block.begin(), block.end(), [](const std::string &l) {
+        return l.find("->") != std::string::npos;
+      });
+      EXPECT_TRUE(sig != block.end()) << "no FIRE-NEXT line with the op's types (... -> ...)";
+      EXPECT_TRUE(sig != block.end() && sig + 1 != block.end())
+          << "no FIRE-NEXT message after the op's types";
+    }
+    EXPECT_TRUE(std::any_of(block.begin(), block.end(), [](const std::string &l) {
+      return std::any_of(l.begin(), l.end(), ::isdigit);
+    })) << "no FIRE-NEXT line states a value";
+    EXPECT_TRUE(std::any_of(lines.begin(), lines.end(), [&](const std::string &l) {
+      return std::regex_search(l, evidence);
+    })) << "no '// FIRE: evidence|fails|works: <url>' line";
+    ++checked;
+  }
+  EXPECT_EQ(checked, ane::allRules().size());
 }
