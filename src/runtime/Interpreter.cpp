@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Interpreter.h"
+#include "ops/OpRegistry.h"
 
 #include "runtime/Convert.h"
 #include "runtime/Kernel.h"
@@ -701,8 +702,58 @@ std::optional<int64_t> KernelContext::intArgOpt(std::string_view param) {
   return v[0];
 }
 
+std::string_view KernelContext::tableDefault(std::string_view param) const {
+  const OpDef *def = findAnyOp(op.type);
+  const ParamSpec *spec = def ? def->param(param) : nullptr;
+  if (!spec)
+    fail("the op table has no parameter '" + std::string(param) + "' for this op");
+  if (spec->defaultValue.empty())
+    fail("required parameter '" + std::string(param) + "' is missing");
+  return spec->defaultValue;
+}
+
+namespace {
+
+/// A default of Ops.def read as a number; nullopt if it is not one ("[1] *
+/// spatial_rank").
+std::optional<double> numberOf(std::string_view text) {
+  if (text == "True")
+    return 1.0;
+  if (text == "False")
+    return 0.0;
+  std::string s(text);
+  char *end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size())
+    return std::nullopt;
+  return v;
+}
+
+} // namespace
+
+double KernelContext::tableNumber(std::string_view param) const {
+  std::string_view text = tableDefault(param);
+  std::optional<double> v = numberOf(text);
+  if (!v)
+    fail("parameter '" + std::string(param) + "' is absent and its default '" + std::string(text) +
+         "' is not a number");
+  return *v;
+}
+
+int64_t KernelContext::intArg(std::string_view param) {
+  if (has(param))
+    return *intArgOpt(param);
+  return static_cast<int64_t>(tableNumber(param));
+}
+
 int64_t KernelContext::intArg(std::string_view param, int64_t dflt) {
   return intArgOpt(param).value_or(dflt);
+}
+
+float KernelContext::floatArg(std::string_view param) {
+  if (has(param))
+    return floatArg(param, 0.0f);
+  return static_cast<float>(tableNumber(param));
 }
 
 float KernelContext::floatArg(std::string_view param, float dflt) {
@@ -719,10 +770,16 @@ float KernelContext::floatArg(std::string_view param, float dflt) {
   return t.floatAt(0);
 }
 
+bool KernelContext::boolArg(std::string_view param) {
+  if (has(param))
+    return *intArgOpt(param) != 0;
+  return tableNumber(param) != 0;
+}
+
 bool KernelContext::boolArg(std::string_view param, bool dflt) {
   if (!has(param))
     return dflt;
-  return intArg(param, dflt ? 1 : 0) != 0;
+  return *intArgOpt(param) != 0;
 }
 
 std::vector<bool> KernelContext::boolsArg(std::string_view param) {
@@ -730,6 +787,12 @@ std::vector<bool> KernelContext::boolsArg(std::string_view param) {
   for (int64_t v : intsArg(param))
     out.push_back(v != 0);
   return out;
+}
+
+std::string KernelContext::strArg(std::string_view param) {
+  if (!has(param))
+    return std::string(tableDefault(param));
+  return strArg(param, "");
 }
 
 std::string KernelContext::strArg(std::string_view param, std::string_view dflt) {

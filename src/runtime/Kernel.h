@@ -55,14 +55,24 @@ public:
   /// Replaces the state bound to `param`.
   virtual void setState(std::string_view param, Tensor value) = 0;
 
-  // Parameters (usually const). Absent parameters give the spec default.
+  // Parameters (usually const). An absent parameter takes the default the op
+  // table (ops/Ops.def) states for it; absent without one, the kernel fails
+  // ("required parameter 'axis' is missing").
+  int64_t intArg(std::string_view param);
+  float floatArg(std::string_view param);
+  bool boolArg(std::string_view param);
+  std::string strArg(std::string_view param);
+  // The same with a default the op table cannot state because it depends on
+  // the op at hand (split's num_splits from its outputs, an axis that is
+  // absent for per-tensor quantization). Not for constants: those belong in
+  // Ops.def.
   int64_t intArg(std::string_view param, int64_t dflt);
-  std::optional<int64_t> intArgOpt(std::string_view param);
-  std::vector<int64_t> intsArg(std::string_view param);
   float floatArg(std::string_view param, float dflt);
   bool boolArg(std::string_view param, bool dflt);
-  std::vector<bool> boolsArg(std::string_view param);
   std::string strArg(std::string_view param, std::string_view dflt);
+  std::optional<int64_t> intArgOpt(std::string_view param);
+  std::vector<int64_t> intsArg(std::string_view param);
+  std::vector<bool> boolsArg(std::string_view param);
 
   /// True when every reader of output 0 takes lazy values of `kind`, so the
   /// kernel may return one instead of dense bytes.
@@ -79,6 +89,12 @@ public:
   [[noreturn]] void fail(const std::string &message) const;
   /// Normalizes a possibly negative axis against `rank`, failing if out of range.
   int64_t axis(int64_t a, int64_t rank, std::string_view what = "axis") const;
+
+private:
+  /// The default Ops.def gives `param` of this op; fails when it has none.
+  std::string_view tableDefault(std::string_view param) const;
+  /// The same read as a number (True/False as 1/0).
+  double tableNumber(std::string_view param) const;
 };
 
 using KernelFn = void (*)(KernelContext &);

@@ -98,7 +98,7 @@ void constOp(KernelContext &ctx) {
 void affineDequantizeOp(KernelContext &ctx) {
   if (emitCompressed(ctx))
     return;
-  affine(ctx, ctx.raw("quantized_data"), ctx.intArg("axis", 0));
+  affine(ctx, ctx.raw("quantized_data"), ctx.intArg("axis"));
 }
 
 void dequantizeOp(KernelContext &ctx) { affine(ctx, ctx.raw("input"), ctx.intArg("axis", 0)); }
@@ -106,7 +106,7 @@ void dequantizeOp(KernelContext &ctx) { affine(ctx, ctx.raw("input"), ctx.intArg
 void quantizeOp(KernelContext &ctx) {
   // q = clamp(round(x / scale + zero_point)) in the output dtype's range.
   const Tensor &x = ctx.in("input");
-  std::string name = ctx.strArg("output_dtype", "uint8");
+  std::string name = ctx.strArg("output_dtype");
   bool isU8 = name == "uint8";
   if (!isU8 && name != "int8")
     ctx.fail("output_dtype: expected int8 or uint8, found '" + name + "'");
@@ -129,7 +129,7 @@ void quantizeOp(KernelContext &ctx) {
 }
 
 void constexprCastOp(KernelContext &ctx) {
-  std::string name = ctx.strArg("output_dtype", "fp32");
+  std::string name = ctx.strArg("output_dtype");
   auto to = dtypeFromName(name);
   if (!to)
     ctx.fail("output_dtype: unknown dtype '" + name + "'");

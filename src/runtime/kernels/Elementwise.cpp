@@ -307,23 +307,23 @@ void tanhOp(KernelContext &ctx) {
   unaryFloat(ctx, [](float a) { return std::tanh(a); });
 }
 void inverseOp(KernelContext &ctx) {
-  float eps = ctx.floatArg("epsilon", 1e-4f);
+  float eps = ctx.floatArg("epsilon");
   unaryFloat(ctx, [eps](float a) { return 1.0f / (a + eps); });
 }
 void logOp(KernelContext &ctx) {
-  float eps = ctx.floatArg("epsilon", 1e-45f);
+  float eps = ctx.floatArg("epsilon");
   unaryFloat(ctx, [eps](float a) { return std::log(a + eps); });
 }
 void rsqrtOp(KernelContext &ctx) {
-  float eps = ctx.floatArg("epsilon", 1e-12f);
+  float eps = ctx.floatArg("epsilon");
   unaryFloat(ctx, [eps](float a) { return 1.0f / std::sqrt(a + eps); });
 }
 void thresholdOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 0.0f);
+  float alpha = ctx.floatArg("alpha");
   unaryNumeric(ctx, [alpha]<typename T>(T a) -> T { return a > T(alpha) ? a : T(alpha); });
 }
 void clipOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 0.0f), beta = ctx.floatArg("beta", 0.0f);
+  float alpha = ctx.floatArg("alpha"), beta = ctx.floatArg("beta");
   unaryFloat(ctx, [=](float a) { return std::min(std::max(a, alpha), beta); });
 }
 
@@ -339,7 +339,7 @@ void siluOp(KernelContext &ctx) {
   unaryFloat(ctx, [](float a) { return a * sigmoid(a); });
 }
 void geluOp(KernelContext &ctx) {
-  std::string mode = ctx.strArg("mode", "EXACT");
+  std::string mode = ctx.strArg("mode");
   if (mode == "EXACT")
     unaryFloat(ctx, [](float a) { return 0.5f * a * (1.0f + std::erf(a * 0.70710678118f)); });
   else if (mode == "TANH_APPROXIMATION")
@@ -360,11 +360,11 @@ void softsignOp(KernelContext &ctx) {
   unaryFloat(ctx, [](float a) { return a / (1.0f + std::abs(a)); });
 }
 void eluOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 1.0f);
+  float alpha = ctx.floatArg("alpha");
   unaryFloat(ctx, [alpha](float a) { return a > 0 ? a : alpha * (std::exp(a) - 1.0f); });
 }
 void leakyReluOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 0.01f);
+  float alpha = ctx.floatArg("alpha");
   unaryFloat(ctx, [alpha](float a) { return a >= 0 ? a : alpha * a; });
 }
 void preluOp(KernelContext &ctx) {
@@ -372,19 +372,19 @@ void preluOp(KernelContext &ctx) {
   perChannel(ctx, alpha, [&](float a, int64_t c) { return a >= 0 ? a : alpha[c] * a; });
 }
 void clampedReluOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 0.0f), beta = ctx.floatArg("beta", 6.0f);
+  float alpha = ctx.floatArg("alpha"), beta = ctx.floatArg("beta");
   unaryFloat(ctx, [=](float a) { return std::min(a >= 0 ? a : alpha * a, beta); });
 }
 void linearActivationOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 1.0f), beta = ctx.floatArg("beta", 0.0f);
+  float alpha = ctx.floatArg("alpha"), beta = ctx.floatArg("beta");
   unaryFloat(ctx, [=](float a) { return alpha * a + beta; });
 }
 void scaledTanhOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 1.0f), beta = ctx.floatArg("beta", 1.0f);
+  float alpha = ctx.floatArg("alpha"), beta = ctx.floatArg("beta");
   unaryFloat(ctx, [=](float a) { return alpha * std::tanh(beta * a); });
 }
 void sigmoidHardOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 0.2f), beta = ctx.floatArg("beta", 0.5f);
+  float alpha = ctx.floatArg("alpha"), beta = ctx.floatArg("beta");
   unaryFloat(ctx, [=](float a) { return std::min(std::max(alpha * a + beta, 0.0f), 1.0f); });
 }
 void softplusParametricOp(KernelContext &ctx) {
@@ -396,7 +396,7 @@ void softplusParametricOp(KernelContext &ctx) {
   });
 }
 void thresholdedReluOp(KernelContext &ctx) {
-  float alpha = ctx.floatArg("alpha", 1.0f);
+  float alpha = ctx.floatArg("alpha");
   unaryFloat(ctx, [alpha](float a) { return a >= alpha ? a : 0.0f; });
 }
 
@@ -424,7 +424,7 @@ void selectOp(KernelContext &ctx) {
 }
 
 void castOp(KernelContext &ctx) {
-  std::string name = ctx.strArg("dtype", "fp32");
+  std::string name = ctx.strArg("dtype");
   // coremltools spells 32-bit types both ways ("int32", "fp32"); accept the
   // long names numpy users write too.
   if (name == "float32")

@@ -282,7 +282,7 @@ void linearOp(KernelContext &ctx) {
 void matmulOp(KernelContext &ctx) {
   const Tensor *xp = &ctx.lazyIn("x");
   const Tensor *yp = &ctx.lazyIn("y");
-  bool tx = ctx.boolArg("transpose_x", false), ty = ctx.boolArg("transpose_y", false);
+  bool tx = ctx.boolArg("transpose_x"), ty = ctx.boolArg("transpose_y");
   if (xp->rank() < 1 || yp->rank() < 1)
     ctx.fail("matmul needs inputs of rank >= 1");
   // Rank-1 operands become matrices and their unit dim is dropped at the end.
@@ -395,7 +395,7 @@ ConvGeometry convGeometry(KernelContext &ctx, const Shape &in, const Shape &kern
   g.inH = inSp[0], g.inW = inSp[1], g.kH = kSp[0], g.kW = kSp[1];
   g.sH = ns == 2 ? s[0] : 1, g.sW = s.back();
   g.dH = ns == 2 ? d[0] : 1, g.dW = d.back();
-  std::string padType = ctx.strArg("pad_type", "valid");
+  std::string padType = ctx.strArg("pad_type");
   int64_t pads[4] = {0, 0, 0, 0}; // top, bottom, left, right
   if (padType == "custom") {
     std::vector<int64_t> p = intsOfLength(ctx, "pad", 2 * ns);
@@ -442,7 +442,7 @@ void convOp(KernelContext &ctx) {
   if (x.rank() < 3 || w.rank() != x.rank())
     ctx.fail("x " + shapeStr(x.shape()) + " and weight " + shapeStr(w.shape()) +
              " must have the same rank >= 3");
-  int64_t groups = ctx.intArg("groups", 1);
+  int64_t groups = ctx.intArg("groups");
   int64_t n = x.dim(0), cin = x.dim(1), cout = w.dim(0), cinG = w.dim(1);
   if (groups < 1 || cin % groups || cout % groups || cinG * groups != cin)
     ctx.fail("groups " + std::to_string(groups) + " do not fit " + std::to_string(cin) +
@@ -540,7 +540,7 @@ void convTransposeOp(KernelContext &ctx) {
   if (x.rank() < 3 || w.rank() != x.rank())
     ctx.fail("x " + shapeStr(x.shape()) + " and weight " + shapeStr(w.shape()) +
              " must have the same rank >= 3");
-  int64_t groups = ctx.intArg("groups", 1);
+  int64_t groups = ctx.intArg("groups");
   int64_t n = x.dim(0), cin = x.dim(1), coutG = w.dim(1);
   if (groups < 1 || w.dim(0) != cin || cin % groups)
     ctx.fail("weight " + shapeStr(w.shape()) + " does not fit " + std::to_string(cin) +
@@ -550,7 +550,7 @@ void convTransposeOp(KernelContext &ctx) {
   // Full (unpadded) output extent, then crop by the padding or to output_shape.
   int64_t fullH = (g.inH - 1) * g.sH + g.dH * (g.kH - 1) + 1;
   int64_t fullW = (g.inW - 1) * g.sW + g.dW * (g.kW - 1) + 1;
-  std::string padType = ctx.strArg("pad_type", "valid");
+  std::string padType = ctx.strArg("pad_type");
   int64_t outH, outW, offH = g.padTop, offW = g.padLeft;
   if (padType == "same" || padType == "same_lower") {
     outH = g.inH * g.sH, outW = g.inW * g.sW;

@@ -35,7 +35,7 @@ template <typename Step, typename Finish>
 void reduce(KernelContext &ctx, double init, Step step, Finish finish) {
   const Tensor &x = ctx.in("x");
   std::vector<bool> mask = reducedAxes(ctx, x, "axes");
-  bool keep = ctx.boolArg("keep_dims", false);
+  bool keep = ctx.boolArg("keep_dims");
   Shape kept, outShape;
   int64_t count = 1;
   for (int64_t d = 0; d < x.rank(); ++d) {
@@ -67,8 +67,8 @@ void reduce(KernelContext &ctx, double init, Step step, Finish finish) {
 /// Argmax/argmin along one axis.
 template <typename Better> void reduceArg(KernelContext &ctx, Better better) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.axis(ctx.intArg("axis", -1), x.rank());
-  bool keep = ctx.boolArg("keep_dims", false);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
+  bool keep = ctx.boolArg("keep_dims");
   AxisSplit s = splitAt(x.shape(), axis);
   if (s.size == 0)
     ctx.fail("cannot take arg over an empty axis");
@@ -157,7 +157,7 @@ void reduceArgminOp(KernelContext &ctx) {
 
 void softmaxOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.axis(ctx.intArg("axis", -1), x.rank());
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
   AxisSplit s = splitAt(x.shape(), axis);
   Tensor out = Tensor::zeros(DType::F32, x.shape());
   const float *a = x.data<float>();
@@ -191,7 +191,7 @@ void layerNormOp(KernelContext &ctx) {
   for (int64_t d = first; d < x.rank(); ++d)
     inner *= x.dim(d);
   int64_t outer = x.numElements() / std::max<int64_t>(inner, 1);
-  float eps = ctx.floatArg("epsilon", 1e-5f);
+  float eps = ctx.floatArg("epsilon");
   std::vector<float> gamma, beta;
   if (ctx.has("gamma"))
     gamma = ctx.in("gamma").toFloats();
@@ -238,7 +238,7 @@ void batchNormOp(KernelContext &ctx) {
   };
   std::vector<float> mean = channel("mean", 0), var = channel("variance", 1),
                      gamma = channel("gamma", 1), beta = channel("beta", 0);
-  float eps = ctx.floatArg("epsilon", 1e-5f);
+  float eps = ctx.floatArg("epsilon");
   for (int64_t i = 0; i < c; ++i)
     var[i] = gamma[i] / std::sqrt(var[i] + eps);
   Tensor out = Tensor::zeros(DType::F32, x.shape());
@@ -265,7 +265,7 @@ void instanceNormOp(KernelContext &ctx) {
     beta = ctx.in("beta").toFloats();
   if (static_cast<int64_t>(gamma.size()) != c || static_cast<int64_t>(beta.size()) != c)
     ctx.fail("gamma/beta must have " + std::to_string(c) + " values");
-  float eps = ctx.floatArg("epsilon", 1e-5f);
+  float eps = ctx.floatArg("epsilon");
   Tensor out = Tensor::zeros(DType::F32, x.shape());
   for (int64_t b = 0; b < s.outer; ++b)
     for (int64_t ch = 0; ch < c; ++ch) {
@@ -289,7 +289,7 @@ void l2NormOp(KernelContext &ctx) {
   // x / sqrt(max(sum(x^2), epsilon)) over the last three dims (fewer for
   // low ranks, keeping the leading batch dim).
   const Tensor &x = ctx.in("x");
-  float eps = ctx.floatArg("epsilon", 1e-6f);
+  float eps = ctx.floatArg("epsilon");
   int64_t nd = std::min<int64_t>(3, std::max<int64_t>(x.rank() - 1, 1));
   int64_t inner = 1;
   for (int64_t d = x.rank() - nd; d < x.rank(); ++d)
@@ -310,8 +310,8 @@ void l2NormOp(KernelContext &ctx) {
 
 void cumsumOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), x.rank());
-  bool exclusive = ctx.boolArg("exclusive", false), reverse = ctx.boolArg("reverse", false);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
+  bool exclusive = ctx.boolArg("exclusive"), reverse = ctx.boolArg("reverse");
   AxisSplit s = splitAt(x.shape(), axis);
   Tensor out = Tensor::zeros(x.dtype(), x.shape());
   dispatchCompute(ctx, x.dtype(), [&]<typename T>() {
@@ -353,9 +353,9 @@ void sortLine(const Tensor &x, int64_t base, int64_t stride, int64_t n, bool asc
 
 void topkOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.axis(ctx.intArg("axis", -1), x.rank());
-  int64_t k = ctx.intArg("k", 1);
-  bool ascending = ctx.boolArg("ascending", false);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
+  int64_t k = ctx.intArg("k");
+  bool ascending = ctx.boolArg("ascending");
   AxisSplit s = splitAt(x.shape(), axis);
   if (k < 0 || k > s.size)
     ctx.fail("k " + std::to_string(k) + " is out of range for axis size " + std::to_string(s.size));
@@ -381,8 +381,8 @@ void topkOp(KernelContext &ctx) {
 
 void argsortOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.axis(ctx.intArg("axis", -1), x.rank());
-  bool ascending = ctx.boolArg("ascending", false);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
+  bool ascending = ctx.boolArg("ascending");
   AxisSplit s = splitAt(x.shape(), axis);
   Tensor out = Tensor::zeros(DType::I32, x.shape());
   std::vector<int64_t> order;
@@ -413,9 +413,9 @@ void pool(KernelContext &ctx, PoolKind kind) {
   for (int64_t v : st)
     if (v < 1)
       ctx.fail("strides must be positive");
-  bool ceilMode = ctx.boolArg("ceil_mode", false);
-  bool excludePad = ctx.boolArg("exclude_padding_from_average", false);
-  std::string padType = ctx.strArg("pad_type", "valid");
+  bool ceilMode = ctx.boolArg("ceil_mode");
+  bool excludePad = kind == PoolKind::Avg && ctx.boolArg("exclude_padding_from_average");
+  std::string padType = ctx.strArg("pad_type");
   // Work in 2-D; a 1-D pool has height 1.
   int64_t in[2] = {ns == 2 ? x.dim(2) : 1, x.dim(x.rank() - 1)};
   int64_t k[2] = {ns == 2 ? ks[0] : 1, ks.back()}, s[2] = {ns == 2 ? st[0] : 1, st.back()};

@@ -222,7 +222,7 @@ void squeezeOp(KernelContext &ctx) {
 
 void flatten2dOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.intArg("axis", 1);
+  int64_t axis = ctx.intArg("axis");
   if (axis < 0)
     axis += x.rank();
   if (axis < 0 || axis > x.rank())
@@ -264,8 +264,8 @@ void concatOp(KernelContext &ctx) {
       v = &lifted.back();
     }
   const Tensor &first = *values[0];
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), first.rank());
-  bool interleave = ctx.boolArg("interleave", false);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), first.rank());
+  bool interleave = ctx.boolArg("interleave");
   Shape shape = first.shape();
   shape[axis] = 0;
   for (const Tensor *v : values) {
@@ -308,7 +308,7 @@ void stackOp(KernelContext &ctx) {
   if (values.empty())
     ctx.fail("stack needs at least one value");
   const Tensor &first = *values[0];
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), first.rank() + 1);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), first.rank() + 1);
   for (const Tensor *v : values)
     if (v->shape() != first.shape() || v->dtype() != first.dtype())
       ctx.fail("values must have the same shape and dtype");
@@ -328,7 +328,7 @@ void stackOp(KernelContext &ctx) {
 
 void splitOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), x.rank());
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
   int64_t dim = x.dim(axis);
   std::vector<int64_t> sizes = ctx.intsArg("split_sizes");
   if (sizes.empty()) {
@@ -440,8 +440,8 @@ void gatherOp(KernelContext &ctx) {
       held.isLazy() ? dynamic_cast<const CompressedValue *>(held.lazyValue()) : nullptr;
   const Tensor &x = packed ? held : movable(ctx, "x");
   const Tensor &indices = ctx.in("indices");
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), x.rank());
-  int64_t batchDims = ctx.intArg("batch_dims", 0);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
+  int64_t batchDims = ctx.intArg("batch_dims");
   if (batchDims < 0)
     batchDims += indices.rank();
   if (batchDims < 0 || batchDims > axis || batchDims > indices.rank())
@@ -483,7 +483,7 @@ void gatherOp(KernelContext &ctx) {
 void gatherAlongAxisOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   const Tensor &indices = ctx.in("indices");
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), x.rank());
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
   if (indices.rank() != x.rank())
     ctx.fail("indices must have the rank of x");
   for (int64_t d = 0; d < x.rank(); ++d)
@@ -507,7 +507,7 @@ void gatherAlongAxisOp(KernelContext &ctx) {
 void gatherNdOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   const Tensor &indices = ctx.in("indices");
-  int64_t batchDims = ctx.intArg("batch_dims", 0);
+  int64_t batchDims = ctx.intArg("batch_dims");
   if (indices.rank() < 1)
     ctx.fail("indices must have rank >= 1");
   int64_t depth = indices.dim(indices.rank() - 1);
@@ -578,8 +578,8 @@ void scatterOne(KernelContext &ctx, const std::string &mode, Tensor &out, int64_
 
 void scatterOp(KernelContext &ctx) {
   const Tensor &data = ctx.in("data"), &indices = ctx.in("indices"), &updates = ctx.in("updates");
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), data.rank());
-  std::string mode = ctx.strArg("mode", "add");
+  int64_t axis = ctx.axis(ctx.intArg("axis"), data.rank());
+  std::string mode = ctx.strArg("mode");
   if (updates.dtype() != data.dtype())
     ctx.fail("updates dtype differs from data");
   // updates shape = data[:axis] ++ indices.shape ++ data[axis+1:]
@@ -602,8 +602,8 @@ void scatterOp(KernelContext &ctx) {
 
 void scatterAlongAxisOp(KernelContext &ctx) {
   const Tensor &data = ctx.in("data"), &indices = ctx.in("indices"), &updates = ctx.in("updates");
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), data.rank());
-  std::string mode = ctx.strArg("mode", "add");
+  int64_t axis = ctx.axis(ctx.intArg("axis"), data.rank());
+  std::string mode = ctx.strArg("mode");
   if (updates.shape() != indices.shape() || indices.rank() != data.rank())
     ctx.fail("indices and updates must have the same shape and the rank of data");
   Tensor out = data.clone();
@@ -623,7 +623,7 @@ void scatterAlongAxisOp(KernelContext &ctx) {
 
 void scatterNdOp(KernelContext &ctx) {
   const Tensor &data = ctx.in("data"), &indices = ctx.in("indices"), &updates = ctx.in("updates");
-  std::string mode = ctx.strArg("mode", "add");
+  std::string mode = ctx.strArg("mode");
   if (indices.rank() < 1)
     ctx.fail("indices must have rank >= 1");
   int64_t depth = indices.dim(indices.rank() - 1);
@@ -672,8 +672,8 @@ void tileOp(KernelContext &ctx) {
 void padOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   std::vector<int64_t> pad = ctx.intsArg("pad");
-  std::string mode = ctx.strArg("mode", "constant");
-  float value = ctx.floatArg("constant_val", 0.0f);
+  std::string mode = ctx.strArg("mode");
+  float value = ctx.floatArg("constant_val");
   if (pad.size() % 2 || static_cast<int64_t>(pad.size()) > 2 * x.rank())
     ctx.fail("pad must hold 2 values per padded dim (at most " + std::to_string(2 * x.rank()) +
              "), found " + std::to_string(pad.size()));
@@ -773,7 +773,7 @@ void bandPartOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   if (x.rank() < 2)
     ctx.fail("x must have rank >= 2");
-  int64_t lower = ctx.intArg("lower", -1), upper = ctx.intArg("upper", -1);
+  int64_t lower = ctx.intArg("lower"), upper = ctx.intArg("upper");
   int64_t rows = x.dim(x.rank() - 2), cols = x.dim(x.rank() - 1);
   Tensor out = ctx.takeOrCopy("x");
   int eb = elemBytes(out);
@@ -801,7 +801,7 @@ void fillWith(KernelContext &ctx, const Shape &shape) {
       ctx.fail("shape " + shapeStr(shape) + " has a negative dim");
   DType t = computeDType(ctx.outputType().dtype());
   Tensor out = Tensor::zeros(t, shape);
-  float v = ctx.floatArg("value", 0.0f);
+  float v = ctx.floatArg("value");
   for (int64_t i = 0; i < out.numElements(); ++i) {
     if (t == DType::F32)
       out.mutableData<float>()[i] = v;
@@ -851,11 +851,11 @@ void shapeOp(KernelContext &ctx) {
 
 void oneHotOp(KernelContext &ctx) {
   const Tensor &indices = ctx.in("indices");
-  int64_t depth = ctx.intArg("one_hot_vector_size", 0);
+  int64_t depth = ctx.intArg("one_hot_vector_size");
   if (depth < 0)
     ctx.fail("one_hot_vector_size must be non-negative");
-  int64_t axis = ctx.axis(ctx.intArg("axis", -1), indices.rank() + 1);
-  float on = ctx.floatArg("on_value", 1.0f), off = ctx.floatArg("off_value", 0.0f);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), indices.rank() + 1);
+  float on = ctx.floatArg("on_value"), off = ctx.floatArg("off_value");
   Shape shape = indices.shape();
   shape.insert(shape.begin() + axis, depth);
   Tensor out = Tensor::zeros(DType::F32, shape);
@@ -901,8 +901,7 @@ void upsampleNearestOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   if (x.rank() < 3)
     ctx.fail("x must have rank >= 3");
-  float sh = ctx.floatArg("scale_factor_height", 1.0f),
-        sw = ctx.floatArg("scale_factor_width", 1.0f);
+  float sh = ctx.floatArg("scale_factor_height"), sw = ctx.floatArg("scale_factor_width");
   if (!(sh > 0) || !(sw > 0))
     ctx.fail("scale factors must be positive");
   int64_t r = x.rank(), inH = x.dim(r - 2), inW = x.dim(r - 1);
@@ -924,9 +923,8 @@ void upsampleBilinearOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   if (x.rank() < 3)
     ctx.fail("x must have rank >= 3");
-  float sh = ctx.floatArg("scale_factor_height", 1.0f),
-        sw = ctx.floatArg("scale_factor_width", 1.0f);
-  bool align = ctx.boolArg("align_corners", true);
+  float sh = ctx.floatArg("scale_factor_height"), sw = ctx.floatArg("scale_factor_width");
+  bool align = ctx.boolArg("align_corners");
   bool halfPixel = ctx.boolArg("half_pixel_centers", !align);
   if (!(sh > 0) || !(sw > 0))
     ctx.fail("scale factors must be positive");
@@ -990,15 +988,13 @@ void depthToSpace(KernelContext &ctx, int64_t block, bool blockFirst) {
 
 } // namespace
 
-void pixelShuffleOp(KernelContext &ctx) {
-  depthToSpace(ctx, ctx.intArg("upscale_factor", 1), false);
-}
-void depthToSpaceOp(KernelContext &ctx) { depthToSpace(ctx, ctx.intArg("block_size", 1), true); }
+void pixelShuffleOp(KernelContext &ctx) { depthToSpace(ctx, ctx.intArg("upscale_factor"), false); }
+void depthToSpaceOp(KernelContext &ctx) { depthToSpace(ctx, ctx.intArg("block_size"), true); }
 
 void spaceToDepthOp(KernelContext &ctx) {
   // [N, C, H, W] -> [N, (by, bx, C), H/b, W/b].
   const Tensor &x = ctx.in("x");
-  int64_t block = ctx.intArg("block_size", 1);
+  int64_t block = ctx.intArg("block_size");
   if (x.rank() != 4 || block < 1 || x.dim(2) % block || x.dim(3) % block)
     ctx.fail("x " + shapeStr(x.shape()) + " does not fit block size " + std::to_string(block));
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), w = x.dim(3);
@@ -1012,8 +1008,8 @@ void spaceToDepthOp(KernelContext &ctx) {
 
 void slidingWindowsOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.axis(ctx.intArg("axis", 0), x.rank());
-  int64_t size = ctx.intArg("size", 1), stride = ctx.intArg("stride", 1);
+  int64_t axis = ctx.axis(ctx.intArg("axis"), x.rank());
+  int64_t size = ctx.intArg("size"), stride = ctx.intArg("stride");
   if (size < 1 || stride < 1 || size > x.dim(axis))
     ctx.fail("size/stride do not fit axis of size " + std::to_string(x.dim(axis)));
   int64_t windows = (x.dim(axis) - size) / stride + 1;
@@ -1062,7 +1058,7 @@ void resizeNearestOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   if (x.rank() < 3)
     ctx.fail("x must have rank >= 3");
-  int64_t outH = ctx.intArg("target_size_height", 1), outW = ctx.intArg("target_size_width", 1);
+  int64_t outH = ctx.intArg("target_size_height"), outW = ctx.intArg("target_size_width");
   if (outH < 1 || outW < 1)
     ctx.fail("target sizes must be positive");
   int64_t r = x.rank(), inH = x.dim(r - 2), inW = x.dim(r - 1);
@@ -1100,7 +1096,7 @@ void nonZeroOp(KernelContext &ctx) {
 void pixelUnshuffleOp(KernelContext &ctx) {
   // Inverse of pixel_shuffle: [N, C, H*r, W*r] -> [N, (C, fy, fx), H, W].
   const Tensor &x = ctx.in("x");
-  int64_t f = ctx.intArg("downscale_factor", 1);
+  int64_t f = ctx.intArg("downscale_factor");
   if (x.rank() != 4 || f < 1 || x.dim(2) % f || x.dim(3) % f)
     ctx.fail("x " + shapeStr(x.shape()) + " does not fit downscale factor " + std::to_string(f));
   int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2) / f, w = x.dim(3) / f;
@@ -1116,8 +1112,8 @@ void reverseSequenceOp(KernelContext &ctx) {
   // For each batch b, reverse the first lengths[b] entries along seq_axis.
   const Tensor &x = ctx.in("x");
   const Tensor &lengths = ctx.in("lengths");
-  int64_t seqAxis = ctx.axis(ctx.intArg("seq_axis", 0), x.rank(), "seq_axis");
-  int64_t batchAxis = ctx.axis(ctx.intArg("batch_axis", 0), x.rank(), "batch_axis");
+  int64_t seqAxis = ctx.axis(ctx.intArg("seq_axis"), x.rank(), "seq_axis");
+  int64_t batchAxis = ctx.axis(ctx.intArg("batch_axis"), x.rank(), "batch_axis");
   if (seqAxis == batchAxis || lengths.numElements() != x.dim(batchAxis))
     ctx.fail("lengths must have one value per batch and seq_axis differ from batch_axis");
   std::vector<int64_t> strides = stridesOf(x.shape());

@@ -161,4 +161,30 @@ TEST(Quantization, DequantizePerTensorAndPerAxis) {
   expectNear(out[1], {-3, 4, 0, -4}, {2, 2});
 }
 
+TEST(Parameters, AnAbsentParameterTakesTheOpTablesDefault) {
+  // Ops.def: thresholded_relu's alpha is required; topk's k, axis and
+  // ascending default to 1, -1 and False; gelu's mode to EXACT.
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::F32, {2, 3});
+  b.output(b.ops("topk", {{"x", x}},
+                 {Type::tensor(DType::F32, {2, 1}), Type::tensor(DType::I32, {2, 1})})[0]);
+  b.output(b.op("gelu", {{"x", x}}, DType::F32, {2, 3}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32({1, 5, 3, -2, -1, -3}, {2, 3})}});
+  expectNear(out[0], {5, -1}, {2, 1});
+  expectNear(out[1], {0.8413447f, 4.9999986f, 2.9959502f, -0.0455003f, -0.1586553f, -0.0040497f},
+             {2, 3}, 1e-5f, 1e-5f);
+
+  ProgramBuilder bad;
+  Value *y = bad.input("y", DType::F32, {2});
+  bad.output(bad.op("thresholded_relu", {{"x", y}}, DType::F32, {2}));
+  try {
+    runOnce(bad, {{"y", Tensor::fromF32({1, 2}, {2})}});
+    ADD_FAILURE() << "a missing required parameter was given a value";
+  } catch (const InputError &e) {
+    EXPECT_NE(std::string(e.what()).find("required parameter 'alpha' is missing"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 } // namespace
