@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Convert.h"
 
+#include "runtime/kernels/Lazy.h"
+
 #include "support/DType.h"
 
 #if defined(__x86_64__)
@@ -17,10 +19,7 @@ namespace anefit::runtime {
 namespace {
 
 #if defined(__x86_64__)
-bool hasF16C() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-  return yes;
-}
+bool hasF16C() { return cpuHasAvx2(); }
 
 __attribute__((target("avx2,f16c"))) void halfToFloatF16C(const uint16_t *src, float *dst,
                                                           int64_t n) {

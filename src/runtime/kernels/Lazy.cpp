@@ -13,6 +13,7 @@
 #include <cstring>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -131,8 +132,12 @@ float *rowBuffer(size_t n) {
 
 bool cpuHasAvx2() {
 #if defined(__x86_64__)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                          __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1: clang 14's __builtin_cpu_supports does not know it.
+  static const bool yes = [] {
+    unsigned eax, ebx, ecx, edx;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+  }();
   return yes;
 #else
   return false;
