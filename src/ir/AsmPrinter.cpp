@@ -293,7 +293,9 @@ std::string constantBody(const Constant &c, std::optional<Type> &inferred);
 std::string constantText(const Constant &c, const Type *context) {
   std::optional<Type> inferred;
   std::string s = constantBody(c, inferred);
-  bool needType = !(inferred && *inferred == c.type) && !(context && *context == c.type);
+  // With a context the parser reads an unsuffixed literal as the context's
+  // type, so the suffix is needed exactly when the two differ.
+  bool needType = context ? !(*context == c.type) : !(inferred && *inferred == c.type);
   if (needType) {
     // Short form ":int64" when only the dtype differs from the literal's.
     if (inferred && inferred->isTensor() && c.type.isTensor() && c.type.hasRank() &&

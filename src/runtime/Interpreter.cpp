@@ -413,6 +413,12 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
       addSlot(out.get());
     plan.steps.push_back({&op, it->second, {}});
   }
+  // A state lives in the host's StateContext, not in a slot: it has no value
+  // to hand back (the verifier says the same).
+  for (const Value *v : fn.body->outputs)
+    if (v->type.isState())
+      throw InputError("function '" + fn.name + "': block output '%" + v->name +
+                       "' is a state; states cannot be returned");
   for (InterpreterPlan::Step &step : plan.steps) {
     for (const OpInput &in : step.op->inputs) {
       std::vector<size_t> slots;
