@@ -1,8 +1,16 @@
 #!/bin/sh
-# Builds the libFuzzer targets with clang and runs each for a while.
+# Builds the libFuzzer targets (clang, AddressSanitizer + UndefinedBehavior-
+# Sanitizer) and runs each in turn, one process at a time.
 #   tests/fuzz/run.sh [SECONDS_PER_TARGET] [BUILD_DIR]
-# Corpora grow under BUILD_DIR/fuzz-corpus/<target>; crashes are written to
-# BUILD_DIR/fuzz-artifacts/. Exits non-zero if a target finds a crash.
+# Environment:
+#   RUNS=N      stop each target after N executions instead of after a time
+#   TARGETS=... the targets to run (default: all), e.g. "anefit-fuzz-npz"
+# Corpora grow under BUILD_DIR/fuzz-corpus/<target>, seeded from the committed
+# corpus (tests/fuzz/corpus/<name>), the fixtures, the lit tests' MIL text and
+# the hostile-input corpus; crashes are written to BUILD_DIR/fuzz-artifacts/.
+# Prints each target's execution count. Exits non-zero if a target finds
+# anything (a crash, a sanitizer report, a leak, a timeout, an allocation over
+# the limits below).
 set -eu
 seconds=${1:-60}
 src=$(cd "$(dirname "$0")/../.." && pwd)
@@ -18,15 +26,25 @@ if [ -f "$build/CMakeCache.txt" ]; then
 else
   cmake -G Ninja -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_C_COMPILER="$cc" \
-    -DANEFIT_FUZZ=ON -DANEFIT_BUILD_BENCH=OFF >/dev/null
+    -DANEFIT_FUZZ=ON -DANEFIT_BUILD_BENCH=OFF -DANEFIT_BUILD_TESTS=ON >/dev/null
 fi
 
-targets="anefit-fuzz-weightfile anefit-fuzz-manifest anefit-fuzz-pte"
-if [ -f "$src/src/io/MilProto.cpp" ]; then
-  targets="$targets anefit-fuzz-modelproto"
-fi
+all="anefit-fuzz-weightfile anefit-fuzz-manifest anefit-fuzz-pte anefit-fuzz-modelproto \
+anefit-fuzz-miltext anefit-fuzz-npz anefit-fuzz-interpreter"
+targets=${TARGETS:-$all}
 # shellcheck disable=SC2086
 ninja -C "$build" -j"$jobs" $targets
+
+# Copies FILE into the corpus DIR; with a mode byte first for the targets that
+# read one (the MIL text targets take their options from the first byte).
+seed() {
+  name=$(echo "$1" | sed "s|^$src/||; s|/|_|g")
+  if [ "$3" = mode ]; then
+    { printf '\000'; cat "$1"; } > "$2/seed-$name"
+  else
+    cp "$1" "$2/seed-$name"
+  fi
+}
 
 status=0
 mkdir -p "$build/fuzz-artifacts"
@@ -34,23 +52,37 @@ for t in $targets; do
   corpus="$build/fuzz-corpus/$t"
   seeds="$src/tests/fuzz/corpus/${t#anefit-fuzz-}"
   mkdir -p "$corpus"
-  # The committed fixtures are good seeds for the protobuf reader.
-  if [ "$t" = anefit-fuzz-modelproto ]; then
+  case $t in
+  anefit-fuzz-modelproto)
     for m in "$src"/tests/fixtures/*/model.mlpackage/Data/com.apple.CoreML/model.mlmodel; do
-      [ -f "$m" ] && cp "$m" "$corpus/seed-$(basename "$(dirname "$(dirname "$(dirname "$(dirname "$m")")")")").mlmodel"
-    done
-  fi
-  # The real ExecuTorch exports seed the .pte reader.
-  if [ "$t" = anefit-fuzz-pte ]; then
+      [ -f "$m" ] && seed "$m" "$corpus" raw
+    done ;;
+  anefit-fuzz-pte)
     for p in "$src"/tests/fixtures/pte/*.pte; do
-      [ -f "$p" ] && cp "$p" "$corpus/seed-$(basename "$p")"
-    done
+      [ -f "$p" ] && seed "$p" "$corpus" raw
+    done ;;
+  anefit-fuzz-npz)
+    for p in "$src"/tests/fixtures/*/*.npz "$src"/tests/lit/io/Inputs/hostile/*.npz; do
+      [ -f "$p" ] && seed "$p" "$corpus" raw
+    done ;;
+  anefit-fuzz-miltext | anefit-fuzz-interpreter)
+    find "$src/tests/lit" -name '*.mil' | while read -r m; do
+      seed "$m" "$corpus" mode
+    done ;;
+  esac
+  if [ -n "${RUNS:-}" ]; then
+    limit="-runs=$RUNS" what="$RUNS runs"
+  else
+    limit="-max_total_time=$seconds" what="${seconds}s"
   fi
-  echo "== $t: ${seconds}s"
-  # -rss_limit_mb catches allocations driven by sizes in the input.
+  echo "== $t: $what"
+  # -rss_limit_mb and -malloc_limit_mb catch allocations driven by sizes in
+  # the input; the interpreter's own budget is 256 MiB (InterpreterFuzzer.cpp).
+  # shellcheck disable=SC2046
   if ! "$build/tests/fuzz/$t" "$corpus" $( [ -d "$seeds" ] && echo "$seeds" ) \
-      -max_total_time="$seconds" -rss_limit_mb=1024 -malloc_limit_mb=512 -timeout=10 \
-      -artifact_prefix="$build/fuzz-artifacts/$t-" -print_final_stats=1 2>"$build/fuzz-$t.log"; then
+      "$limit" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20 \
+      -artifact_prefix="$build/fuzz-artifacts/$t-" -print_final_stats=1 \
+      2>"$build/fuzz-$t.log"; then
     status=1
     echo "   FOUND a problem, see $build/fuzz-$t.log and $build/fuzz-artifacts/"
   fi
