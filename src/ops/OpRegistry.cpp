@@ -10,7 +10,9 @@
 #include "ir/IR.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <unordered_map>
 
 namespace anefit {
@@ -36,6 +38,27 @@ const ParamSpec *OpDef::param(std::string_view paramName) const {
     if (p.name == paramName)
       return &p;
   return nullptr;
+}
+
+std::string_view OpDef::paramDefault(std::string_view paramName) const {
+  if (const ParamSpec *p = param(paramName))
+    return p->defaultValue;
+  const OpDef *newest = findAnyOp(name);
+  const ParamSpec *p = newest ? newest->param(paramName) : nullptr;
+  return p ? p->defaultValue : std::string_view();
+}
+
+std::optional<double> defaultAsNumber(std::string_view text) {
+  if (text == "True")
+    return 1.0;
+  if (text == "False")
+    return 0.0;
+  std::string s(text);
+  char *end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size())
+    return std::nullopt;
+  return v;
 }
 
 // The inference rules, defined in TypeInference.cpp.

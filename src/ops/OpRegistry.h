@@ -86,6 +86,10 @@ struct OpDef {
 
   /// The parameter called `name`, or null.
   const ParamSpec *param(std::string_view name) const;
+  /// The value parameter `name` takes when absent, as Ops.def writes it
+  /// ("1e-5", "False", "valid"): this row's default, or for a parameter an
+  /// older row does not have, the newest row's. Empty when there is none.
+  std::string_view paramDefault(std::string_view name) const;
   bool has(OpTrait t) const { return (traits & static_cast<uint8_t>(t)) != 0; }
   /// The parameter that takes a state (kind State), or null.
   const ParamSpec *stateParam() const;
@@ -115,6 +119,10 @@ bool opHasTrait(std::string_view type, OpTrait t);
 /// once, as prose: "read_state, write_state and coreml_update_state" (with
 /// `conjunction` "and").
 std::string opNamesWithTrait(OpTrait t, std::string_view conjunction = "and");
+/// A default of Ops.def read as a number ("1e-5", "0.", "-1"; True and
+/// False as 1 and 0); nullopt for text that is not one ("valid",
+/// "[1] * spatial_rank").
+std::optional<double> defaultAsNumber(std::string_view text);
 /// "CoreML5" -> 15 ... "CoreML8" -> 18, "CoreML9" -> 18 (iOS26 adds no ops); 0 if unknown.
 int iosVersionOfOpset(std::string_view opset);
 

@@ -139,6 +139,31 @@ public:
     return *v != 0;
   }
 
+  /// A scalar parameter; when absent, the default Ops.def gives it (nullopt
+  /// when it gives none, or the value is not constant).
+  std::optional<int64_t> intParam(std::string_view p) const {
+    if (has(p))
+      return intOr(p, 0);
+    auto v = defaultAsNumber(def.paramDefault(p));
+    if (!v)
+      return std::nullopt;
+    return static_cast<int64_t>(*v);
+  }
+  std::optional<bool> boolParam(std::string_view p) const {
+    auto v = intParam(p);
+    if (!v)
+      return std::nullopt;
+    return *v != 0;
+  }
+  std::optional<std::string> stringParam(std::string_view p) const {
+    if (has(p))
+      return stringOr(p, "");
+    std::string_view text = def.paramDefault(p);
+    if (text.empty())
+      return std::nullopt;
+    return std::string(text);
+  }
+
   std::optional<std::string> stringOr(std::string_view p, std::string dflt) const {
     if (!has(p))
       return dflt;
@@ -413,9 +438,9 @@ std::optional<std::vector<int64_t>> intList(InferCtx &c, std::string_view p, siz
 }
 
 std::optional<std::string> padTypeOf(InferCtx &c, bool allowSameLower) {
-  auto pt = c.stringOr("pad_type", "valid");
+  auto pt = c.stringParam("pad_type");
   if (!pt) {
-    c.fail("'pad_type' must be a constant string");
+    c.fail(c.has("pad_type") ? "'pad_type' must be a constant string" : "'pad_type' is required");
     return std::nullopt;
   }
   if (*pt != "valid" && *pt != "same" && *pt != "custom" && *pt != "same_lower") {
@@ -441,7 +466,7 @@ Result convImpl(InferCtx &c) {
     return c.fail("weight rank " + std::to_string(w->rank()) + " does not match x rank " +
                   std::to_string(rank));
   size_t n = static_cast<size_t>(rank - 2);
-  auto groups = c.intOr("groups", 1);
+  auto groups = c.intParam("groups");
   if (!groups || *groups < 1)
     return c.fail("'groups' must be a positive constant");
   const Dim &cin = x->shape()[1];
@@ -486,7 +511,7 @@ Result convTransposeImpl(InferCtx &c) {
     return c.fail("weight rank " + std::to_string(w->rank()) + " does not match x rank " +
                   std::to_string(rank));
   size_t n = static_cast<size_t>(rank - 2);
-  auto groups = c.intOr("groups", 1);
+  auto groups = c.intParam("groups");
   if (!groups || *groups < 1)
     return c.fail("'groups' must be a positive constant");
   auto cout = dimTimes(w->shape()[1], *groups);
@@ -554,7 +579,7 @@ Result poolImpl(InferCtx &c) {
   auto strides = intList(c, "strides", n, 1, 1);
   auto padType = strides ? padTypeOf(c, true) : std::nullopt;
   auto pad = padType ? intList(c, "pad", 2 * n, 0, 0) : std::nullopt;
-  auto ceilMode = pad ? c.boolOr("ceil_mode", false) : std::nullopt;
+  auto ceilMode = pad ? c.boolParam("ceil_mode") : std::nullopt;
   if (!ceilMode)
     return pad ? c.fail("'ceil_mode' must be a constant") : std::nullopt;
   std::vector<Dim> out{x->shape()[0], x->shape()[1]};
@@ -594,8 +619,8 @@ Result matmulImpl(InferCtx &c) {
   const Type *y = x ? tensorParam(c, "y") : nullptr;
   if (!x || !y)
     return std::nullopt;
-  auto tx = c.boolOr("transpose_x", false);
-  auto ty = c.boolOr("transpose_y", false);
+  auto tx = c.boolParam("transpose_x");
+  auto ty = c.boolParam("transpose_y");
   if (!tx || !ty)
     return c.fail("transpose flags must be constants");
   std::vector<Dim> xs = x->shape(), ys = y->shape();
@@ -663,7 +688,7 @@ Result reduceImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   if (!x)
     return std::nullopt;
-  auto keep = c.boolOr("keep_dims", false);
+  auto keep = c.boolParam("keep_dims");
   if (!keep)
     return c.fail("'keep_dims' must be a constant");
   auto reduced = reduceAxes(c, x->rank(), "axes");
@@ -683,9 +708,9 @@ Result reduceArgImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   if (!x)
     return std::nullopt;
-  auto keep = c.boolOr("keep_dims", false);
-  auto axis = c.intOr("axis", -1);
-  auto dtName = c.stringOr("output_dtype", "int32");
+  auto keep = c.boolParam("keep_dims");
+  auto axis = c.intParam("axis");
+  auto dtName = c.stringParam("output_dtype");
   if (!keep || !axis || !dtName)
     return c.fail("'axis', 'keep_dims' and 'output_dtype' must be constants");
   auto dt = dtypeFromName(*dtName);
@@ -906,7 +931,7 @@ Result concatImpl(InferCtx &c) {
   auto values = c.types("values");
   if (values.empty())
     return c.fail("'values' is empty");
-  auto axis = c.intOr("axis", 0);
+  auto axis = c.intParam("axis");
   if (!c.has("axis") || !axis)
     return c.fail("'axis' must be a constant");
   const Type *first = values[0];
@@ -973,7 +998,7 @@ Result splitImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   if (!x)
     return std::nullopt;
-  auto axis = c.intOr("axis", 0);
+  auto axis = c.intParam("axis");
   if (!c.has("axis") || !axis)
     return c.fail("'axis' must be a constant");
   auto na = normAxis(*axis, x->rank());
@@ -1028,7 +1053,7 @@ Result stackImpl(InferCtx &c) {
   auto values = c.types("values");
   if (values.empty())
     return c.fail("'values' is empty");
-  auto axis = c.intOr("axis", 0);
+  auto axis = c.intParam("axis");
   if (!c.has("axis") || !axis)
     return c.fail("'axis' must be a constant");
   const Type *first = values[0];
@@ -1213,8 +1238,8 @@ Result gatherImpl(InferCtx &c) {
   const Type *idx = x ? tensorParam(c, "indices") : nullptr;
   if (!x || !idx)
     return std::nullopt;
-  auto axis = c.intOr("axis", 0);
-  auto batchDims = c.intOr("batch_dims", 0);
+  auto axis = c.intParam("axis");
+  auto batchDims = c.intParam("batch_dims");
   if (!axis || !batchDims)
     return c.fail("'axis' and 'batch_dims' must be constants");
   auto na = normAxis(*axis, x->rank());
@@ -1236,7 +1261,7 @@ Result gatherAlongAxisImpl(InferCtx &c) {
   if (x->rank() != idx->rank())
     return c.fail("indices rank " + std::to_string(idx->rank()) + " does not match x rank " +
                   std::to_string(x->rank()));
-  auto axis = c.intOr("axis", 0);
+  auto axis = c.intParam("axis");
   if (!axis)
     return c.fail("'axis' must be a constant");
   if (!normAxis(*axis, x->rank()))
@@ -1249,7 +1274,7 @@ Result gatherNdImpl(InferCtx &c) {
   const Type *idx = x ? tensorParam(c, "indices") : nullptr;
   if (!x || !idx)
     return std::nullopt;
-  auto batchDims = c.intOr("batch_dims", 0);
+  auto batchDims = c.intParam("batch_dims");
   if (!batchDims || *batchDims < 0)
     return c.fail("'batch_dims' must be a non-negative constant");
   if (idx->rank() < 1)
@@ -1276,7 +1301,7 @@ Result scatterImpl(InferCtx &c, int kind) {
     return std::nullopt;
   std::vector<Dim> expect;
   if (kind == 0) { // scatter
-    auto axis = c.intOr("axis", 0);
+    auto axis = c.intParam("axis");
     if (!axis)
       return c.fail("'axis' must be a constant");
     auto na = normAxis(*axis, data->rank());
@@ -1423,10 +1448,10 @@ Result topkImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   if (!x)
     return std::nullopt;
-  auto k = c.intOr("k", 1);
-  auto axis = c.intOr("axis", -1);
-  auto returnIndices = c.boolOr("return_indices", true);
-  auto idxName = c.stringOr("output_indices_dtype", "int32");
+  auto k = c.intParam("k");
+  auto axis = c.intParam("axis");
+  auto returnIndices = c.boolParam("return_indices");
+  auto idxName = c.stringParam("output_indices_dtype");
   if (!axis || !returnIndices || !idxName)
     return c.fail("'axis', 'return_indices' and 'output_indices_dtype' must be constants");
   auto na = normAxis(*axis, x->rank());
@@ -1454,7 +1479,7 @@ Result argsortImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   if (!x)
     return std::nullopt;
-  auto axis = c.intOr("axis", -1);
+  auto axis = c.intParam("axis");
   if (!axis || !normAxis(*axis, x->rank()))
     return c.fail("'axis' must be a constant within the rank");
   return one(x->withDType(DType::I32));
@@ -1565,7 +1590,7 @@ Result resizeTargetImpl(InferCtx &c) {
     return std::nullopt;
   if (x->rank() < 3)
     return c.fail("x rank " + std::to_string(x->rank()) + " is below 3");
-  auto h = c.intOr("target_size_height", 1), w = c.intOr("target_size_width", 1);
+  auto h = c.intParam("target_size_height"), w = c.intParam("target_size_width");
   if (!h || !w || *h < 1 || *w < 1)
     return c.fail("target sizes must be positive constants");
   std::vector<Dim> out = x->shape();
@@ -1609,7 +1634,7 @@ Result flatten2dImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   if (!x)
     return std::nullopt;
-  auto axis = c.intOr("axis", 1);
+  auto axis = c.intParam("axis");
   if (!axis)
     return c.fail("'axis' must be a constant");
   int64_t a = *axis < 0 ? *axis + x->rank() : *axis;
@@ -1948,7 +1973,7 @@ Result oneHotImpl(InferCtx &c) {
   const Type *idx = tensorParam(c, "indices");
   if (!idx)
     return std::nullopt;
-  auto axis = c.intOr("axis", -1);
+  auto axis = c.intParam("axis");
   if (!axis)
     return c.fail("'axis' must be a constant");
   auto na = normAxis(*axis, idx->rank() + 1);
@@ -1970,9 +1995,9 @@ Result slidingWindowsImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   if (!x)
     return std::nullopt;
-  auto axis = c.intOr("axis", 0);
-  auto size = c.intOr("size", 1);
-  auto stride = c.intOr("stride", 1);
+  auto axis = c.intParam("axis");
+  auto size = c.intParam("size");
+  auto stride = c.intParam("stride");
   if (!c.has("axis") || !c.has("size") || !axis || !size || !stride || *size < 1 || *stride < 1)
     return c.fail("'axis', 'size' and 'stride' must be positive constants");
   auto na = normAxis(*axis, x->rank());
@@ -2030,8 +2055,8 @@ Result recurrentImpl(InferCtx &c) {
     return c.fail("x rank " + std::to_string(x->rank()) + " is not 3 (seq, batch, input)");
   if (whh->rank() != 2)
     return c.fail("weight_hh rank " + std::to_string(whh->rank()) + " is not 2");
-  auto direction = c.stringOr("direction", "forward");
-  auto outputSequence = c.boolOr("output_sequence", false);
+  auto direction = c.stringParam("direction");
+  auto outputSequence = c.boolParam("output_sequence");
   if (!direction || !outputSequence)
     return c.fail("'direction' and 'output_sequence' must be constants");
   int64_t factor = *direction == "bidirectional" ? 2 : 1;

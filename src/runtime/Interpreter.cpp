@@ -710,36 +710,17 @@ std::optional<int64_t> KernelContext::intArgOpt(std::string_view param) {
 
 std::string_view KernelContext::tableDefault(std::string_view param) const {
   const OpDef *def = findAnyOp(op.type);
-  const ParamSpec *spec = def ? def->param(param) : nullptr;
-  if (!spec)
+  if (!def || !def->param(param))
     fail("the op table has no parameter '" + std::string(param) + "' for this op");
-  if (spec->defaultValue.empty())
+  std::string_view text = def->paramDefault(param);
+  if (text.empty())
     fail("required parameter '" + std::string(param) + "' is missing");
-  return spec->defaultValue;
+  return text;
 }
-
-namespace {
-
-/// A default of Ops.def read as a number; nullopt if it is not one ("[1] *
-/// spatial_rank").
-std::optional<double> numberOf(std::string_view text) {
-  if (text == "True")
-    return 1.0;
-  if (text == "False")
-    return 0.0;
-  std::string s(text);
-  char *end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size())
-    return std::nullopt;
-  return v;
-}
-
-} // namespace
 
 double KernelContext::tableNumber(std::string_view param) const {
   std::string_view text = tableDefault(param);
-  std::optional<double> v = numberOf(text);
+  std::optional<double> v = defaultAsNumber(text);
   if (!v)
     fail("parameter '" + std::string(param) + "' is absent and its default '" + std::string(text) +
          "' is not a number");

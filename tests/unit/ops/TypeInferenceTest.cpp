@@ -344,6 +344,8 @@ TEST(TypeInference, Reductions) {
        17,
        {{"x", "fp16(10)"}, {"k", i32(3)}, {"output_indices_dtype", str("uint16")}},
        {"fp16(3)", "uint16(3)"}},
+      // k, axis and return_indices absent: Ops.def's defaults (1, -1, True).
+      {"topk iOS17 defaults", "topk", 17, {{"x", "fp32(3, 10)"}}, {"fp32(3, 1)", "int32(3, 1)"}},
       {"topk too large", "topk", 15, {{"x", "fp32(3)"}, {"k", i32(4)}}, {}, "exceeds"},
       {"argsort", "argsort", 15, {{"x", "fp32(3, 4)"}}, {"int32(3, 4)"}},
   });
