@@ -21,6 +21,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <ostream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -107,6 +108,12 @@ std::pair<std::string, std::optional<size_t>> splitPteSelector(const std::string
 /// debugHandles come from ExecuTorch's debug-handle mapping when present.
 std::vector<EmbeddedModel> loadPteModels(const std::string &path, const LoadOptions &options = {});
 
+/// How `rewritten`'s interface (functions; per function the inputs, outputs
+/// and states with names, shapes and types, in order) differs from
+/// `original`'s: the first difference as text, or "" when they match. A
+/// .pte delegate's rewrite must keep it.
+std::string interfaceDifference(const Model &original, const Model &rewritten);
+
 struct SaveOptions {
   /// Replace an existing output (the --force of every verb).
   bool force = false;
@@ -120,5 +127,17 @@ struct SaveOptions {
 /// source stores. Atomic: the result appears under `path` only when
 /// complete. Throws InputError.
 void saveModel(const Model &model, const std::string &path, const SaveOptions &options = {});
+
+/// Writes a copy of the .pte at `inPath` to `outPath` in which Core ML
+/// delegate i (the position "#i" of loadPteModels) carries `models[i]`
+/// instead of its model (null, or past the end of `models`: unchanged).
+/// The rest of the program is copied byte for byte (Pte.h,
+/// writePteWithSegments). Delegates that share one payload (multi-method
+/// weight sharing) take the model given for the first of them. Throws
+/// InputError when a model's inputs or outputs differ from the names
+/// ExecuTorch binds (metadata.json), for inline payloads, and on bad input.
+/// The output goes through the output policy of support/FileSystem.h.
+void savePteModels(const std::string &inPath, const std::vector<const Model *> &models,
+                   const std::string &outPath, const SaveOptions &options = {});
 
 } // namespace anefit

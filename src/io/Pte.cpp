@@ -219,10 +219,13 @@ void PteFile::parse() {
     if (length < 24)
       fb.fail("extended header",
               "expected a length of at least 24, found " + std::to_string(length));
-    uint64_t programSize = fb.load<uint64_t>(16, "extended header");
+    extHeaderLength_ = length;
+    programSize_ = fb.load<uint64_t>(16, "extended header");
     segmentBase_ = fb.load<uint64_t>(24, "extended header");
-    if (programSize > bytes_.size())
-      fb.fail("extended header", "program size " + std::to_string(programSize) +
+    if (length >= 32)
+      segmentDataSize_ = fb.load<uint64_t>(32, "extended header");
+    if (programSize_ > bytes_.size())
+      fb.fail("extended header", "program size " + std::to_string(programSize_) +
                                      " exceeds the file size " + std::to_string(bytes_.size()));
     if (segmentBase_ > bytes_.size())
       fb.fail("extended header", "segment base offset " + std::to_string(segmentBase_) +
@@ -238,8 +241,12 @@ void PteFile::parse() {
   for (uint32_t i = 0; i < segs.count; ++i) {
     std::string what = "segments[" + std::to_string(i) + "]";
     auto t = fb.tableAt(segs, i, what);
-    segments_.emplace_back(fb.scalar<uint64_t>(t, field::kSegmentOffset, 0, what),
-                           fb.scalar<uint64_t>(t, field::kSegmentSize, 0, what));
+    PteSegment seg;
+    seg.offset = fb.scalar<uint64_t>(t, field::kSegmentOffset, 0, what);
+    seg.size = fb.scalar<uint64_t>(t, field::kSegmentSize, 0, what);
+    seg.offsetField = fb.fieldPos(t, field::kSegmentOffset, what);
+    seg.sizeField = fb.fieldPos(t, field::kSegmentSize, what);
+    segments_.push_back(seg);
   }
 
   if (!segments_.empty() && !hasExtendedHeader)
@@ -323,7 +330,7 @@ std::span<const uint8_t> PteFile::segment(uint32_t index, const std::string &wha
     throw InputError::at(path_, what,
                          "segment index " + std::to_string(index) + " out of range (" +
                              std::to_string(segments_.size()) + " segments)");
-  auto [offset, size] = segments_[index];
+  uint64_t offset = segments_[index].offset, size = segments_[index].size;
   uint64_t start = segmentBase_ + offset;
   if (start < segmentBase_ || start > bytes_.size() || size > bytes_.size() - start)
     throw InputError::at(path_, what,
@@ -349,8 +356,22 @@ std::span<const uint8_t> PteFile::payload(const PteDelegate &d) const {
   return segment(d.dataIndex, d.label());
 }
 
-std::vector<FlatFile> readFlattenedDirectory(std::span<const uint8_t> payload,
-                                             const std::string &context) {
+std::optional<uint32_t> PteFile::payloadSegment(const PteDelegate &d) const {
+  if (d.location == "named-data")
+    return namedData_.at(d.namedDataKey);
+  if (d.location == "segment")
+    return d.dataIndex;
+  return std::nullopt;
+}
+
+namespace {
+
+struct FlattenedIndex {
+  nlohmann::json nodes;
+  size_t indexStart = 0; ///< where the reversed index begins
+};
+
+FlattenedIndex readFlattenedIndex(std::span<const uint8_t> payload, const std::string &context) {
   // The index is JSON written byte-reversed at the end, possibly followed by
   // NUL padding: walk backwards to its closing '{' by brace depth.
   size_t end = payload.size();
@@ -386,7 +407,25 @@ std::vector<FlatFile> readFlattenedDirectory(std::span<const uint8_t> payload,
       !index["nodes"].is_array() || index["nodes"].empty())
     throw InputError::at(context, "directory index",
                          "expected {\"nodes\": [...]} in the reversed JSON index");
-  const auto &nodes = index["nodes"];
+  return FlattenedIndex{std::move(index["nodes"]), indexStart};
+}
+
+} // namespace
+
+std::string flattenedDirectoryRootName(std::span<const uint8_t> payload,
+                                       const std::string &context) {
+  FlattenedIndex index = readFlattenedIndex(payload, context);
+  const auto &root = index.nodes.back();
+  if (!root.is_object() || !root.contains("name") || !root["name"].is_string())
+    throw InputError::at(context, "directory index", "the root node has no name");
+  return root["name"].get<std::string>();
+}
+
+std::vector<FlatFile> readFlattenedDirectory(std::span<const uint8_t> payload,
+                                             const std::string &context) {
+  FlattenedIndex index = readFlattenedIndex(payload, context);
+  const auto &nodes = index.nodes;
+  size_t indexStart = index.indexStart;
 
   std::vector<FlatFile> files;
   std::set<size_t> onPath;

@@ -8,14 +8,23 @@
 // flattened directory holding model.mlpackage, or a "CMJR" reference into the
 // program's named data (multi-method weight sharing).
 //
+// Writing (writePteWithSegments) copies a program and replaces whole
+// segments: the flatbuffer keeps every byte except the offsets and sizes of
+// the segment table and the extended header's segment data size, which are
+// recomputed for the new segment lengths, each segment keeping at least its
+// old alignment.
+//
 //===----------------------------------------------------------------------===//
 #pragma once
+
+#include "support/FileSystem.h"
 
 #include "support/FileSystem.h"
 
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -47,6 +56,50 @@ struct FlatFile {
   std::span<const uint8_t> data;
 };
 
+/// One entry of Program.segments and where its fields sit in the file.
+struct PteSegment {
+  uint64_t offset = 0; ///< relative to the segment base offset
+  uint64_t size = 0;
+  /// File positions of the DataSegment's offset and size fields; 0 when the
+  /// field is absent from the flatbuffer (it then holds the default, 0).
+  uint64_t offsetField = 0;
+  uint64_t sizeField = 0;
+};
+
+/// Bytes to write, gathered from memory and from files on disk; files are
+/// streamed, never loaded whole.
+class ByteChunks {
+public:
+  /// Bytes the caller keeps alive until the chunks are written.
+  void addBorrowed(std::span<const uint8_t> bytes);
+  void addOwned(std::string bytes);
+  /// `size` bytes of the file at `path` (checked when written).
+  void addFile(std::string path, uint64_t size);
+  void addZeros(uint64_t count);
+  void append(const ByteChunks &other);
+  uint64_t size() const { return size_; }
+  /// Writes every chunk in order. Throws InputError naming a file that
+  /// changed size or cannot be read.
+  void writeTo(AtomicFile &out) const;
+
+private:
+  struct Chunk {
+    enum class Kind { Borrowed, Owned, File, Zeros } kind;
+    std::span<const uint8_t> bytes;
+    std::shared_ptr<const std::string> owned;
+    std::string path;
+    uint64_t size = 0;
+  };
+  std::vector<Chunk> chunks_;
+  uint64_t size_ = 0;
+};
+
+/// A file to put into a flattened directory.
+struct FlatFileOut {
+  std::string path; ///< relative to the root, '/'-separated
+  ByteChunks data;
+};
+
 class PteFile {
 public:
   /// Maps `path` and reads the program table. Throws InputError.
@@ -63,6 +116,18 @@ public:
   /// The processed bytes of a delegate (following a CMJR reference into
   /// named data for Core ML payloads). Throws InputError.
   std::span<const uint8_t> payload(const PteDelegate &d) const;
+  /// The segment holding a delegate's processed bytes (for a CMJR reference,
+  /// the named data's segment); nullopt for inline data.
+  std::optional<uint32_t> payloadSegment(const PteDelegate &d) const;
+
+  std::span<const uint8_t> bytes() const { return bytes_; }
+  const std::vector<PteSegment> &segmentTable() const { return segments_; }
+  /// Extended header: its length (0 when absent), program size, segment
+  /// base offset and segment data size (0 when the header has no such field).
+  uint32_t extendedHeaderLength() const { return extHeaderLength_; }
+  uint64_t programSize() const { return programSize_; }
+  uint64_t segmentBase() const { return segmentBase_; }
+  uint64_t segmentDataSize() const { return segmentDataSize_; }
 
 private:
   PteFile() = default;
@@ -73,10 +138,13 @@ private:
   std::span<const uint8_t> bytes_;
   std::shared_ptr<const MappedFile> mapping_;
   std::string identifier_;
+  uint32_t extHeaderLength_ = 0;
+  uint64_t programSize_ = 0;
   uint64_t segmentBase_ = 0;
+  uint64_t segmentDataSize_ = 0;
   std::vector<std::string> methods_;
   std::vector<PteDelegate> delegates_;
-  std::vector<std::pair<uint64_t, uint64_t>> segments_; ///< (offset, size)
+  std::vector<PteSegment> segments_;
   std::vector<std::span<const uint8_t>> inlineData_;
   std::map<std::string, uint32_t> namedData_; ///< key -> segment index
 };
@@ -85,5 +153,25 @@ private:
 /// end). `context` names the payload in messages. Throws InputError.
 std::vector<FlatFile> readFlattenedDirectory(std::span<const uint8_t> payload,
                                              const std::string &context);
+/// The name of a flattened directory's root node ("lowered_module").
+std::string flattenedDirectoryRootName(std::span<const uint8_t> payload,
+                                       const std::string &context);
+
+/// Packs files into an inmemoryfs flattened directory whose root is named
+/// `rootName`: file data back to back (each start aligned to 16 KiB when the
+/// data exceeds 1 GiB), then the node index as compact JSON, byte-reversed.
+/// Nodes are listed post-order with children by name, the root last.
+/// Throws InputError on an empty, absolute or duplicate path.
+ByteChunks writeFlattenedDirectory(const std::string &rootName, std::vector<FlatFileOut> files);
+
+/// Writes a copy of the program `pte` to `outPath` in which segment i holds
+/// `replacements[i]` instead of its old bytes. Everything else is copied byte
+/// for byte except the segment table's offsets and sizes and the extended
+/// header's segment data size; each segment starts at an offset at least as
+/// aligned as its old one. Atomic (temporary sibling renamed into place).
+/// Throws InputError when a field that must change is absent from the
+/// flatbuffer, or the file has bytes after its last segment.
+void writePteWithSegments(const PteFile &pte, const std::map<uint32_t, ByteChunks> &replacements,
+                          const std::string &outPath, const OutputOptions &options = {});
 
 } // namespace anefit

@@ -6,12 +6,20 @@
 // nothing is unpacked to disk. Weight-file names are resolved with the same
 // rules as for packages on disk.
 //
+// Writing puts a new model into a payload: the package is written to a
+// temporary directory beside the output, and the payload is rebuilt from the
+// old payload's other files (ExecuTorch's metadata.json with a fresh
+// identifier, debug info) plus the new package's files, streamed into the
+// program copy. The delegate's interface must not change: ExecuTorch passes
+// the delegate its arguments by position, named in metadata.json.
+//
 //===----------------------------------------------------------------------===//
 #include "io/MilProto.h"
 #include "io/ModelIO.h"
 #include "io/Package.h"
 #include "io/Pte.h"
 #include "io/WeightFile.h"
+#include "support/DType.h"
 #include "support/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -20,6 +28,8 @@
 #include <cctype>
 #include <filesystem>
 #include <optional>
+#include <random>
+#include <set>
 
 namespace anefit {
 namespace {
@@ -110,7 +120,241 @@ EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegat
   return em;
 }
 
+std::string featureText(const FeatureDescription &f) {
+  std::string shape;
+  for (int64_t d : f.type.shape)
+    shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+  std::string dtype = "?";
+  if (auto t = dtypeOfArrayDataType(f.type.dataType))
+    dtype = std::string(dtypeName(*t));
+  return "'" + f.name + "' (" + shape + (shape.empty() ? "" : ", ") + dtype + ")";
+}
+
+bool sameFeature(const FeatureDescription &a, const FeatureDescription &b) {
+  return a.name == b.name && a.type.kind == b.type.kind && a.type.shape == b.type.shape &&
+         a.type.dataType == b.type.dataType && a.type.enumeratedShapes == b.type.enumeratedShapes &&
+         a.type.shapeRange == b.type.shapeRange && a.type.hasShapeRange == b.type.hasShapeRange;
+}
+
+/// First difference between two feature lists, or "".
+std::string listDifference(const std::string &kind, const std::vector<FeatureDescription> &was,
+                           const std::vector<FeatureDescription> &now) {
+  size_t n = std::min(was.size(), now.size());
+  for (size_t i = 0; i < n; ++i)
+    if (!sameFeature(was[i], now[i]))
+      return kind + " " + std::to_string(i) + " " + featureText(was[i]) + " became " +
+             featureText(now[i]);
+  if (now.size() > was.size())
+    return kind + " " + featureText(now[n]) + " was added";
+  if (was.size() > now.size())
+    return kind + " " + featureText(was[n]) + " was removed";
+  return "";
+}
+
+/// Names from a metadata.json entry ({"inputNames": [...], "outputNames": [...]}).
+std::vector<std::string> namesOf(const nlohmann::json &entry, const char *key) {
+  std::vector<std::string> out;
+  if (entry.is_object() && entry.contains(key) && entry[key].is_array())
+    for (const auto &n : entry[key])
+      if (n.is_string())
+        out.push_back(n.get<std::string>());
+  return out;
+}
+
+std::vector<std::string> featureNames(const std::vector<FeatureDescription> &features) {
+  std::vector<std::string> out;
+  for (const FeatureDescription &f : features)
+    out.push_back(f.name);
+  return out;
+}
+
+/// "executorch_" + a fresh lower-case UUID: Core ML's ExecuTorch runtime
+/// caches compiled models by this identifier, so a changed payload needs a
+/// new one or a device would run its cached compilation of the old model.
+std::string freshIdentifier() {
+  std::string uuid = makeUuid();
+  std::transform(uuid.begin(), uuid.end(), uuid.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return "executorch_" + uuid;
+}
+
+/// A directory removed (with its contents) when this goes out of scope.
+class ScratchDirectory {
+public:
+  explicit ScratchDirectory(const std::filesystem::path &besides) {
+    std::random_device rd;
+    std::filesystem::path parent =
+        besides.parent_path().empty() ? std::filesystem::path(".") : besides.parent_path();
+    for (int attempt = 0; attempt < 16; ++attempt) {
+      char suffix[20];
+      std::snprintf(suffix, sizeof suffix, "%08x", rd());
+      std::filesystem::path p = parent / ("." + besides.filename().string() + ".payload-" + suffix);
+      std::error_code ec;
+      if (std::filesystem::create_directory(p, ec)) {
+        path_ = p;
+        return;
+      }
+    }
+    throw InputError::at(besides.string(), "", "cannot create a scratch directory beside it");
+  }
+  ~ScratchDirectory() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDirectory(const ScratchDirectory &) = delete;
+  ScratchDirectory &operator=(const ScratchDirectory &) = delete;
+  const std::filesystem::path &path() const { return path_; }
+
+private:
+  std::filesystem::path path_;
+};
+
+/// The payload of `d` with its model replaced by `model`: the old payload's
+/// files outside model.mlpackage's Manifest.json and Data/, the new package
+/// (written under `scratch`), and metadata.json with a fresh identifier.
+ByteChunks rebuildPayload(const PteFile &pte, const PteDelegate &d, const std::string &label,
+                          const Model &model, const std::filesystem::path &scratch) {
+  std::span<const uint8_t> payload = pte.payload(d);
+  std::vector<FlatFile> files = readFlattenedDirectory(payload, label);
+  std::string rootName = flattenedDirectoryRootName(payload, label);
+
+  // metadata.json: the names ExecuTorch binds the delegate's arguments to.
+  const FlatFile *metadataFile = findFile(files, "metadata.json");
+  if (!metadataFile)
+    failExpected(label, "payload", "metadata.json", "no such file");
+  std::string metadataText(asText(metadataFile->data));
+  auto metadata = nlohmann::json::parse(metadataText, nullptr, false);
+  if (metadata.is_discarded() || !metadata.is_object() || !metadata.contains("identifier") ||
+      !metadata["identifier"].is_string())
+    failExpected(label, "metadata.json", "a JSON object with a string \"identifier\"",
+                 "something else");
+  for (const auto &fnPtr : model.program->functions) {
+    const std::string &fn = fnPtr->name;
+    const nlohmann::json *entry = &metadata;
+    if (metadata.contains("methods")) {
+      std::string method = d.functionName.empty() ? d.method : d.functionName;
+      if (fn != method)
+        continue;
+      if (!metadata["methods"].is_object() || !metadata["methods"].contains(method))
+        failExpected(label, "metadata.json", "an entry for method '" + method + "'", "none");
+      entry = &metadata["methods"][method];
+    } else if (fnPtr.get() != model.defaultFunction()) {
+      continue;
+    }
+    FunctionDescription desc = model.description.describe(fn);
+    std::vector<std::string> ins = featureNames(desc.inputs);
+    std::vector<std::string> outs = featureNames(desc.outputs);
+    if (ins != namesOf(*entry, "inputNames") || outs != namesOf(*entry, "outputNames"))
+      throw InputError::at(label, "function " + fn,
+                           "the model's inputs/outputs no longer match the names ExecuTorch "
+                           "passes the delegate (metadata.json); not written");
+  }
+  std::string oldId = metadata["identifier"].get<std::string>();
+  std::string quoted = "\"" + oldId + "\"";
+  size_t at = metadataText.find(quoted);
+  if (at == std::string::npos)
+    failExpected(label, "metadata.json", "the identifier as a plain JSON string", "an escaped one");
+  metadataText.replace(at, quoted.size(), "\"" + freshIdentifier() + "\"");
+
+  std::filesystem::path package = scratch / "model.mlpackage";
+  saveModel(model, package.string());
+
+  std::vector<FlatFileOut> out;
+  for (const FlatFile &f : files) {
+    if (f.path == "metadata.json" || f.path == "model.mlpackage/Manifest.json" ||
+        f.path.rfind("model.mlpackage/Data/", 0) == 0)
+      continue;
+    FlatFileOut o{f.path, {}};
+    o.data.addBorrowed(f.data);
+    out.push_back(std::move(o));
+  }
+  FlatFileOut meta{"metadata.json", {}};
+  meta.data.addOwned(std::move(metadataText));
+  out.push_back(std::move(meta));
+  std::vector<std::filesystem::path> written;
+  for (const auto &entry : std::filesystem::recursive_directory_iterator(package))
+    if (entry.is_regular_file())
+      written.push_back(entry.path());
+  std::sort(written.begin(), written.end());
+  for (const auto &p : written) {
+    FlatFileOut o{"model.mlpackage/" + p.lexically_relative(package).generic_string(), {}};
+    o.data.addFile(p.string(), std::filesystem::file_size(p));
+    out.push_back(std::move(o));
+  }
+  return writeFlattenedDirectory(rootName, std::move(out));
+}
+
 } // namespace
+
+std::string interfaceDifference(const Model &original, const Model &rewritten) {
+  std::vector<std::string> names;
+  for (const auto &f : original.program->functions)
+    names.push_back(f->name);
+  for (const auto &f : rewritten.program->functions)
+    if (std::find(names.begin(), names.end(), f->name) == names.end())
+      return "function '" + f->name + "' was added";
+  for (const std::string &fn : names) {
+    if (!rewritten.program->findFunction(fn))
+      return "function '" + fn + "' was removed";
+    FunctionDescription was = original.description.describe(fn);
+    FunctionDescription now = rewritten.description.describe(fn);
+    for (auto [kind, a, b] : {std::tuple{"input", &was.inputs, &now.inputs},
+                              std::tuple{"output", &was.outputs, &now.outputs},
+                              std::tuple{"state", &was.states, &now.states}}) {
+      std::string diff = listDifference(kind, *a, *b);
+      if (!diff.empty())
+        return (names.size() > 1 ? fn + ": " : "") + diff;
+    }
+  }
+  return "";
+}
+
+void savePteModels(const std::string &inPath, const std::vector<const Model *> &models,
+                   const std::string &outPath, const SaveOptions &options) {
+  std::shared_ptr<PteFile> pte = PteFile::open(inPath);
+  std::vector<const PteDelegate *> coreml;
+  for (const PteDelegate &d : pte->delegates())
+    if (d.isCoreML())
+      coreml.push_back(&d);
+  if (models.size() > coreml.size())
+    throw InputError::at(inPath, "",
+                         "holds " + std::to_string(coreml.size()) + " Core ML delegates, " +
+                             std::to_string(models.size()) + " models given");
+  OutputOptions output = OutputOptions::withForce(options.force);
+  output.allowStream = false;
+  output.alsoAvoid.push_back(inPath);
+  checkOutput(outPath, output);
+
+  ScratchDirectory scratch{std::filesystem::path(outPath)};
+  std::map<uint32_t, ByteChunks> replacements;
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (!models[i])
+      continue;
+    const PteDelegate &d = *coreml[i];
+    std::string label = inPath + "#" + std::to_string(i) + " (" + d.label() + ")";
+    std::optional<uint32_t> segment = pte->payloadSegment(d);
+    if (!segment)
+      throw InputError::at(label, "",
+                           "the payload is stored inline in the program; anefit rewrites "
+                           "payloads stored in segments (to_executorch's default, "
+                           "extract_delegate_segments=True)");
+    if (replacements.count(*segment))
+      continue; // another delegate shares this payload (multi-method weight sharing)
+    LoadOptions noWeights;
+    noWeights.openWeights = false;
+    EmbeddedModel original = loadEmbedded(pte, d, i, noWeights);
+    std::string diff = interfaceDifference(*original.model, *models[i]);
+    if (!diff.empty())
+      throw InputError::at(label, "",
+                           "the rewrite changes the delegate's interface (" + diff +
+                               "), but the ExecuTorch program around it passes the old one; "
+                               "not written");
+    std::filesystem::path dir = scratch.path() / std::to_string(i);
+    std::filesystem::create_directory(dir);
+    replacements.emplace(*segment, rebuildPayload(*pte, d, label, *models[i], dir));
+  }
+  writePteWithSegments(*pte, replacements, outPath, output);
+}
 
 std::vector<EmbeddedModel> loadPteModels(const std::string &path, const LoadOptions &options) {
   std::shared_ptr<PteFile> pte = PteFile::open(path);

@@ -6,15 +6,24 @@
 //
 //===----------------------------------------------------------------------===//
 #include "io/Pte.h"
+#include "io/ModelIO.h"
+#include "ir/Model.h"
 #include "support/Error.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
+#include <set>
+#include <sstream>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 using namespace anefit;
@@ -221,6 +230,55 @@ std::vector<uint8_t> buildCmjrPte(const std::string &payload, const std::string 
   return w.buf;
 }
 
+/// A program whose Core ML delegate 0 has its payload in segment
+/// `coremlSegment` of `segments`, laid out as ExecuTorch does (segment base
+/// aligned to 128, each segment at the next multiple of `alignment`).
+/// DataSegment fields holding the default 0 are left out of the flatbuffer,
+/// as flatbuffer builders do.
+std::vector<uint8_t> buildSegmentedPte(const std::vector<std::string> &segments,
+                                       uint32_t coremlSegment, uint64_t alignment = 128) {
+  std::vector<uint64_t> offsets;
+  uint64_t end = 0;
+  for (const std::string &s : segments) {
+    uint64_t off = (end + alignment - 1) / alignment * alignment;
+    offsets.push_back(off);
+    end = off + s.size();
+  }
+  std::vector<FbRef> segTables;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    std::vector<FbNode::Field> f;
+    if (offsets[i] != 0)
+      f.push_back(scalar<uint64_t>(0, offsets[i]));
+    if (!segments[i].empty())
+      f.push_back(scalar<uint64_t>(1, segments[i].size()));
+    segTables.push_back(table(f));
+  }
+  auto coreml = table({ref(0, str("CoreMLBackend")),
+                       ref(1, table({scalar<uint8_t>(0, 1), scalar<uint32_t>(1, coremlSegment)}))});
+  auto plan = table({ref(0, str("forward")), ref(7, vec({coreml}))});
+  auto program = table({ref(1, vec({plan})), ref(4, vec(segTables))});
+  FbWriter w;
+  w.buf.resize(40, 0);
+  std::memcpy(&w.buf[4], "ET12", 4);
+  uint32_t rootOff = static_cast<uint32_t>(w.write(*program));
+  std::memcpy(&w.buf[0], &rootOff, 4);
+  uint64_t programSize = w.buf.size();
+  while (w.buf.size() % 128)
+    w.buf.push_back(0);
+  uint64_t base = w.buf.size();
+  std::memcpy(&w.buf[8], "eh00", 4);
+  uint32_t len = 32;
+  std::memcpy(&w.buf[12], &len, 4);
+  std::memcpy(&w.buf[16], &programSize, 8);
+  std::memcpy(&w.buf[24], &base, 8);
+  std::memcpy(&w.buf[32], &end, 8);
+  for (size_t i = 0; i < segments.size(); ++i) {
+    w.buf.resize(base + offsets[i], 0);
+    w.buf.insert(w.buf.end(), segments[i].begin(), segments[i].end());
+  }
+  return w.buf;
+}
+
 std::string errorOf(const std::function<void()> &f) {
   try {
     f();
@@ -400,5 +458,277 @@ TEST(Pte, ReadsRealExecuTorchExports) {
                                  "model.mlpackage/Data/com.apple.CoreML/weights/weight.bin"})
       EXPECT_NE(std::find(paths.begin(), paths.end(), expected), paths.end()) << expected;
   }
+}
+#endif
+
+//===----------------------------------------------------------------------===//
+// Writing
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+std::string tempPath(const std::string &name) {
+  return (std::filesystem::temp_directory_path() /
+          ("anefit-pte-" + std::to_string(::getpid()) + "-" + name))
+      .string();
+}
+
+std::vector<uint8_t> readAll(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+void writeAll(const std::string &path, const std::vector<uint8_t> &bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(reinterpret_cast<const char *>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string text(std::span<const uint8_t> s) { return std::string(s.begin(), s.end()); }
+
+ByteChunks chunk(std::string s) {
+  ByteChunks c;
+  c.addOwned(std::move(s));
+  return c;
+}
+
+uint64_t u64At(const std::vector<uint8_t> &b, uint64_t pos) {
+  uint64_t v;
+  std::memcpy(&v, b.data() + pos, 8);
+  return v;
+}
+
+} // namespace
+
+TEST(PteWriter, FlattenedDirectoryRoundTrips) {
+  std::vector<FlatFileOut> files;
+  for (auto [path, data] : std::vector<std::pair<std::string, std::string>>{
+           {"metadata.json", "{\"identifier\":\"executorch_a\"}"},
+           {"model.mlpackage/Manifest.json", "{}"},
+           {"model.mlpackage/Data/com.apple.CoreML/model.mlmodel", "MODEL"},
+           {"model.mlpackage/Data/com.apple.CoreML/weights/weight.bin", std::string(300, 'w')},
+           {"debug_info.json", "{\"x\": \"{ } \\\" }\"}"}}) {
+    FlatFileOut f{path, {}};
+    f.data.addOwned(data);
+    files.push_back(std::move(f));
+  }
+  ByteChunks flat = writeFlattenedDirectory("lowered_module", files);
+  std::ostringstream out;
+  flat.writeTo(out);
+  std::string bytes = out.str();
+  EXPECT_EQ(bytes.size(), flat.size());
+  std::span<const uint8_t> s(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
+  EXPECT_EQ(flattenedDirectoryRootName(s, "p"), "lowered_module");
+  auto back = readFlattenedDirectory(s, "p");
+  ASSERT_EQ(back.size(), 5u);
+  std::map<std::string, std::string> got;
+  for (const FlatFile &f : back)
+    got[f.path] = text(f.data);
+  EXPECT_EQ(got["model.mlpackage/Data/com.apple.CoreML/weights/weight.bin"], std::string(300, 'w'));
+  EXPECT_EQ(got["debug_info.json"], "{\"x\": \"{ } \\\" }\"}");
+  EXPECT_EQ(got["metadata.json"], "{\"identifier\":\"executorch_a\"}");
+  // Files back to back (alignment 1 below 1 GiB), children listed by name.
+  EXPECT_EQ(back[0].path, "debug_info.json");
+  EXPECT_EQ(back[0].data.data(), s.data());
+
+  std::vector<FlatFileOut> dup(2);
+  dup[0].path = dup[1].path = "a";
+  EXPECT_NE(errorOf([&] { writeFlattenedDirectory("r", dup); }).find("unique relative path"),
+            std::string::npos);
+  std::vector<FlatFileOut> dots(1);
+  dots[0].path = "a/../b";
+  EXPECT_NE(errorOf([&] { writeFlattenedDirectory("r", dots); }).find("'..'"), std::string::npos);
+}
+
+TEST(PteWriter, ReplacingASegmentMovesTheLaterOnesKeepingAlignment) {
+  std::string payload = flatten({{"metadata.json", "{}"}});
+  auto bytes = buildSegmentedPte({std::string(100, 'a'), payload, std::string(10, 'c')}, 1);
+  std::string in = tempPath("in.pte"), out = tempPath("out.pte");
+  writeAll(in, bytes);
+  auto pte = PteFile::open(in);
+  ASSERT_EQ(pte->segmentTable().size(), 3u);
+  EXPECT_EQ(pte->segmentTable()[2].offset, 256u + 128u * ((payload.size() + 127) / 128 - 1));
+  EXPECT_EQ(*pte->payloadSegment(pte->delegates()[0]), 1u);
+
+  std::string bigger = flatten({{"metadata.json", "{}"}, {"w", std::string(700, 'w')}});
+  std::map<uint32_t, ByteChunks> repl;
+  repl.emplace(1, chunk(bigger));
+  writePteWithSegments(*pte, repl, out);
+  auto written = readAll(out);
+  auto back = PteFile::open(out);
+  const auto &segs = back->segmentTable();
+  ASSERT_EQ(segs.size(), 3u);
+  EXPECT_EQ(segs[0].offset, 0u);
+  EXPECT_EQ(segs[1].offset, 128u);
+  EXPECT_EQ(segs[1].size, bigger.size());
+  EXPECT_EQ(segs[2].offset % 128, 0u);
+  EXPECT_GE(segs[2].offset, 128u + bigger.size());
+  EXPECT_LT(segs[2].offset, 128u + bigger.size() + 128u);
+  EXPECT_EQ(text(back->payload(back->delegates()[0])), bigger);
+  uint64_t base = back->segmentBase();
+  EXPECT_EQ(base, pte->segmentBase());
+  EXPECT_EQ(text(std::span<const uint8_t>(written).subspan(base, 100)), std::string(100, 'a'));
+  EXPECT_EQ(text(std::span<const uint8_t>(written).subspan(base + segs[2].offset, 10)),
+            std::string(10, 'c'));
+  // Extended header: program size and base kept, segment data size recomputed.
+  EXPECT_EQ(back->programSize(), pte->programSize());
+  EXPECT_EQ(back->segmentDataSize(), segs[2].offset + 10);
+  EXPECT_EQ(written.size(), base + segs[2].offset + 10);
+  // Every byte before the segments is the input's, except the patched fields.
+  std::set<uint64_t> patched;
+  for (const PteSegment &s : pte->segmentTable())
+    for (uint64_t field : {s.offsetField, s.sizeField})
+      for (uint64_t k = 0; field && k < 8; ++k)
+        patched.insert(field + k);
+  for (uint64_t k = 32; k < 40; ++k)
+    patched.insert(k);
+  size_t differing = 0;
+  for (uint64_t i = 0; i < base; ++i)
+    if (bytes[i] != written[i]) {
+      ++differing;
+      EXPECT_TRUE(patched.count(i)) << "byte " << i << " changed";
+    }
+  EXPECT_GT(differing, 0u);
+
+  // No replacement: the copy is the input, byte for byte.
+  writePteWithSegments(*pte, {}, out);
+  EXPECT_EQ(readAll(out), bytes);
+  std::filesystem::remove(in);
+  std::filesystem::remove(out);
+}
+
+TEST(PteWriter, RefusesWhatItCannotPatch) {
+  std::string payload = flatten({{"metadata.json", "{}"}});
+  std::string in = tempPath("in2.pte"), out = tempPath("out2.pte");
+  // A field absent from the flatbuffer (an empty segment's size) cannot be patched.
+  writeAll(in, buildSegmentedPte({"", payload}, 0));
+  {
+    auto pte = PteFile::open(in);
+    EXPECT_EQ(pte->segmentTable()[0].sizeField, 0u);
+    std::map<uint32_t, ByteChunks> repl;
+    repl.emplace(0, chunk(std::string(500, 'x')));
+    EXPECT_NE(errorOf([&] {
+                writePteWithSegments(*pte, repl, out);
+              }).find("segments[0]: the size field is absent"),
+              std::string::npos);
+    EXPECT_FALSE(std::filesystem::exists(out));
+  }
+  // Bytes after the last segment that nothing describes.
+  auto bytes = buildSegmentedPte({payload}, 0);
+  bytes.push_back(7);
+  writeAll(in, bytes);
+  {
+    auto pte = PteFile::open(in);
+    std::map<uint32_t, ByteChunks> repl;
+    repl.emplace(0, chunk(payload));
+    EXPECT_NE(errorOf([&] {
+                writePteWithSegments(*pte, repl, out);
+              }).find("1 bytes after its last segment"),
+              std::string::npos);
+    repl.clear();
+    repl.emplace(5, chunk(payload));
+    EXPECT_NE(errorOf([&] { writePteWithSegments(*pte, repl, out); }).find("no segment 5"),
+              std::string::npos);
+  }
+  std::filesystem::remove(in);
+}
+
+#ifdef ANEFIT_TEST_DATA_DIR
+TEST(PteWriter, RealExportsCopyByteForByte) {
+  for (const char *name : {"lfm2_coreml_states", "lfm2_export_llm_fp16", "llama_coreml_static"}) {
+    SCOPED_TRACE(name);
+    std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/pte/" + name + ".pte";
+    std::string out = tempPath(std::string(name) + ".pte");
+    auto pte = PteFile::open(path);
+    writePteWithSegments(*pte, {}, out);
+    EXPECT_EQ(readAll(out), readAll(path));
+    std::filesystem::remove(out);
+  }
+}
+#endif
+
+#ifdef ANEFIT_TEST_DATA_DIR
+namespace {
+
+/// Op count and every constant's bytes, in program order.
+std::pair<size_t, std::vector<std::string>> contentsOf(const Model &m) {
+  size_t ops = 0;
+  std::vector<std::string> blobs;
+  for (const auto &f : m.program->functions)
+    walk(static_cast<const Block &>(*f->body), [&](const Operation &op) {
+      ++ops;
+      for (const OpInput &in : op.inputs)
+        for (const Binding &b : in.bindings)
+          if (b.constant && b.constant->kind == Constant::Kind::Blob)
+            blobs.push_back(text(b.constant->data()));
+      for (const auto &[k, c] : op.attributes)
+        if (c && c->kind == Constant::Kind::Blob)
+          blobs.push_back(text(c->data()));
+    });
+  return {ops, blobs};
+}
+
+} // namespace
+
+TEST(PteWriter, SavesModelsIntoTheRealExport) {
+  std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/pte/lfm2_export_llm_4w.pte";
+  std::string out = tempPath("saved.pte");
+  auto models = loadPteModels(path);
+  ASSERT_EQ(models.size(), 1u);
+  savePteModels(path, {models[0].model.get()}, out);
+
+  auto in = PteFile::open(path), back = PteFile::open(out);
+  EXPECT_EQ(back->methods(), in->methods());
+  ASSERT_EQ(back->delegates().size(), in->delegates().size());
+  EXPECT_EQ(back->delegates()[0].compileSpecs, in->delegates()[0].compileSpecs);
+  EXPECT_EQ(back->programSize(), in->programSize());
+  auto before = readAll(path), after = readAll(out);
+  // The flatbuffer is the input's but for the segment table.
+  uint64_t differing = 0;
+  for (uint64_t i = 0; i < in->segmentBase(); ++i)
+    differing += before[i] != after[i];
+  EXPECT_LE(differing, 16u);
+
+  auto oldFiles = readFlattenedDirectory(in->payload(in->delegates()[0]), "in");
+  auto newFiles = readFlattenedDirectory(back->payload(back->delegates()[0]), "out");
+  std::map<std::string, std::string> was, now;
+  for (const FlatFile &f : oldFiles)
+    was[f.path] = text(f.data);
+  for (const FlatFile &f : newFiles)
+    now[f.path] = text(f.data);
+  EXPECT_EQ(now["debug_info.json"], was["debug_info.json"]);
+  EXPECT_EQ(now["model.mlpackage/executorch_debug_handle_mapping.json"],
+            was["model.mlpackage/executorch_debug_handle_mapping.json"]);
+  ASSERT_TRUE(now.count("model.mlpackage/Data/com.apple.CoreML/weights/weight.bin"));
+  // metadata.json: the same argument names, a new identifier (Core ML caches by it).
+  auto oldMeta = nlohmann::json::parse(was["metadata.json"]);
+  auto newMeta = nlohmann::json::parse(now["metadata.json"]);
+  EXPECT_EQ(newMeta["inputNames"], oldMeta["inputNames"]);
+  EXPECT_EQ(newMeta["outputNames"], oldMeta["outputNames"]);
+  EXPECT_NE(newMeta["identifier"], oldMeta["identifier"]);
+  EXPECT_EQ(newMeta["identifier"].get<std::string>().rfind("executorch_", 0), 0u);
+
+  auto reread = loadPteModels(out);
+  ASSERT_EQ(reread.size(), 1u);
+  EXPECT_EQ(interfaceDifference(*models[0].model, *reread[0].model), "");
+  auto [opsA, blobsA] = contentsOf(*models[0].model);
+  auto [opsB, blobsB] = contentsOf(*reread[0].model);
+  EXPECT_EQ(opsA, opsB);
+  EXPECT_EQ(blobsA, blobsB);
+  EXPECT_GT(blobsA.size(), 100u);
+
+  // A rewrite that changes the delegate's interface is refused, and nothing is written.
+  std::filesystem::remove(out);
+  Model &m = *models[0].model;
+  m.description.inputs[2].type.shape = {1, 64, 3};
+  std::string err = errorOf([&] { savePteModels(path, {&m}, out); });
+  EXPECT_NE(err.find("the rewrite changes the delegate's interface (input 2 "
+                     "'b_layers_0_conv_conv_state' (1, 64, 2, fp32) became "
+                     "'b_layers_0_conv_conv_state' (1, 64, 3, fp32))"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_NE(errorOf([&] { savePteModels(path, {&m}, path); }).find("refusing to write over"),
+            std::string::npos);
 }
 #endif
