@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstring>
@@ -34,7 +35,20 @@ constexpr int kProgramBackendDelegateData = 3;
 constexpr int kProgramSegments = 4;
 constexpr int kProgramNamedData = 7;
 constexpr int kPlanName = 0;
+constexpr int kPlanValues = 2;
+constexpr int kPlanInputs = 3;
+constexpr int kPlanChains = 5;
+constexpr int kPlanOperators = 6;
 constexpr int kPlanDelegates = 7;
+constexpr int kChainInstructions = 2;
+constexpr int kInstructionArgsType = 0;
+constexpr int kInstructionArgs = 1;
+constexpr int kCallIndex = 0; ///< KernelCall.op_index, DelegateCall.delegate_index
+constexpr int kCallArgs = 1;
+constexpr int kMoveFrom = 0;
+constexpr int kMoveTo = 1;
+constexpr int kOperatorName = 0;
+constexpr int kOperatorOverload = 1;
 constexpr int kDelegateId = 0;
 constexpr int kDelegateProcessed = 1;
 constexpr int kDelegateCompileSpecs = 2;
@@ -48,6 +62,12 @@ constexpr int kSegmentSize = 1;
 constexpr int kNamedDataKey = 0;
 constexpr int kNamedDataSegmentIndex = 1;
 } // namespace field
+
+// Instruction.instr_args union members.
+constexpr uint8_t kKernelCall = 1;
+constexpr uint8_t kDelegateCall = 2;
+constexpr uint8_t kMoveCall = 3;
+constexpr uint8_t kJumpFalseCall = 4;
 
 constexpr uint8_t kLocationInline = 0;
 constexpr uint8_t kLocationSegment = 1;
@@ -130,6 +150,15 @@ public:
     if (len > bytes_.size() - s - 4)
       fail(what, "string length " + std::to_string(len) + " runs past the end of the file");
     return std::string(reinterpret_cast<const char *>(bytes_.data() + s + 4), len);
+  }
+
+  /// A vector of int32 as values.
+  std::vector<int32_t> ints(const Table &t, int id, const std::string &what) const {
+    Vector v = vector(t, id, 4, what);
+    std::vector<int32_t> out(v.count);
+    for (uint32_t i = 0; i < v.count; ++i)
+      out[i] = load<int32_t>(v.first + 4ull * i, what);
+    return out;
   }
 
   Vector vector(const Table &t, int id, uint32_t elementSize, const std::string &what) const {
@@ -275,6 +304,7 @@ void PteFile::parse() {
     auto plan = fb.tableAt(plans, p, what);
     std::string method = fb.string(plan, field::kPlanName, what);
     methods_.push_back(method);
+    planTables_.push_back(plan.pos);
     auto dels = fb.vector(plan, field::kPlanDelegates, 4, what + ".delegates");
     for (uint32_t d = 0; d < dels.count; ++d) {
       std::string dwhat = what + ".delegates[" + std::to_string(d) + "]";
@@ -354,6 +384,167 @@ std::span<const uint8_t> PteFile::payload(const PteDelegate &d) const {
     return inlineData_[d.dataIndex];
   }
   return segment(d.dataIndex, d.label());
+}
+
+PteDelegateIO PteFile::delegateIO(const PteDelegate &d, size_t numInputs, size_t numOutputs) const {
+  PteDelegateIO io;
+  size_t planIndex = 0;
+  while (planIndex < methods_.size() && methods_[planIndex] != d.method)
+    ++planIndex;
+  if (planIndex == methods_.size()) {
+    io.unmappable = "method '" + d.method + "' not found";
+    return io;
+  }
+  try {
+    FlatbufferReader fb(bytes_, path_);
+    std::string what = "execution_plan[" + std::to_string(planIndex) + "]";
+    auto plan = fb.table(planTables_[planIndex], what);
+    std::vector<int32_t> planInputs = fb.ints(plan, field::kPlanInputs, what + ".inputs");
+    uint32_t numValues = fb.vector(plan, field::kPlanValues, 4, what + ".values").count;
+    auto ops = fb.vector(plan, field::kPlanOperators, 4, what + ".operators");
+    std::vector<std::string> opNames;
+    for (uint32_t i = 0; i < ops.count; ++i) {
+      auto op = fb.tableAt(ops, i, what + ".operators");
+      std::string overload = fb.string(op, field::kOperatorOverload, what);
+      opNames.push_back(fb.string(op, field::kOperatorName, what) +
+                        (overload.empty() ? "" : "." + overload));
+    }
+    auto chains = fb.vector(plan, field::kPlanChains, 4, what + ".chains");
+
+    // The instructions of every chain, in order.
+    struct Instr {
+      uint8_t type;
+      int32_t index = 0;
+      std::vector<int32_t> args;
+      uint32_t chain;
+    };
+    std::vector<Instr> instrs;
+    for (uint32_t c = 0; c < chains.count; ++c) {
+      std::string cwhat = what + ".chains[" + std::to_string(c) + "]";
+      auto chain = fb.tableAt(chains, c, cwhat);
+      auto list = fb.vector(chain, field::kChainInstructions, 4, cwhat + ".instructions");
+      for (uint32_t i = 0; i < list.count; ++i) {
+        std::string iwhat = cwhat + ".instructions[" + std::to_string(i) + "]";
+        auto instr = fb.tableAt(list, i, iwhat);
+        Instr in{fb.scalar<uint8_t>(instr, field::kInstructionArgsType, 0, iwhat), 0, {}, c};
+        auto args = fb.subTable(instr, field::kInstructionArgs, iwhat);
+        if (args && (in.type == kKernelCall || in.type == kDelegateCall)) {
+          in.index = fb.scalar<int32_t>(*args, field::kCallIndex, 0, iwhat);
+          in.args = fb.ints(*args, field::kCallArgs, iwhat + ".args");
+        } else if (args && in.type == kMoveCall) {
+          in.args = {fb.scalar<int32_t>(*args, field::kMoveFrom, 0, iwhat),
+                     fb.scalar<int32_t>(*args, field::kMoveTo, 0, iwhat)};
+        }
+        instrs.push_back(std::move(in));
+      }
+    }
+
+    // The one call of this delegate.
+    std::vector<size_t> calls;
+    for (size_t i = 0; i < instrs.size(); ++i)
+      if (instrs[i].type == kDelegateCall &&
+          instrs[i].index == static_cast<int32_t>(d.indexInMethod))
+        calls.push_back(i);
+    if (calls.empty())
+      return io; // never called: nothing to carry
+    if (calls.size() > 1) {
+      io.unmappable =
+          "method '" + d.method + "' calls the delegate " + std::to_string(calls.size()) + " times";
+      return io;
+    }
+    const Instr &call = instrs[calls[0]];
+    if (call.args.size() != numInputs + numOutputs) {
+      io.unmappable = "the delegate call passes " + std::to_string(call.args.size()) +
+                      " arguments; its Core ML model has " + std::to_string(numInputs) +
+                      " inputs and " + std::to_string(numOutputs) + " outputs";
+      return io;
+    }
+    for (int32_t v : call.args)
+      if (v < 0 || static_cast<uint32_t>(v) >= numValues) {
+        io.unmappable = "the delegate call names value " + std::to_string(v) + " of " +
+                        std::to_string(numValues);
+        return io;
+      }
+    for (const Instr &in : instrs)
+      if (in.type == kJumpFalseCall) {
+        io.unmappable = "method '" + d.method + "' has control flow (JumpFalseCall)";
+        return io;
+      }
+    if (chains.count > 1) {
+      io.unmappable = "method '" + d.method + "' has " + std::to_string(chains.count) + " chains";
+      return io;
+    }
+    auto inputPos = [&](int32_t v) -> std::optional<uint32_t> {
+      for (uint32_t i = 0; i < numInputs; ++i)
+        if (call.args[i] == v)
+          return i;
+      return std::nullopt;
+    };
+    auto outputPos = [&](int32_t v) -> std::optional<uint32_t> {
+      for (uint32_t o = 0; o < numOutputs; ++o)
+        if (call.args[numInputs + o] == v)
+          return o;
+      return std::nullopt;
+    };
+    auto isMethodInput = [&](int32_t v) {
+      return std::find(planInputs.begin(), planInputs.end(), v) != planInputs.end();
+    };
+    std::set<uint32_t> written;
+    auto add = [&](uint32_t o, uint32_t i, int32_t v, std::string via) {
+      if (!written.insert(i).second) {
+        io.unmappable = "delegate input " + std::to_string(i) + " is written back twice";
+        return false;
+      }
+      io.writeBacks.push_back(PteWriteBack{o, i, v, std::move(via), isMethodInput(v)});
+      return true;
+    };
+    // Outputs that are the input's own value.
+    for (uint32_t o = 0; o < numOutputs; ++o)
+      if (auto i = inputPos(call.args[numInputs + o]))
+        if (!add(o, *i, call.args[numInputs + o], "alias"))
+          return io;
+    // Instructions that write into a delegate input.
+    for (size_t k = 0; k < instrs.size(); ++k) {
+      const Instr &in = instrs[k];
+      if (k == calls[0])
+        continue;
+      if (in.type == kMoveCall && in.args.size() == 2 && inputPos(in.args[1])) {
+        io.unmappable = "a MoveCall writes delegate input " + std::to_string(*inputPos(in.args[1]));
+        io.writeBacks.clear();
+        return io;
+      }
+      if (in.type != kKernelCall || in.index < 0 || static_cast<size_t>(in.index) >= opNames.size())
+        continue;
+      const std::string &op = opNames[in.index];
+      bool copy = op == "aten::copy_" || op == "aten::copy_.default" || op == "aten::copy_.out";
+      if (!copy || in.args.size() < 2)
+        continue;
+      int32_t self = in.args[0], src = in.args[1], out = in.args.back();
+      auto i = inputPos(self);
+      if (!i)
+        continue;
+      auto o = outputPos(src);
+      std::string target =
+          "delegate input " + std::to_string(*i) + " (value " + std::to_string(self) + ")";
+      if (!o || k < calls[0] || out != self) {
+        io.unmappable =
+            op + " writes " + target +
+            (k < calls[0] ? " before the delegate call"
+             : !o ? " from value " + std::to_string(src) + ", which the delegate does not produce"
+                  : " into another value");
+        io.writeBacks.clear();
+        return io;
+      }
+      if (!add(*o, *i, self, "aten::copy_")) {
+        io.writeBacks.clear();
+        return io;
+      }
+    }
+  } catch (const InputError &e) {
+    io.unmappable = e.what();
+    io.writeBacks.clear();
+  }
+  return io;
 }
 
 std::optional<uint32_t> PteFile::payloadSegment(const PteDelegate &d) const {

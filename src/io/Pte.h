@@ -66,6 +66,32 @@ struct PteSegment {
   uint64_t sizeField = 0;
 };
 
+/// What ExecuTorch does around one call of a delegate, read from the method's
+/// instructions: which delegate outputs it copies back into which of the
+/// delegate's inputs (a mutable buffer written back by `aten::copy_` after the
+/// call, or an output that is the input's own value), so the next call sees
+/// them. Positions count the delegate's inputs and outputs in the order of
+/// its arguments (ExecuTorch passes inputs, then outputs).
+struct PteWriteBack {
+  uint32_t output = 0; ///< position among the delegate's outputs
+  uint32_t input = 0;  ///< position among the delegate's inputs
+  int32_t value = -1;  ///< the method's value (the buffer) that carries it
+  /// How: "aten::copy_" (a write-back instruction) or "alias" (the output
+  /// is the input's value).
+  std::string via;
+  /// The buffer is one of the method's own inputs (a mutable user input)
+  /// rather than a memory-planned buffer.
+  bool methodInput = false;
+};
+
+struct PteDelegateIO {
+  std::vector<PteWriteBack> writeBacks;
+  /// Set when the method has a form anefit cannot map (the delegate called
+  /// more than once, control flow, a buffer written from something other
+  /// than the delegate, ...): what it found. writeBacks is then empty.
+  std::string unmappable;
+};
+
 /// Bytes to write, gathered from memory and from files on disk; files are
 /// streamed, never loaded whole.
 class ByteChunks {
@@ -120,6 +146,11 @@ public:
   /// the named data's segment); nullopt for inline data.
   std::optional<uint32_t> payloadSegment(const PteDelegate &d) const;
 
+  /// The write-back of delegate `d` (PteWriteBack), given how many inputs
+  /// and outputs its model has. Never throws: a corrupt or unexpected method
+  /// is reported in `unmappable`.
+  PteDelegateIO delegateIO(const PteDelegate &d, size_t numInputs, size_t numOutputs) const;
+
   std::span<const uint8_t> bytes() const { return bytes_; }
   const std::vector<PteSegment> &segmentTable() const { return segments_; }
   /// Extended header: its length (0 when absent), program size, segment
@@ -143,6 +174,7 @@ private:
   uint64_t segmentBase_ = 0;
   uint64_t segmentDataSize_ = 0;
   std::vector<std::string> methods_;
+  std::vector<uint64_t> planTables_; ///< file position of each execution plan table
   std::vector<PteDelegate> delegates_;
   std::vector<PteSegment> segments_;
   std::vector<std::span<const uint8_t>> inlineData_;

@@ -71,6 +71,56 @@ std::map<std::string, std::vector<int64_t>> readDebugHandles(std::span<const uin
   return out;
 }
 
+/// Names from a metadata.json entry ({"inputNames": [...], "outputNames": [...]}).
+std::vector<std::string> namesOf(const nlohmann::json &entry, const char *key) {
+  std::vector<std::string> out;
+  if (entry.is_object() && entry.contains(key) && entry[key].is_array())
+    for (const auto &n : entry[key])
+      if (n.is_string())
+        out.push_back(n.get<std::string>());
+  return out;
+}
+
+/// ExecuTorch's write-back around delegate `d` (PteFile::delegateIO), by the
+/// Core ML names of metadata.json, into model.hostWriteBacks; a form that
+/// cannot be read goes to model.hostWriteBackError.
+void readWriteBacks(const PteFile &pte, const PteDelegate &d, const std::vector<FlatFile> &files,
+                    const std::string &label, Model &model) {
+  const FlatFile *metadataFile = findFile(files, "metadata.json");
+  auto metadata = metadataFile ? nlohmann::json::parse(asText(metadataFile->data), nullptr, false)
+                               : nlohmann::json();
+  std::string method = d.functionName.empty() ? d.method : d.functionName;
+  const nlohmann::json *entry = &metadata;
+  if (metadata.is_object() && metadata.contains("methods")) {
+    if (!metadata["methods"].is_object() || !metadata["methods"].contains(method)) {
+      model.hostWriteBackError = label + ": metadata.json has no entry for method '" + method + "'";
+      return;
+    }
+    entry = &metadata["methods"][method];
+  }
+  std::vector<std::string> ins = namesOf(*entry, "inputNames");
+  std::vector<std::string> outs = namesOf(*entry, "outputNames");
+  if (!metadata.is_object() || (ins.empty() && outs.empty())) {
+    model.hostWriteBackError = label + ": metadata.json does not name the delegate's arguments";
+    return;
+  }
+  PteDelegateIO io = pte.delegateIO(d, ins.size(), outs.size());
+  if (!io.unmappable.empty()) {
+    model.hostWriteBackError = label + ": " + io.unmappable;
+    return;
+  }
+  std::string function;
+  if (model.program && model.program->functions.size() > 1)
+    function = method;
+  else if (Function *f = model.defaultFunction())
+    function = f->name;
+  for (const PteWriteBack &w : io.writeBacks)
+    model.hostWriteBacks.push_back(HostWriteBack{function, outs[w.output], ins[w.input],
+                                                 "ExecuTorch " + w.via + " into " +
+                                                     (w.methodInput ? "method input" : "buffer") +
+                                                     " value " + std::to_string(w.value)});
+}
+
 EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegate &d,
                            size_t position, const LoadOptions &options) {
   std::string where = pte->path() + "#" + std::to_string(position);
@@ -117,6 +167,7 @@ EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegat
   em.model->weightFiles = std::move(stores);
   if (const FlatFile *mapping = findFile(files, kDebugHandleMapping))
     em.model->debugHandles = readDebugHandles(mapping->data);
+  readWriteBacks(*pte, d, files, label, *em.model);
   return em;
 }
 
@@ -149,16 +200,6 @@ std::string listDifference(const std::string &kind, const std::vector<FeatureDes
   if (was.size() > now.size())
     return kind + " " + featureText(was[n]) + " was removed";
   return "";
-}
-
-/// Names from a metadata.json entry ({"inputNames": [...], "outputNames": [...]}).
-std::vector<std::string> namesOf(const nlohmann::json &entry, const char *key) {
-  std::vector<std::string> out;
-  if (entry.is_object() && entry.contains(key) && entry[key].is_array())
-    for (const auto &n : entry[key])
-      if (n.is_string())
-        out.push_back(n.get<std::string>());
-  return out;
 }
 
 std::vector<std::string> featureNames(const std::vector<FeatureDescription> &features) {

@@ -95,6 +95,17 @@ struct ModelDescription {
   FunctionDescription describe(std::string_view name) const;
 };
 
+/// A value the host program around the model copies from an output back into
+/// an input after every prediction, so the next one sees it: ExecuTorch's
+/// write-back of a mutable buffer around a Core ML delegate.
+struct HostWriteBack {
+  std::string function; ///< the model function it applies to
+  std::string output;
+  std::string input;
+  /// How the host does it ("ExecuTorch aten::copy_ into buffer value 12").
+  std::string how;
+};
+
 class Model {
 public:
   int32_t specificationVersion = 0;
@@ -111,6 +122,11 @@ public:
   /// ExecuTorch debug handles by op output name, for models read from a .pte
   /// (they link an op back to the PyTorch node it was lowered from).
   std::map<std::string, std::vector<int64_t>> debugHandles;
+  /// For models read from a .pte: what ExecuTorch writes back between calls.
+  std::vector<HostWriteBack> hostWriteBacks;
+  /// Set when the program around the model has a form whose write-back anefit
+  /// cannot read: why (stepping such a model like a device is refused).
+  std::string hostWriteBackError;
 
   /// The function named by defaultFunctionName, else "main", else the first.
   Function *defaultFunction() const;

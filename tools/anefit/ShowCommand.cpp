@@ -488,7 +488,15 @@ int showPte(const ShowOptions &opts) {
       if (d.isCoreML()) {
         std::string selector = opts.model + "#" + std::to_string(coreml);
         dj["selector"] = selector;
-        dj["model"] = toJson(summarize(*models[coreml++].model, selector));
+        const Model &m = *models[coreml++].model;
+        json wb = json::array();
+        for (const HostWriteBack &w : m.hostWriteBacks)
+          wb.push_back(
+              {{"function", w.function}, {"output", w.output}, {"input", w.input}, {"how", w.how}});
+        dj["writeBack"] = wb;
+        if (!m.hostWriteBackError.empty())
+          dj["writeBackError"] = m.hostWriteBackError;
+        dj["model"] = toJson(summarize(m, selector));
       }
       j["delegates"].push_back(dj);
     }
@@ -509,6 +517,16 @@ int showPte(const ShowOptions &opts) {
       if (k == "compute_units" || k == "min_deployment_target" || k == "model_compute_precision")
         std::cout << "  " << k << "=" << v;
     std::cout << "\n";
+    if (!d.isCoreML())
+      continue;
+    const Model &m = *models[coreml - 1].model;
+    if (!m.hostWriteBackError.empty())
+      std::cout << "    write-back not readable: " << m.hostWriteBackError << "\n";
+    else if (!m.hostWriteBacks.empty())
+      std::cout << "    ExecuTorch writes " << m.hostWriteBacks.size()
+                << " outputs back into inputs after each call:\n";
+    for (const HostWriteBack &w : m.hostWriteBacks)
+      std::cout << "      " << w.output << " -> " << w.input << "  (" << w.how << ")\n";
   }
   for (size_t i = 0; i < models.size(); ++i) {
     std::string selector = opts.model + "#" + std::to_string(i);

@@ -32,7 +32,7 @@ namespace {
 
 /// A flatbuffer object to be written: a table, string, byte vector or vector of tables.
 struct FbNode {
-  enum class Kind { Table, String, Bytes, TableVector } kind = Kind::Table;
+  enum class Kind { Table, String, Bytes, TableVector, Ints } kind = Kind::Table;
   // Table fields by id: scalar bytes, or a child node (written as a uoffset).
   struct Field {
     int id;
@@ -92,6 +92,14 @@ public:
       std::memcpy(&buf[at], &len, 4);
       buf.insert(buf.end(), n.text.begin(), n.text.end());
       buf.push_back(0);
+      return at;
+    }
+    case FbNode::Kind::Ints: {
+      size_t at = buf.size();
+      uint32_t len = static_cast<uint32_t>(n.text.size() / 4);
+      buf.resize(at + 4);
+      std::memcpy(&buf[at], &len, 4);
+      buf.insert(buf.end(), n.text.begin(), n.text.end());
       return at;
     }
     case FbNode::Kind::TableVector: {
@@ -730,5 +738,171 @@ TEST(PteWriter, SavesModelsIntoTheRealExport) {
   EXPECT_FALSE(std::filesystem::exists(out));
   EXPECT_NE(errorOf([&] { savePteModels(path, {&m}, path); }).find("refusing to write over"),
             std::string::npos);
+}
+#endif
+
+//===----------------------------------------------------------------------===//
+// Write-back: what ExecuTorch copies from delegate outputs into its inputs
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+struct TestInstr {
+  uint8_t type; // 1 KernelCall, 2 DelegateCall, 3 MoveCall, 4 JumpFalseCall
+  int32_t index;
+  std::vector<int32_t> args;
+};
+
+FbRef intVector(const std::vector<int32_t> &v) {
+  std::string bytes(4 * v.size(), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return str(bytes, FbNode::Kind::Ints);
+}
+
+/// One method "forward" with `numValues` values, method inputs `inputs`,
+/// operators {aten::copy_, aten::add.out}, one Core ML delegate and the
+/// given instructions.
+std::vector<uint8_t> buildMethodPte(int numValues, const std::vector<int32_t> &inputs,
+                                    const std::vector<TestInstr> &instrs) {
+  std::vector<FbRef> values;
+  for (int i = 0; i < numValues; ++i)
+    values.push_back(table({scalar<uint8_t>(0, 5)}));
+  std::vector<FbRef> instructions;
+  for (const TestInstr &in : instrs) {
+    FbRef args;
+    if (in.type == 3)
+      args = table({scalar<int32_t>(0, in.args[0]), scalar<int32_t>(1, in.args[1])});
+    else if (in.type == 4)
+      args = table({scalar<int32_t>(0, 0), scalar<int32_t>(1, 0)});
+    else
+      args = table({scalar<int32_t>(0, in.index), ref(1, intVector(in.args))});
+    instructions.push_back(table({scalar<uint8_t>(0, in.type), ref(1, args)}));
+  }
+  auto chain = table({ref(2, vec(instructions))});
+  auto ops = vec(
+      {table({ref(0, str("aten::copy_"))}), table({ref(0, str("aten::add")), ref(1, str("out"))})});
+  auto coreml = table({ref(0, str("CoreMLBackend")),
+                       ref(1, table({scalar<uint8_t>(0, 0), scalar<uint32_t>(1, 0)}))});
+  auto plan = table({ref(0, str("forward")), ref(2, vec(values)), ref(3, intVector(inputs)),
+                     ref(5, vec({chain})), ref(6, ops), ref(7, vec({coreml}))});
+  auto program =
+      table({ref(1, vec({plan})), ref(3, vec({table({ref(0, str("P", FbNode::Kind::Bytes))})}))});
+  FbWriter w;
+  w.buf.resize(8, 0);
+  std::memcpy(&w.buf[4], "ET12", 4);
+  uint32_t rootOff = static_cast<uint32_t>(w.write(*program));
+  std::memcpy(&w.buf[0], &rootOff, 4);
+  return w.buf;
+}
+
+std::string describe(const PteDelegateIO &io) {
+  if (!io.unmappable.empty())
+    return "unmappable: " + io.unmappable;
+  std::string out;
+  for (const PteWriteBack &w : io.writeBacks)
+    out += "o" + std::to_string(w.output) + "->i" + std::to_string(w.input) + " v" +
+           std::to_string(w.value) + " " + w.via + (w.methodInput ? " (input)" : "") + "; ";
+  return out;
+}
+
+std::string writeBackOf(int numValues, const std::vector<int32_t> &inputs,
+                        const std::vector<TestInstr> &instrs, size_t nIn, size_t nOut) {
+  auto bytes = buildMethodPte(numValues, inputs, instrs);
+  auto pte = PteFile::fromBytes(bytes, "t.pte");
+  return describe(pte->delegateIO(pte->delegates()[0], nIn, nOut));
+}
+
+} // namespace
+
+TEST(PteWriteBack, ReadsCopyBackAfterTheDelegateCall) {
+  // forward(tokens=v3): delegate(v3, v0, v1) -> (v4, v5, v6); copy_(v0, v4);
+  // copy_(v1, v5): two buffers written back, v6 is the logits.
+  std::vector<TestInstr> instrs = {
+      {2, 0, {3, 0, 1, 4, 5, 6}}, {1, 0, {0, 4, 7, 0}}, {1, 0, {1, 5, 8, 1}}};
+  EXPECT_EQ(writeBackOf(9, {3}, instrs, 3, 3), "o0->i1 v0 aten::copy_; o1->i2 v1 aten::copy_; ");
+  // A mutable method input written back is carried too, and said so.
+  EXPECT_EQ(writeBackOf(9, {3, 0}, instrs, 3, 3),
+            "o0->i1 v0 aten::copy_ (input); o1->i2 v1 aten::copy_; ");
+  // An output that is the input's own value.
+  EXPECT_EQ(writeBackOf(9, {3}, {{2, 0, {3, 0, 0, 6}}}, 2, 2), "o0->i1 v0 alias; ");
+  // Other kernels and a delegate that is never called: nothing to carry.
+  EXPECT_EQ(writeBackOf(9, {3}, {{1, 1, {3, 3, 4}}}, 2, 2), "");
+}
+
+TEST(PteWriteBack, RefusesFormsItCannotMap) {
+  EXPECT_EQ(writeBackOf(9, {3}, {{2, 0, {3, 0, 4, 5}}, {2, 0, {3, 0, 4, 5}}}, 2, 2),
+            "unmappable: method 'forward' calls the delegate 2 times");
+  EXPECT_EQ(writeBackOf(9, {3}, {{2, 0, {3, 0, 4, 5}}}, 1, 2),
+            "unmappable: the delegate call passes 4 arguments; its Core ML model has 1 inputs "
+            "and 2 outputs");
+  EXPECT_EQ(writeBackOf(9, {3}, {{2, 0, {3, 0, 4, 5}}, {4, 0, {}}}, 2, 2),
+            "unmappable: method 'forward' has control flow (JumpFalseCall)");
+  EXPECT_EQ(writeBackOf(9, {3}, {{2, 0, {3, 0, 4, 5}}, {1, 0, {0, 8, 7, 0}}}, 2, 2),
+            "unmappable: aten::copy_ writes delegate input 1 (value 0) from value 8, which the "
+            "delegate does not produce");
+  EXPECT_EQ(writeBackOf(9, {3}, {{1, 0, {0, 4, 7, 0}}, {2, 0, {3, 0, 4, 5}}}, 2, 2),
+            "unmappable: aten::copy_ writes delegate input 1 (value 0) before the delegate call");
+  EXPECT_EQ(writeBackOf(9, {3}, {{2, 0, {3, 0, 4, 5}}, {3, 0, {4, 0}}}, 2, 2),
+            "unmappable: a MoveCall writes delegate input 1");
+  EXPECT_EQ(
+      writeBackOf(9, {3}, {{2, 0, {3, 0, 4, 5}}, {1, 0, {0, 4, 7, 0}}, {1, 0, {0, 5, 7, 0}}}, 2, 2),
+      "unmappable: delegate input 1 is written back twice");
+  EXPECT_EQ(writeBackOf(4, {3}, {{2, 0, {3, 0, 4, 5}}}, 2, 2),
+            "unmappable: the delegate call names value 4 of 4");
+}
+
+#ifdef ANEFIT_TEST_DATA_DIR
+TEST(PteWriteBack, RealExportLlmExport) {
+  std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/pte/lfm2_export_llm_fp16.pte";
+  LoadOptions noWeights;
+  noWeights.openWeights = false;
+  auto models = loadPteModels(path, noWeights);
+  ASSERT_EQ(models.size(), 1u);
+  const Model &m = *models[0].model;
+  EXPECT_EQ(m.hostWriteBackError, "");
+  ASSERT_EQ(m.hostWriteBacks.size(), 22u); // 10 conv states, 12 KV caches
+  // Each written-back output is computed from the input it is written into:
+  // the conv state's output is a slice of a concat that reads it, the cache's
+  // output a slice_update of it.
+  const Function &fn = *m.defaultFunction();
+  std::map<std::string, const Operation *> producer;
+  walk(static_cast<const Block &>(*fn.body), [&](const Operation &op) {
+    for (const auto &r : op.outputs)
+      producer[r->name] = &op;
+  });
+  for (const HostWriteBack &w : m.hostWriteBacks) {
+    SCOPED_TRACE(w.output + " -> " + w.input);
+    EXPECT_EQ(w.function, "main");
+    EXPECT_EQ(w.how.rfind("ExecuTorch aten::copy_ into buffer value ", 0), 0u);
+    // Walk the output's producers back to the input.
+    std::set<std::string> seen;
+    std::vector<std::string> todo{w.output};
+    bool reaches = false;
+    while (!todo.empty() && !reaches) {
+      std::string v = todo.back();
+      todo.pop_back();
+      if (!seen.insert(v).second)
+        continue;
+      if (v == w.input) {
+        reaches = true;
+        break;
+      }
+      auto it = producer.find(v);
+      if (it == producer.end())
+        continue;
+      for (const OpInput &in : it->second->inputs)
+        for (const Binding &b : in.bindings)
+          if (b.value)
+            todo.push_back(b.value->name);
+    }
+    EXPECT_TRUE(reaches);
+    bool isCache = w.input.find("kv_cache") != std::string::npos;
+    EXPECT_EQ(w.output.find(isCache ? "index_put" : "slice_copy") != std::string::npos, true);
+  }
+  // With the buffers taken over as Core ML states there is nothing to write back.
+  auto states = loadPteModels(
+      std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/pte/lfm2_export_llm_states.pte", noWeights);
+  EXPECT_TRUE(states[0].model->hostWriteBacks.empty());
+  EXPECT_EQ(states[0].model->hostWriteBackError, "");
 }
 #endif
