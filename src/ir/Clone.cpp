@@ -75,6 +75,8 @@ std::unique_ptr<Model> cloneModel(const Model &model) {
   copy->weightFiles = model.weightFiles;
   copy->origin = model.origin;
   copy->debugHandles = model.debugHandles;
+  copy->hostWriteBacks = model.hostWriteBacks;
+  copy->hostWriteBackError = model.hostWriteBackError;
   return copy;
 }
 

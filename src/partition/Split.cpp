@@ -26,12 +26,18 @@ runtime::Comparison compareRegionChain(const Model &model, const FunctionPlan &f
   std::vector<const Function *> chain;
   for (const auto &m : regions)
     chain.push_back(m->program->functions.front().get());
-  runtime::Stepper original(*fn, {}, options), split(chain, {}, options);
+  // What the host carries between steps (ExecuTorch's buffer write-back
+  // around a .pte delegate) goes around the original and the chain alike.
+  runtime::CarryMap carries = steps > 1 ? runtime::hostCarries(model, *fn) : runtime::CarryMap{};
+  std::vector<std::string> carried;
+  for (const runtime::Carry &c : carries)
+    carried.push_back(c.input);
+  runtime::Stepper original(*fn, carries, options), split(chain, carries, options);
   FunctionDescription desc = model.description.describe(fn->name);
   std::mt19937_64 rng(seed);
   runtime::Comparison cmp;
   for (int64_t step = 0; step < steps; ++step) {
-    runtime::TensorMap feed = runtime::randomInputs(*fn, desc, rng);
+    runtime::TensorMap feed = runtime::randomInputs(*fn, desc, rng, carried);
     std::vector<runtime::NamedTensor> expected = original.step(feed);
     // Inputs no region reads are not fed to the chain; an output that is an
     // input passed through is found among the inputs.

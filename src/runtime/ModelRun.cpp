@@ -88,7 +88,7 @@ ModelRun::ModelRun(const Model &model, ModelRunOptions options)
   // moved state's output back into its input, starting from zeros. Do that
   // for inputs the caller does not give, so a run steps it like a host.
   CarryMap carries;
-  for (Carry &c : hostCarries(model, *fn_))
+  for (Carry &c : stepped_ || steps_ > 1 ? hostCarries(model, *fn_) : CarryMap{})
     if (!options_.inputs.gives(c.input, 0))
       carries.push_back(std::move(c));
 

@@ -39,6 +39,18 @@ CarryMap carriesFromStateMap(const StateMap &map, const Function &fn) {
 
 CarryMap hostCarries(const Model &model, const Function &fn) {
   CarryMap carries;
+  // ExecuTorch's write-back around a Core ML delegate (read from the .pte's
+  // instructions by the .pte reader): buffers start at zeros, as the
+  // runtime's planned memory does, and take the delegate's output after
+  // every call.
+  if (!model.hostWriteBackError.empty())
+    throw InputError(model.hostWriteBackError +
+                     "; anefit cannot tell which outputs ExecuTorch copies back into which "
+                     "inputs, so it cannot step this program like a device (run one step, or "
+                     "give every input of every step)");
+  for (const HostWriteBack &w : model.hostWriteBacks)
+    if (w.function.empty() || w.function == fn.name)
+      carries.push_back({w.output, w.input, std::nullopt, w.how});
   const auto &meta = model.description.metadata.userDefined;
   auto mapText = meta.find(StateMap::kMetadataKey);
   if (mapText != meta.end()) {
@@ -92,14 +104,15 @@ Stepper::Stepper(std::vector<const Function *> chain, CarryMap carries, StepperO
     if (!inputs.count(c.input))
       throw InputError("function '" + chain_.front()->name + "': " + c.source + " carries into '" +
                        c.input + "', which is not an input");
-    if (c.initial) {
-      carried_[c.input] = c.initial->clone();
-      continue;
-    }
     const Value *decl = nullptr;
     for (const Function *fn : chain_)
       if (!decl)
         decl = fn->findInput(c.input);
+    carriedDTypes_.push_back(decl->type.dtype());
+    if (c.initial) {
+      carried_[c.input] = c.initial->clone();
+      continue;
+    }
     auto shape = decl->type.staticShape();
     if (!shape)
       throw InputError("function '" + chain_.front()->name + "': carried input '" + c.input +
@@ -173,10 +186,12 @@ std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
         if (in->type.isState())
           if (const Tensor *t = states_.find(in->name))
             states_.set(*fn, in->name, t->convertTo(in->type.dtype()));
-  for (const Carry &c : carries_)
+  // The host hands each carried value over in the input's declared dtype
+  // (ExecuTorch's copy_ into an fp32 buffer of an fp16 delegate output).
+  for (size_t i = 0; i < carries_.size(); ++i)
     for (const NamedTensor &nt : all)
-      if (nt.name == c.output)
-        carried_[c.input] = nt.tensor.clone();
+      if (nt.name == carries_[i].output)
+        carried_[carries_[i].input] = nt.tensor.convertTo(carriedDTypes_[i]);
   ++stepsDone_;
   return all;
 }

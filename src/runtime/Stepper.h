@@ -53,9 +53,12 @@ using CarryMap = std::vector<Carry>;
 /// zeros of the state's shape, as the state map's contract says.
 CarryMap carriesFromStateMap(const StateMap &map, const Function &fn);
 
-/// Every carry the model itself declares for function `fn`: today the state
-/// map in its metadata (StateMap::kMetadataKey). Throws InputError on a
-/// malformed state map.
+/// Every carry the model itself declares for function `fn`: the state map in
+/// its metadata (StateMap::kMetadataKey), and for a model read from an
+/// ExecuTorch .pte the program's write-back of delegate outputs into its
+/// mutable buffers (Model::hostWriteBacks). Throws InputError on a malformed
+/// state map, and when the .pte reader could not map the program's
+/// write-back (Model::hostWriteBackError).
 CarryMap hostCarries(const Model &model, const Function &fn);
 
 struct StepperOptions {
@@ -108,7 +111,8 @@ private:
   CarryMap carries_;
   StepperOptions options_;
   StateContext states_;
-  TensorMap carried_; ///< input name -> value for the next step
+  TensorMap carried_;                ///< input name -> value for the next step
+  std::vector<DType> carriedDTypes_; ///< declared dtype of each carry's input
   std::vector<const Value *> stateInputs_;
   std::vector<const Value *> externalInputs_;
   int64_t stepsDone_ = 0;

@@ -42,13 +42,21 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
     FunctionDescription desc = original.description.describe(fo.name);
     // The original keeps every state in the interpreter; the fixed model
     // keeps only the states it did not move, the others go around the host
-    // loop of the state map.
+    // loop of the state map. What the host itself carries (ExecuTorch's
+    // buffer write-back around a .pte delegate) goes around for both.
+    runtime::CarryMap hostO = steps > 1 ? runtime::hostCarries(original, fo) : runtime::CarryMap{};
+    runtime::CarryMap hostF = steps > 1 ? runtime::hostCarries(fixed, *ff) : runtime::CarryMap{};
+    runtime::CarryMap moved = runtime::carriesFromStateMap(map, *ff);
+    hostF.insert(hostF.end(), moved.begin(), moved.end());
+    std::vector<std::string> carried;
+    for (const runtime::Carry &c : hostO)
+      carried.push_back(c.input);
     runtime::StepperOptions run;
     run.run.precision = precision;
     run.run.source = original.sourcePath; // errors name the model's file
-    runtime::Stepper so(fo, {}, run), sf(*ff, runtime::carriesFromStateMap(map, *ff), run);
+    runtime::Stepper so(fo, hostO, run), sf(*ff, hostF, run);
     for (int64_t step = 0; step < steps; ++step) {
-      runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng);
+      runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng, carried);
       std::vector<runtime::NamedTensor> outO = so.step(inputs);
       std::vector<runtime::NamedTensor> outF = sf.step(inputs);
       std::string at = fo.name + ": step " + std::to_string(step) + ": ";

@@ -118,9 +118,16 @@ int runRun(const RunCliOptions &opts) {
         std::fprintf(stderr, "\r%40s\r", "");
     };
   runtime::ModelRun run(*model, std::move(options));
-  if (!run.carries().empty())
-    std::cout << "state map: carrying " << run.carries().size()
+  size_t moved = 0, writtenBack = 0;
+  for (const runtime::Carry &c : run.carries())
+    ++(c.source == "state map" ? moved : writtenBack);
+  if (moved)
+    std::cout << "state map: carrying " << moved
               << " moved state(s) from output to input, starting from zeros\n";
+  if (writtenBack)
+    std::cout << "ExecuTorch write-back: carrying " << writtenBack
+              << " delegate output(s) into their buffer inputs between steps, starting from "
+                 "zeros\n";
 
   std::vector<NamedTensor> archive;
   std::cout << "function " << run.function().name << ", " << run.steps()

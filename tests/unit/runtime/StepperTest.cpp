@@ -258,3 +258,55 @@ TEST(Comparison, ShapeChangesAndMissingOutputsAreMismatches) {
   exact.compare("z", Tensor::fromF32({1}, {1}), Tensor::fromF32({1.0000001f}, {1}));
   EXPECT_FALSE(exact.ok());
 }
+
+namespace {
+
+/// ExecuTorch's shape of a buffer around a Core ML delegate: an fp32 input
+/// (the buffer), the new value returned as fp16, copied back by the host.
+constexpr const char *kBufferIO = R"(
+main[CoreML7](%x: (1, 2, fp32)(Tensor), %buf: (1, 2, fp32)(Tensor)) {
+  block0() {
+    %bh: (1, 2, fp16)(Tensor) = cast(x=%buf, dtype="fp16", name="bh")
+    %xh: (1, 2, fp16)(Tensor) = cast(x=%x, dtype="fp16", name="xh")
+    %s: (1, 2, fp16)(Tensor) = add(x=%bh, y=%xh, name="s")
+  } -> (%s)
+}
+)";
+
+} // namespace
+
+TEST(Stepper, HostCarriesIncludeExecuTorchWriteBack) {
+  auto m = parse(kBufferIO);
+  const Function &fn = *m->program->functions.front();
+  m->hostWriteBacks.push_back({"main", "s", "buf", "ExecuTorch aten::copy_ into buffer value 0"});
+  CarryMap carries = hostCarries(*m, fn);
+  ASSERT_EQ(carries.size(), 1u);
+  EXPECT_EQ(carries[0].source, "ExecuTorch aten::copy_ into buffer value 0");
+  EXPECT_FALSE(carries[0].initial); // zeros of the buffer, as ExecuTorch starts it
+  Stepper s(fn, carries);
+  ASSERT_EQ(s.externalInputs().size(), 1u);
+  for (int k = 1; k <= 3; ++k) {
+    // The fp16 output goes back into the fp32 buffer input, converted.
+    auto outs = s.step({{"x", Tensor::fromF32({1.0f, 0.5f}, {1, 2})}});
+    EXPECT_EQ(output(outs, "s").floatAt(0), 1.0f * k);
+    EXPECT_EQ(output(outs, "s").floatAt(1), 0.5f * k);
+  }
+  // Write-backs of another function are not this one's.
+  m->hostWriteBacks[0].function = "decode";
+  EXPECT_TRUE(hostCarries(*m, fn).empty());
+}
+
+TEST(Stepper, HostCarriesRefuseAnUnreadableWriteBack) {
+  auto m = parse(kBufferIO);
+  m->hostWriteBackError = "p.pte#0: method 'forward' calls the delegate 2 times";
+  try {
+    hostCarries(*m, *m->program->functions.front());
+    FAIL() << "expected an InputError";
+  } catch (const InputError &e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("p.pte#0: method 'forward' calls the delegate 2 times; anefit cannot tell "
+                       "which outputs ExecuTorch copies back into which inputs"),
+              std::string::npos)
+        << msg;
+  }
+}
