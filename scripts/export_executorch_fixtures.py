@@ -27,6 +27,12 @@ Two families of exports, both with random weights:
    export_llm pipeline (its Python API) with that one partitioner argument
    changed, since no config key reaches it.
 
+   `--set remedies` makes the evidence behind src/ane/Remedies.def: the fp16
+   configuration on LFM2's first three layers with one key changed
+   (lfm2_remedy_ios17.pte: backend.coreml.ios 17; lfm2_remedy_c4w.pte:
+   backend.coreml.quantize c4w; lfm2_remedy_keys_off.pte: enable_state and
+   preserve_sdpa False, to show export_llm does not read them).
+
 2. Direct `to_edge_transform_and_lower` exports of a 4-layer LFM2 and a
    static-cache Llama (`--set direct`):
 
@@ -174,6 +180,25 @@ def run_export_llm_api_states(yaml_path, workdir):
         export_llama_lib.get_coreml_partitioner = original
 
 
+# Evidence for the export-time remedies (src/ane/Remedies.def): the fp16
+# configuration with one key changed, on the first three LFM2 layers (conv,
+# conv, attention), which hold one of every pattern the remedies are about.
+REMEDY_VARIANTS = {
+    "lfm2_remedy_ios17": {"backend": {"coreml": {"ios": 17}}},
+    "lfm2_remedy_c4w": {"backend": {"coreml": {"quantize": "c4w"}}},
+    "lfm2_remedy_keys_off": {"backend": {"coreml": {"enable_state": False,
+                                                    "preserve_sdpa": False}}},
+}
+REMEDY_LAYERS = 3
+
+
+def merged(base, over):
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = merged(base.get(k, {}), v) if isinstance(v, dict) else v
+    return out
+
+
 EXPORT_LLM_VARIANTS = {
     # name: (quantize, take_over_mutable_buffer)
     "lfm2_export_llm_fp16": (False, False),
@@ -217,8 +242,46 @@ def export_llm_set(out, config, context, seed, only):
                 "params_json": params,
                 "weights": f"random, seed {seed}: linear/conv ~ N(0, 1/fan_in), embeddings ~ "
                            "N(0, 1), norm scales 1 + N(0, 0.05)",
+                "seed": seed,
                 "take_over_mutable_buffer": take_over,
                 "model_config": config,
+                "bytes": os.path.getsize(target),
+            }
+            print(f"wrote {target} ({os.path.getsize(target)} bytes)", file=sys.stderr)
+    return made
+
+
+def remedy_set(out, seed, only):
+    params = lfm2_params("small")
+    params["n_layers"] = REMEDY_LAYERS
+    params["layer_types"] = params["layer_types"][:REMEDY_LAYERS]
+    context = DEFAULT_CONTEXT["small"]
+    made = {}
+    with tempfile.TemporaryDirectory(prefix="anefit-export-llm-") as work:
+        with open(os.path.join(work, "params.json"), "w") as f:
+            json.dump(params, f, indent=2)
+        random_checkpoint(params, context, seed, os.path.join(work, "random_weights.pth"))
+        for name, over in REMEDY_VARIANTS.items():
+            if only and name not in only:
+                continue
+            output_name = name + ".pte"
+            cfg = merged(export_llm_config("params.json", "random_weights.pth", context,
+                                           output_name, False), over)
+            write_yaml(cfg, os.path.join(work, name + ".yaml"))
+            run_export_llm_cli(os.path.join(work, name + ".yaml"), work)
+            target = os.path.join(out, output_name)
+            shutil.move(os.path.join(work, output_name), target + ".tmp")
+            os.replace(target + ".tmp", target)
+            made[name] = {
+                "entry_point": "export_llm",
+                "purpose": "remedy evidence",
+                "command": f"python -m {EXPORT_LLM_MODULE} --config {name}.yaml",
+                "config_yaml": cfg,
+                "params_json": params,
+                "weights": f"random, seed {seed}",
+                "seed": seed,
+                "take_over_mutable_buffer": False,
+                "model_config": "small",
                 "bytes": os.path.getsize(target),
             }
             print(f"wrote {target} ({os.path.getsize(target)} bytes)", file=sys.stderr)
@@ -347,7 +410,7 @@ def direct_set(out, only):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory")
-    ap.add_argument("--set", choices=["all", "export_llm", "direct"], default="all",
+    ap.add_argument("--set", choices=["all", "export_llm", "remedies", "direct"], default="all",
                     help="which family of exports to make (default: all)")
     ap.add_argument("--config", choices=sorted(LFM2_PARAMS), default="small",
                     help="LFM2 size of the export_llm exports (default: small; lfm2_350m is "
@@ -375,6 +438,8 @@ def main():
         manifest.update(direct_set(out, opts.only))
     if opts.set in ("all", "export_llm"):
         manifest.update(export_llm_set(out, opts.config, context, opts.seed, opts.only))
+    if opts.set in ("all", "remedies"):
+        manifest.update(remedy_set(out, opts.seed, opts.only))
 
     import coremltools
     from executorch import version as et_version

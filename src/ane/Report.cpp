@@ -7,12 +7,26 @@
 //===----------------------------------------------------------------------===//
 #include "ane/Report.h"
 
+#include "ane/Remedies.h"
+
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
 namespace anefit::ane {
+
+/// The remedies of every finding of `list`, each once, in table order.
+static std::vector<const Remedy *> distinctRemedies(const std::vector<const Finding *> &list) {
+  std::vector<const Remedy *> out;
+  for (const Finding *f : list)
+    for (const Remedy *r : remediesFor(*f))
+      if (std::find(out.begin(), out.end(), r) == out.end())
+        out.push_back(r);
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 using Json = nlohmann::ordered_json;
 
@@ -212,6 +226,10 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
         out += "  works: " + caseText(works.front()) + "\n";
     }
     out += "  fix: " + r.fixText() + "\n";
+    if (!report.origin.empty())
+      for (const Remedy *rem : distinctRemedies(list))
+        out += "  at export (" + std::string(remedyWhereName(rem->where)) +
+               "): " + std::string(rem->setting) + ": " + std::string(rem->what) + "\n";
   }
   std::map<Level, size_t> counts;
   for (const Finding &f : report.findings)
@@ -222,6 +240,20 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
                std::string(levelName(it->first));
   out += "\nsummary: " + (summary.empty() ? std::string("no findings") : summary) + "; verdict " +
          std::string(verdictName(report.verdict)) + "\n";
+  return out;
+}
+
+/// The export-time remedies of a finding (Remedies.def), for reports on a
+/// model read from an ExecuTorch program; empty for other models.
+static Json remediesJson(const CheckReport &report, const Finding &f) {
+  Json out = Json::array();
+  if (report.origin.empty())
+    return out;
+  for (const Remedy *r : remediesFor(f))
+    out.push_back({{"where", remedyWhereName(r->where)},
+                   {"setting", r->setting},
+                   {"what", r->what},
+                   {"evidence", r->evidence}});
   return out;
 }
 
@@ -334,6 +366,7 @@ std::string renderJson(const CheckReport &report) {
     }
     fj["fix"] = r.fixText();
     fj["fixPasses"] = r.fixPasses();
+    fj["remedies"] = remediesJson(report, f);
     findings.push_back(fj);
   }
   j["findings"] = findings;
@@ -398,6 +431,15 @@ std::string renderSarif(const CheckReport &report) {
           {"level", levelName(f.level())},
           {"certainty", certaintyName(f.certainty)},
           {"opType", f.opType}}}};
+    Json remedies = remediesJson(report, f);
+    if (!remedies.empty()) {
+      result["properties"]["remedies"] = remedies;
+      std::string text = result["message"]["text"].get<std::string>();
+      for (const Json &rem : remedies)
+        text += " At export (" + rem["where"].get<std::string>() +
+                "): " + rem["setting"].get<std::string>() + ".";
+      result["message"]["text"] = text;
+    }
     results.push_back(result);
   }
   Json run = {{"tool",

@@ -20,8 +20,8 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <span>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>

@@ -1,6 +1,8 @@
 //===- Partitioner.cpp - Split functions between the ANE and the CPU ------===//
 #include "partition/Partitioner.h"
 
+#include "ane/Remedies.h"
+
 #include "ir/AsmParser.h"
 #include "ir/Clone.h"
 #include "ir/TorchNames.h"
@@ -279,6 +281,26 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
   }
   for (auto &[name, s] : skips)
     plan.skipOps.push_back(std::move(s));
+
+  // Findings a partitioner argument removes at export (ExecuTorch models).
+  if (!report.origin.empty())
+    for (const ane::Finding &f : report.findings)
+      for (const ane::Remedy *r : ane::remediesFor(f)) {
+        std::string_view setting = r->setting;
+        constexpr std::string_view kCall = "CoreMLPartitioner(";
+        if (r->where != ane::RemedyWhere::Partitioner || !setting.starts_with(kCall) ||
+            setting.find("skip_ops_for_coreml_delegation") != std::string_view::npos)
+          continue;
+        std::string arg(setting.substr(kCall.size(), setting.size() - kCall.size() - 1));
+        auto it = std::find_if(plan.partitionerArguments.begin(), plan.partitionerArguments.end(),
+                               [&](const PartitionerArgument &a) { return a.argument == arg; });
+        if (it == plan.partitionerArguments.end())
+          it = plan.partitionerArguments.insert(plan.partitionerArguments.end(),
+                                                {arg, std::string(r->what), {}});
+        std::string code(ane::ruleInfo(f.rule).code);
+        if (std::find(it->rules.begin(), it->rules.end(), code) == it->rules.end())
+          it->rules.push_back(code);
+      }
   return plan;
 }
 

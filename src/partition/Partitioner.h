@@ -88,10 +88,20 @@ struct SkipOp {
   std::vector<std::string> rules;  ///< rule codes that blamed them
 };
 
+/// A CoreMLPartitioner argument that removes findings at export time (a
+/// Partitioner row of ane/Remedies.def), for a model read from a .pte.
+struct PartitionerArgument {
+  std::string argument;           ///< "take_over_mutable_buffer=False"
+  std::string what;               ///< what it does
+  std::vector<std::string> rules; ///< rule codes of the findings it removes
+};
+
 struct Plan {
   std::string modelPath;
   std::vector<FunctionPlan> functions;
   std::vector<SkipOp> skipOps;
+  /// Other CoreMLPartitioner arguments to export with (.pte models only).
+  std::vector<PartitionerArgument> partitionerArguments;
   /// Ops placed on the CPU whose names carry no PyTorch node.
   std::vector<std::string> unmappedCpuOps;
 };

@@ -31,8 +31,14 @@ std::string skipListSnippet(const Plan &plan) {
   std::ostringstream os;
   os << "from executorch.backends.apple.coreml.partition import CoreMLPartitioner\n\n"
      << "partitioner = CoreMLPartitioner(\n"
-     << "    compile_specs=compile_specs,  # as before\n"
-     << "    skip_ops_for_coreml_delegation=[\n";
+     << "    compile_specs=compile_specs,  # as before\n";
+  for (const PartitionerArgument &a : plan.partitionerArguments) {
+    os << "    " << a.argument << ",  # ";
+    for (size_t i = 0; i < a.rules.size(); ++i)
+      os << (i ? ", " : "") << a.rules[i];
+    os << ": " << a.what << "\n";
+  }
+  os << "    skip_ops_for_coreml_delegation=[\n";
   for (const auto &s : plan.skipOps) {
     os << "        \"" << s.atenOp << "\",  # ";
     for (size_t i = 0; i < s.rules.size(); ++i)
@@ -111,6 +117,10 @@ std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles
     names.push_back(s.atenOp);
   }
   j["skip_ops_for_coreml_delegation"] = names;
+  j["partitionerArguments"] = nlohmann::json::array();
+  for (const PartitionerArgument &a : plan.partitionerArguments)
+    j["partitionerArguments"].push_back(
+        {{"argument", a.argument}, {"rules", a.rules}, {"what", a.what}});
   j["unmappedCpuOps"] = plan.unmappedCpuOps;
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) +
          (indent >= 0 ? "\n" : "");

@@ -13,6 +13,10 @@ conftest.executorch_probe). Prints one JSON object {path: report}:
                 instructions and values with every delegate payload replaced
                 by its sha256, so two files can be compared structurally
   payloads      sha256 of each delegate payload, in plan/delegate order
+  coreml        per Core ML payload, unpacked with ExecuTorch's own inmemoryfs
+                (executorchcoreml.unflatten_directory_contents) and loaded with
+                coremltools (spec and ML Program): metadata.json, the model's
+                input and output names, and its op count
 
 On Linux the Core ML backend is not registered, so loading a method with a
 Core ML delegate fails with ExecuTorch's NotFound; everything else (program
@@ -38,6 +42,43 @@ def _plain(obj):
     return obj
 
 
+def unpacked_coreml(program):
+    """What ExecuTorch's inmemoryfs and coremltools make of each Core ML payload."""
+    import os
+    import tempfile
+
+    import coremltools as ct
+    from coremltools.converters.mil.frontend.milproto.load import load as milproto_load
+    from executorch.backends.apple.coreml import executorchcoreml
+
+    out = []
+    for plan in program.execution_plan:
+        for d in plan.delegates:
+            if d.id != "CoreMLBackend" or d.processed.location.name != "INLINE":
+                continue
+            data = program.backend_delegate_data[d.processed.index].data
+            with tempfile.TemporaryDirectory() as tmp:
+                if not executorchcoreml.unflatten_directory_contents(data, tmp):
+                    out.append({"error": "unflatten_directory_contents failed"})
+                    continue
+                (root,) = os.listdir(tmp)
+                base = os.path.join(tmp, root)
+                with open(os.path.join(base, "metadata.json")) as f:
+                    metadata = json.load(f)
+                package = os.path.join(base, "model.mlpackage")
+                spec = ct.utils.load_spec(package)
+                weights = os.path.join(package, "Data", "com.apple.CoreML", "weights")
+                prog = milproto_load(spec, specification_version=spec.specificationVersion,
+                                     file_weights_dir=weights if os.path.isdir(weights) else "")
+                ops = sum(len(fn.operations) for fn in prog.functions.values())
+                out.append({"root": root, "metadata": metadata,
+                            "inputs": [i.name for i in spec.description.input],
+                            "outputs": [o.name for o in spec.description.output],
+                            "states": [s.name for s in spec.description.state],
+                            "ops": ops})
+    return out
+
+
 def deserialized(path):
     from executorch.exir._serialize._program import deserialize_pte_binary
 
@@ -50,7 +91,11 @@ def deserialized(path):
             if d.processed.location.name == "INLINE":
                 payloads.append(
                     hashlib.sha256(program.backend_delegate_data[d.processed.index].data).hexdigest())
-    return _plain(program), payloads
+    try:
+        coreml = unpacked_coreml(program)
+    except ImportError as e:  # coremltools missing in this environment
+        coreml = [{"error": f"not checked: {e}"}]
+    return _plain(program), payloads, coreml
 
 
 def tensor_meta(get, i):
@@ -85,7 +130,7 @@ def probe(path):
         if md.num_inputs() == 0:
             out["values"][name] = [v if isinstance(v, (bool, int, float)) else str(v)
                                    for v in method.execute([])]
-    out["program"], out["payloads"] = deserialized(path)
+    out["program"], out["payloads"], out["coreml"] = deserialized(path)
     return out
 
 

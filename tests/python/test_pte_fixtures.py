@@ -15,16 +15,22 @@ coremltools and ExecuTorch itself.
 
 import json
 import os
+import subprocess
 
+import numpy as np
 import pytest
 
-from conftest import FIXTURES_DIR, executorch_probe, load_with_coremltools
+from conftest import (FIXTURES_DIR, executorch_probe, executorch_python, load_npz,
+                      load_with_coremltools)
 
 PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
 with open(os.path.join(PTE_DIR, "manifest.json")) as _f:
     MANIFEST = json.load(_f)
 EXPORT_LLM = sorted(k for k, v in MANIFEST.items()
-                    if isinstance(v, dict) and v.get("entry_point") == "export_llm")
+                    if isinstance(v, dict) and v.get("entry_point") == "export_llm"
+                    and "purpose" not in v)
+REMEDY_EVIDENCE = sorted(k for k, v in MANIFEST.items()
+                         if isinstance(v, dict) and v.get("purpose") == "remedy evidence")
 LFM2_ATTENTION = [2, 5, 8, 10, 12, 14]
 
 
@@ -169,3 +175,99 @@ def test_executorch_loads_the_fixtures(anefit):
                 entry["config_yaml"]["export"]["max_context_length"]]
             assert r["metadata"]["forward"]["inputs"] == [["4", [1, 1]], ["4", [1]]]
             assert r["metadata"]["forward"]["outputs"] == [["6", [1, p["vocab_size"]]]]
+
+
+def decode_inputs(path, vocab, steps, seed=1):
+    """`steps` decode steps of random tokens at positions 0, 1, ..., as a runner feeds them."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for k in range(steps):
+        arrays[f"step{k}/tokens"] = rng.integers(0, vocab, size=(1, 1)).astype(np.int32)
+        arrays[f"step{k}/attn_options_input_pos"] = np.array([k], dtype=np.int32)
+    np.savez(path, **arrays)
+    return arrays
+
+
+@pytest.mark.parametrize("name", ["lfm2_export_llm_fp16"])
+def test_run_steps_the_export_like_pytorch(anefit, tmp_path, name):
+    """`anefit run x.pte` with ExecuTorch's buffer write-back gives PyTorch
+    eager's logits over 8 decode steps (the caches and conv states carried by
+    the module itself); without the write-back (zero buffers every step) it
+    does not. So the write-back map read from the program is the model's."""
+    python = executorch_python()
+    if python is None:
+        pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
+    entry = MANIFEST[name]
+    steps = 8
+    inputs = tmp_path / "inputs.npz"
+    arrays = decode_inputs(inputs, entry["params_json"]["vocab_size"], steps)
+    ref = tmp_path / "ref.npz"
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "executorch_reference.py")
+    proc = subprocess.run([python, script, name, str(inputs), str(ref)], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    expected = load_npz(ref)
+
+    out = tmp_path / "x.npz"
+    run = anefit("run", pte(name), "--inputs", inputs, "-o", out)
+    assert run.returncode == 0, run.stderr
+    assert "ExecuTorch write-back: carrying 22" in run.stdout
+    got = load_npz(out)
+    logits = "aten_linear_default_112"
+    diffs = [float(np.max(np.abs(got[f"step{k}/{logits}"] - expected[f"step{k}/logits"])))
+             for k in range(steps)]
+    print(f"{name}: max |anefit - PyTorch| logits per step: " +
+          ", ".join(f"{d:.3g}" for d in diffs))
+    # fp16 weights and fp16 casts of the carried buffers: ~1e-2 on logits of ~3.
+    assert max(diffs) < 5e-2
+
+    # The same run with every buffer given as zeros at every step (no write-back).
+    fn = show_json(anefit, pte(name))["delegates"][0]["model"]["functions"][0]
+    for k in range(steps):
+        for i in fn["inputs"]:
+            if i["name"].startswith("b_"):
+                arrays[f"step{k}/{i['name']}"] = np.zeros(i["shape"], np.float32)
+    np.savez(tmp_path / "zeros.npz", **arrays)
+    anefit("run", pte(name), "--inputs", tmp_path / "zeros.npz", "-o", tmp_path / "z.npz",
+           check=True)
+    cut = load_npz(tmp_path / "z.npz")
+    later = max(float(np.max(np.abs(cut[f"step{k}/{logits}"] - expected[f"step{k}/logits"])))
+                for k in range(1, steps))
+    assert later > 10 * max(diffs)
+
+
+def op_counts(anefit, name):
+    j = show_json(anefit, pte(name))
+    return {o["type"]: o["count"] for o in j["delegates"][0]["model"]["ops"]}
+
+
+def rule_counts(anefit, name):
+    j = json.loads(anefit("check", "--json", pte(name)).stdout)
+    out = {}
+    for f in j["findings"]:
+        out[f["rule"]] = out.get(f["rule"], 0) + 1
+    return out
+
+
+def test_remedy_evidence_exports(anefit):
+    """The evidence rows of src/ane/Remedies.def: export_llm on LFM2's first
+    three layers (conv, conv, attention) with one key changed."""
+    assert REMEDY_EVIDENCE == ["lfm2_remedy_c4w", "lfm2_remedy_ios17", "lfm2_remedy_keys_off"]
+    for name in REMEDY_EVIDENCE:
+        assert MANIFEST[name]["params_json"]["layer_types"] == ["conv", "conv", "full_attention"]
+    # ios 17: attention decomposed, the cache writes become scatters; no slice_update left.
+    ops = op_counts(anefit, "lfm2_remedy_ios17")
+    assert "scaled_dot_product_attention" not in ops and ops["softmax"] == 1
+    assert ops["scatter"] == 2 and "slice_update" not in ops
+    rules = rule_counts(anefit, "lfm2_remedy_ios17")
+    assert "ANE-STATE-006" not in rules and "ANE-ATTN-001" not in rules
+    assert rules["ANE-OP-001"] == 2
+    # preserve_sdpa and enable_state False: export_llm does not read them.
+    ops = op_counts(anefit, "lfm2_remedy_keys_off")
+    assert ops["scaled_dot_product_attention"] == 1 and ops["slice_update"] == 2
+    assert show_json(anefit, pte("lfm2_remedy_keys_off"))["delegates"][0]["model"]["functions"][0][
+        "states"] == []
+    # coreml.quantize c4w: int4 per output channel, nothing per block.
+    rules = rule_counts(anefit, "lfm2_remedy_c4w")
+    assert op_counts(anefit, "lfm2_remedy_c4w")["constexpr_blockwise_shift_scale"] > 0
+    assert "ANE-QUANT-001" not in rules

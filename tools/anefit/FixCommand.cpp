@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
+#include "ane/Remedies.h"
 #include "io/ModelIO.h"
 #include "support/Error.h"
 #include "transforms/Fix.h"
@@ -56,42 +57,15 @@ std::string checkSummary(const ane::CheckReport &report) {
   return out;
 }
 
-int runFix(const FixCliOptions &opts) {
-  if (opts.steps < 1)
-    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
-  applyMaxMemory(opts.maxMemory);
-  // The output policy (never an input, an existing output only with
-  // --force), checked before the work and again when writing.
-  OutputOptions policy;
-  policy.force = opts.force;
-  policy.allowStream = false;
-  policy.kind =
-      formatInfo(detectFormat(opts.output)).directory ? OutputKind::Directory : OutputKind::File;
-  policy.alsoAvoid = {opts.model};
-  fs::path parent = fs::path(opts.output).parent_path();
-  if (!parent.empty())
-    refuseInputOverlap(parent.string(), {opts.model}, /*around=*/false);
-  std::unique_ptr<Model> original = loadModel(opts.model);
+void createOutputParent(const std::string &output) {
+  fs::path parent = fs::path(output).parent_path();
   std::error_code ec;
   if (!parent.empty())
     fs::create_directories(parent, ec);
-  checkOutput(opts.output, policy);
-  OutputOptions mapPolicy = policy;
-  mapPolicy.kind = OutputKind::File;
-  std::string mapPath = stateMapPathFor(opts.output);
+}
 
-  FixOptions options;
-  options.passes = opts.passes;
-  options.verify = opts.noVerify ? FixVerify::Never
-                   : opts.verify ? FixVerify::Always
-                                 : FixVerify::Auto;
-  options.steps = opts.steps;
-  options.seed = opts.seed;
-  options.tolerance = {opts.atol, opts.rtol};
-  options.precision = runtime::parsePrecision(opts.precision);
-  FixResult result = fixModel(*original, options);
-
-  std::cout << "fix: " << opts.model << " -> " << opts.output << "\n";
+/// Prints what fixModel did; kExitOk when the rewrite may be saved.
+int report(const FixResult &result, const FixCliOptions &opts) {
   if (opts.passes.empty()) {
     std::string rules;
     for (const std::string &r : result.pickedFor)
@@ -132,7 +106,7 @@ int runFix(const FixCliOptions &opts) {
     std::snprintf(buf, sizeof buf,
                   "verify: %lld steps, %zu values compared, max abs diff %.3g (atol %g, rtol %g%s)",
                   (long long)v.steps, v.comparison.compared(), v.comparison.maxAbsDiff(), opts.atol,
-                  opts.rtol, options.precision == runtime::Precision::FP16 ? ", fp16 mode" : "");
+                  opts.rtol, opts.precision == "fp16" ? ", fp16 mode" : "");
     std::cout << buf << (v.comparison.ok() ? ": same outputs\n" : ": DIFFERENT\n");
     if (!v.comparison.ok()) {
       std::cerr << "anefit: error: the fixed model differs from the original: "
@@ -142,6 +116,105 @@ int runFix(const FixCliOptions &opts) {
     break;
   }
   }
+  return kExitOk;
+}
+
+FixOptions fixOptions(const FixCliOptions &opts) {
+  FixOptions options;
+  options.passes = opts.passes;
+  options.verify = opts.noVerify ? FixVerify::Never
+                   : opts.verify ? FixVerify::Always
+                                 : FixVerify::Auto;
+  options.steps = opts.steps;
+  options.seed = opts.seed;
+  options.tolerance = {opts.atol, opts.rtol};
+  options.precision = runtime::parsePrecision(opts.precision);
+  return options;
+}
+
+/// `fix x.pte -o y.pte`: every Core ML delegate (or the one of "x.pte#N") is
+/// fixed and proven as a model of its own, with ExecuTorch's buffer
+/// write-back carried between steps; the rewrites must keep each delegate's
+/// interface, and go into a copy of the program.
+int runFixPte(const FixCliOptions &opts, const OutputOptions &policy) {
+  auto [inPath, selector] = splitPteSelector(opts.model);
+  if (detectFormat(inPath) != ModelFormat::Pte)
+    throw InputError("-o " + opts.output + ": a .pte output is written from a .pte input; found '" +
+                     opts.model + "' (write a .mlpackage instead)");
+  std::vector<EmbeddedModel> models = loadPteModels(inPath);
+  createOutputParent(opts.output);
+  checkOutput(opts.output, policy);
+  if (models.empty())
+    throw InputError::at(inPath, "",
+                         "no Core ML delegate in this ExecuTorch program; nothing to fix");
+  if (selector && *selector >= models.size())
+    failExpected(inPath, "delegate selector '#" + std::to_string(*selector) + "'",
+                 "0 .. " + std::to_string(models.size() - 1), std::to_string(*selector));
+
+  std::cout << "fix: " << opts.model << " -> " << opts.output << "\n";
+  FixOptions options = fixOptions(opts);
+  std::vector<std::unique_ptr<Model>> fixed(models.size());
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (selector && *selector != i)
+      continue;
+    std::string where = inPath + "#" + std::to_string(i);
+    std::cout << where << " (" << models[i].label << "):\n";
+    FixResult result = fixModel(*models[i].model, options);
+    if (int rc = report(result, opts); rc != kExitOk)
+      return rc;
+    std::string change = interfaceDifference(*models[i].model, *result.fixed);
+    if (!change.empty()) {
+      std::cerr << "anefit: error: " << where << ": the rewrite (" << result.pipeline
+                << ") changes the Core ML delegate's interface (" << change
+                << "), which the ExecuTorch program around it cannot follow; nothing written. "
+                << (result.stateMap.empty() ? std::string("Run only passes that keep it.")
+                                            : ane::stateRemedyText())
+                << "\n";
+      return kExitInputError;
+    }
+    fixed[i] = std::move(result.fixed);
+  }
+  std::vector<const Model *> replace;
+  for (const auto &m : fixed)
+    replace.push_back(m.get());
+  SaveOptions save;
+  save.force = opts.force;
+  savePteModels(inPath, replace, opts.output, save);
+  std::cout << "wrote " << opts.output
+            << " (Core ML payloads rewritten; every other byte of the program kept)\n";
+  return kExitOk;
+}
+
+int runFix(const FixCliOptions &opts) {
+  if (opts.steps < 1)
+    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
+  applyMaxMemory(opts.maxMemory);
+  // The output policy (never an input, an existing output only with
+  // --force), checked before the work and again when writing.
+  auto [inPath, selector] = splitPteSelector(opts.model);
+  OutputOptions policy;
+  policy.force = opts.force;
+  policy.allowStream = false;
+  policy.kind =
+      formatInfo(detectFormat(opts.output)).directory ? OutputKind::Directory : OutputKind::File;
+  policy.alsoAvoid = {inPath};
+  fs::path parent = fs::path(opts.output).parent_path();
+  if (!parent.empty())
+    refuseInputOverlap(parent.string(), {inPath}, /*around=*/false);
+  if (detectFormat(opts.output) == ModelFormat::Pte)
+    return runFixPte(opts, policy);
+
+  std::unique_ptr<Model> original = loadModel(opts.model);
+  createOutputParent(opts.output);
+  checkOutput(opts.output, policy);
+  OutputOptions mapPolicy = policy;
+  mapPolicy.kind = OutputKind::File;
+  std::string mapPath = stateMapPathFor(opts.output);
+
+  FixResult result = fixModel(*original, fixOptions(opts));
+  std::cout << "fix: " << opts.model << " -> " << opts.output << "\n";
+  if (int rc = report(result, opts); rc != kExitOk)
+    return rc;
 
   if (!result.stateMap.empty())
     checkOutput(mapPath, mapPolicy);
@@ -164,7 +237,8 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   CLI::App *cmd = &verb;
   cmd->add_option("MODEL", opts->model, modelArgumentHelp())->required();
   cmd->add_option("-o,--output", opts->output,
-                  "where to write the fixed model: " + formatExtensionsText(true))
+                  "where to write the fixed model: " + formatExtensionsText(true) +
+                      ", or .pte for a .pte input (its Core ML payloads rewritten in place)")
       ->required();
   cmd->add_flag("--force", opts->force,
                 "Replace the output (and its state map) if it exists (never the input)");

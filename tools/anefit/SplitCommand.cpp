@@ -68,8 +68,10 @@ void printText(std::ostream &os, const partition::Plan &plan) {
     for (const auto &w : fp.warnings)
       os << "  warning: " << w << "\n";
   }
-  if (!plan.skipOps.empty()) {
-    os << "\nExecuTorch: keep these ops out of the Core ML delegate:\n\n"
+  if (!plan.skipOps.empty() || !plan.partitionerArguments.empty()) {
+    os << (plan.partitionerArguments.empty()
+               ? "\nExecuTorch: keep these ops out of the Core ML delegate:\n\n"
+               : "\nExecuTorch: export with these CoreMLPartitioner arguments:\n\n")
        << partition::skipListSnippet(plan);
   } else {
     os << "\nExecuTorch: no op needs skip_ops_for_coreml_delegation.\n";

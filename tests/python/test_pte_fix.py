@@ -1,0 +1,132 @@
+"""`anefit fix x.pte -o y.pte` on the committed export_llm exports, held against
+anefit's own reader and checker, ExecuTorch's runtime and serializer, and the
+interpreter stepping both programs like a device.
+
+* y.pte reads back; `check` finds no compile or runtime failure in it.
+* ExecuTorch parses y.pte with verification, sees the same methods, metadata
+  and method results as in x.pte, and its deserializer finds the same program
+  but for the Core ML payload; ExecuTorch's inmemoryfs unpacks the new payload
+  and coremltools loads the model in it (when executorch is importable).
+* Original and fixed programs, stepped 8 decode steps at positions 0..7 with
+  ExecuTorch's buffer write-back, give the same logits in fp32 and in fp16
+  (every op rounded to fp16, as the ANE computes).
+"""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES_DIR, executorch_probe, load_npz
+
+PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
+EXPORTS = ["lfm2_export_llm_fp16", "lfm2_export_llm_4w"]
+STEPS = 8
+
+
+@pytest.fixture(scope="module")
+def fixed(anefit, tmp_path_factory):
+    """{name: (x.pte, y.pte, fix stdout)} made once for the module."""
+    out = {}
+    d = tmp_path_factory.mktemp("fixed")
+    for name in EXPORTS:
+        x = os.path.join(PTE_DIR, name + ".pte")
+        y = str(d / (name + ".fixed.pte"))
+        proc = anefit("fix", x, "-o", y, "--passes", "kv-write-static,canonicalize,dce")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        out[name] = (x, y, proc.stdout)
+    return out
+
+
+def blocking(findings):
+    """Findings that predict a compile or runtime failure, confirmed or at-risk."""
+    return [f for f in findings if f["effect"] in ("compile-fail", "runtime-fail")]
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_fix_removes_every_blocking_finding(anefit, fixed, name):
+    x, y, log = fixed[name]
+    assert "verify: 8 steps" in log and "same outputs" in log, log
+    before = json.loads(anefit("check", "--json", x).stdout)
+    assert blocking(before["findings"]), "the export should start with a blocker"
+    after = anefit("check", "--json", y)
+    assert after.returncode in (0, 1), after.stderr
+    report = json.loads(after.stdout)
+    assert blocking(report["findings"]) == []
+    assert report["origin"] == "method forward, delegate 0 (CoreMLBackend)"
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_fixed_program_reads_back_with_the_same_interface(anefit, fixed, name):
+    x, y, _ = fixed[name]
+    a = json.loads(anefit("show", "--json", x, check=True).stdout)
+    b = json.loads(anefit("show", "--json", y, check=True).stdout)
+    assert b["methods"] == a["methods"]
+    assert [d["backend"] for d in b["delegates"]] == [d["backend"] for d in a["delegates"]]
+    da, db = a["delegates"][0], b["delegates"][0]
+    assert db["compileSpecs"] == da["compileSpecs"]
+    assert db["writeBack"] == da["writeBack"] and len(db["writeBack"]) == 22
+    fa, fb = da["model"]["functions"][0], db["model"]["functions"][0]
+    assert fb["inputs"] == fa["inputs"] and fb["outputs"] == fa["outputs"]
+    assert db["model"]["ops"] != da["model"]["ops"]  # the rewrite is in the payload
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_executorch_loads_the_fixed_program(fixed, name):
+    x, y, _ = fixed[name]
+    reports = executorch_probe(x, y)
+    a, b = reports[x], reports[y]
+    # The runtime: same methods, metadata, load results and method values.
+    for key in ("methods", "metadata", "load", "values"):
+        assert b[key] == a[key], key
+    assert "error: 0x:20" in b["load"]["forward"]  # CoreMLBackend is not registered on Linux
+    # ExecuTorch's deserializer: the same program, but for the Core ML payload.
+    pa, pb = dict(a["program"]), dict(b["program"])
+    assert pa.pop("backend_delegate_data") != pb.pop("backend_delegate_data")
+    assert pb == pa
+    assert a["payloads"] != b["payloads"]
+    # ExecuTorch's inmemoryfs unpacks the new payload; coremltools loads its model.
+    (ca,), (cb,) = a["coreml"], b["coreml"]
+    assert "error" not in cb, cb
+    assert cb["root"] == ca["root"] == "lowered_module"
+    assert cb["inputs"] == ca["inputs"] and cb["outputs"] == ca["outputs"]
+    assert cb["metadata"]["inputNames"] == ca["metadata"]["inputNames"]
+    assert cb["metadata"]["outputNames"] == ca["metadata"]["outputNames"]
+    assert cb["metadata"]["identifier"] != ca["metadata"]["identifier"]
+    assert cb["ops"] != ca["ops"]
+
+
+def decode_inputs(path, seed):
+    """8 decode steps of random tokens at positions 0..7, as a runner feeds them."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for k in range(STEPS):
+        arrays[f"step{k}/tokens"] = rng.integers(0, 256, size=(1, 1)).astype(np.int32)
+        arrays[f"step{k}/attn_options_input_pos"] = np.array([k], dtype=np.int32)
+    np.savez(path, **arrays)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", EXPORTS)
+def test_original_and_fixed_step_alike(anefit, fixed, tmp_path, name, precision):
+    x, y, _ = fixed[name]
+    inputs = tmp_path / "inputs.npz"
+    decode_inputs(inputs, seed=1)
+    outs = {}
+    for tag, model in (("x", x), ("y", y)):
+        out = tmp_path / f"{tag}.npz"
+        proc = anefit("run", model, "--inputs", inputs, "--precision", precision, "-o", out)
+        assert proc.returncode == 0, proc.stderr
+        assert "ExecuTorch write-back: carrying 22" in proc.stdout
+        outs[tag] = load_npz(out)
+    logits = [k for k in outs["x"] if k.endswith("/aten_linear_default_112")]
+    assert len(logits) == STEPS
+    diff = max(float(np.max(np.abs(outs["x"][k].astype(np.float64) -
+                                   outs["y"][k].astype(np.float64)))) for k in logits)
+    scale = max(float(np.max(np.abs(outs["x"][k]))) for k in logits)
+    print(f"{name} {precision}: max |diff logits| over {STEPS} steps = {diff:.3g} "
+          f"(max |logit| {scale:.3g})")
+    # The carried caches change the logits from step to step.
+    assert not np.array_equal(outs["x"][logits[0]], outs["x"][logits[-1]])
+    assert diff <= (1e-4 if precision == "fp32" else 1e-2 * max(scale, 1.0))

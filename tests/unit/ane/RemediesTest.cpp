@@ -1,0 +1,58 @@
+//===- RemediesTest.cpp - The export-time remedies table ------------------===//
+#include "ane/Remedies.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+
+using namespace anefit;
+using namespace anefit::ane;
+
+TEST(Remedies, RowsAreWellFormed) {
+  ASSERT_FALSE(allRemedies().empty());
+  for (const Remedy &r : allRemedies()) {
+    SCOPED_TRACE(std::string(ruleInfo(r.rule).code) + " " + std::string(r.setting));
+    EXPECT_FALSE(r.setting.empty());
+    EXPECT_FALSE(r.what.empty());
+    EXPECT_FALSE(r.evidence.empty());
+    if (r.where == RemedyWhere::Partitioner)
+      EXPECT_EQ(r.setting.rfind("CoreMLPartitioner(", 0), 0u);
+    if (r.where == RemedyWhere::ExportLlm)
+      EXPECT_EQ(r.setting.find("CoreMLPartitioner"), std::string_view::npos);
+  }
+}
+
+#ifdef ANEFIT_TEST_DATA_DIR
+// Every export a row cites as evidence is a committed fixture.
+TEST(Remedies, EvidenceNamesCommittedExports) {
+  std::regex pte("([a-z0-9_]+)\\.pte");
+  std::set<std::string> named;
+  for (const Remedy &r : allRemedies()) {
+    std::string text(r.evidence);
+    for (std::sregex_iterator it(text.begin(), text.end(), pte), end; it != end; ++it)
+      named.insert((*it)[1]);
+  }
+  EXPECT_GE(named.size(), 5u);
+  for (const std::string &n : named)
+    EXPECT_TRUE(
+        std::filesystem::exists(std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/pte/" + n + ".pte"))
+        << n;
+}
+#endif
+
+TEST(Remedies, MatchOnTheTorchNode) {
+  Finding gather;
+  gather.rule = RuleId::GatherOp;
+  gather.torchNode = "aten_embedding_default";
+  EXPECT_EQ(remediesFor(gather).size(), 1u);
+  gather.torchNode = "aten_index_tensor";
+  EXPECT_TRUE(remediesFor(gather).empty());
+  Finding states;
+  states.rule = RuleId::StateTinyDim;
+  auto rows = remediesFor(states);
+  ASSERT_GE(rows.size(), 2u);
+  EXPECT_EQ(rows[0]->setting, "CoreMLPartitioner(take_over_mutable_buffer=False)");
+  EXPECT_NE(stateRemedyText().find("take_over_mutable_buffer=False"), std::string::npos);
+}
