@@ -78,9 +78,9 @@ void ByteChunks::writeTo(AtomicFile &out) const {
     case Chunk::Kind::File: {
       std::shared_ptr<const MappedFile> file = MappedFile::open(c.path, {.track = false});
       if (file->size() != c.size)
-        throw InputError::at(c.path, "", "file has " + std::to_string(file->size()) +
-                                             " bytes, expected " + std::to_string(c.size) +
-                                             "; it changed while being written");
+        throw InputError::at(c.path, "",
+                             "file has " + std::to_string(file->size()) + " bytes, expected " +
+                                 std::to_string(c.size) + "; it changed while being written");
       out.write(file->bytes());
       break;
     }

@@ -521,9 +521,15 @@ TEST(PteWriter, FlattenedDirectoryRoundTrips) {
     files.push_back(std::move(f));
   }
   ByteChunks flat = writeFlattenedDirectory("lowered_module", files);
-  std::ostringstream out;
-  flat.writeTo(out);
-  std::string bytes = out.str();
+  std::string path = tempPath("flat.bin");
+  {
+    AtomicFile out(path, OutputOptions::replacing());
+    flat.writeTo(out);
+    out.commit();
+  }
+  auto written = readAll(path);
+  std::filesystem::remove(path);
+  std::string bytes(written.begin(), written.end());
   EXPECT_EQ(bytes.size(), flat.size());
   std::span<const uint8_t> s(reinterpret_cast<const uint8_t *>(bytes.data()), bytes.size());
   EXPECT_EQ(flattenedDirectoryRootName(s, "p"), "lowered_module");
@@ -598,8 +604,11 @@ TEST(PteWriter, ReplacingASegmentMovesTheLaterOnesKeepingAlignment) {
     }
   EXPECT_GT(differing, 0u);
 
-  // No replacement: the copy is the input, byte for byte.
-  writePteWithSegments(*pte, {}, out);
+  // No replacement: the copy is the input, byte for byte. An existing output
+  // is replaced only when asked.
+  EXPECT_NE(errorOf([&] { writePteWithSegments(*pte, {}, out); }).find("output already exists"),
+            std::string::npos);
+  writePteWithSegments(*pte, {}, out, OutputOptions::replacing());
   EXPECT_EQ(readAll(out), bytes);
   std::filesystem::remove(in);
   std::filesystem::remove(out);
