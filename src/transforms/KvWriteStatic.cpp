@@ -242,11 +242,12 @@ struct RuntimeWrite {
   int64_t rows = 0;
   std::vector<int64_t> regionBegin, regionEnd; ///< whole along `axis`
   std::vector<int64_t> squeezed;               ///< axes the update lacks
+  bool matmul = false; ///< rows placed by a one-hot matmul, not a chain of selects
 };
 
 /// Matches `op`; on failure sets `why` when the op does write at a run-time
 /// position (so callers can say why it was left alone).
-std::optional<RuntimeWrite> matchRuntimeWrite(const Operation &op, int64_t maxRows,
+std::optional<RuntimeWrite> matchRuntimeWrite(const Operation &op, int64_t chainRows,
                                               std::string &why) {
   why.clear();
   if (op.type != "slice_update" || op.outputs.size() != 1)
@@ -365,9 +366,16 @@ std::optional<RuntimeWrite> matchRuntimeWrite(const Operation &op, int64_t maxRo
     why = "the update has " + std::to_string(w.rows) + " rows along axis " + std::to_string(w.axis);
     return std::nullopt;
   }
-  if (w.rows > maxRows) {
+  // More rows than a chain of selects should take go through a one-hot
+  // matmul, which places rows along one of the last two axes of a float
+  // cache.
+  w.matmul = w.rows > chainRows;
+  if (w.matmul && (w.axis < rank - 2 || (t != DType::F16 && t != DType::F32))) {
     why = "the update writes " + std::to_string(w.rows) +
-          " rows, more than max-rows=" + std::to_string(maxRows);
+          " rows (more than chain-rows=" + std::to_string(chainRows) + ") along axis " +
+          std::to_string(w.axis) +
+          ", which the one-hot matmul cannot place (it needs one of the last two axes of an "
+          "fp16 or fp32 cache)";
     return std::nullopt;
   }
   return w;
@@ -377,8 +385,8 @@ std::optional<RuntimeWrite> matchRuntimeWrite(const Operation &op, int64_t maxRo
 /// position conversions and masks they share built once.
 class RuntimeWriteRewriter {
 public:
-  RuntimeWriteRewriter(Function &fn, int64_t maxRows)
-      : fn_(fn), uses_(fn), rw_(fn, uses_), maxRows_(maxRows) {}
+  RuntimeWriteRewriter(Function &fn, int64_t chainRows)
+      : fn_(fn), uses_(fn), rw_(fn, uses_), chainRows_(chainRows) {}
 
   RuntimeWriteResult run(const std::unordered_set<const Operation *> *only);
 
@@ -395,14 +403,28 @@ private:
   Function &fn_;
   UseMap uses_;
   PatternRewriter rw_;
-  int64_t maxRows_;
+  int64_t chainRows_;
   RuntimeWriteResult result_;
   std::map<std::pair<Value *, int64_t>, Position> positions_;
   std::map<std::tuple<Value *, int64_t, int64_t, int64_t, int64_t, int64_t>, Value *> masks_;
+  std::map<std::tuple<Value *, int64_t, int64_t, int64_t>, Value *> placements_;
 
   Position &position(const IntElement &e);
+  /// Bool tensor of `shape`: element k holds p == starts[k] for a
+  /// non-negative position, p == starts[k] - n for a negative one (counted
+  /// from the end); nullopt entries never hold. Exact for every valid p.
+  /// `tag` tells the tables and intermediate ops apart; the result is named
+  /// `name`.
+  Value *compare(Position &p, Operation &at, int64_t n, const std::vector<int64_t> &shape,
+                 const std::vector<std::optional<int64_t>> &starts, const std::string &tag,
+                 const std::string &name);
+  /// The one-hot mask of update row `row` along `axis` of a rank-`rank`
+  /// cache of n rows: cache row i takes it when i - row is the position.
   Value *mask(const IntElement &e, Operation &at, int64_t n, int64_t rank, int64_t axis,
               int64_t row);
+  /// The (n, rows) one-hot matrix: element (i, j) holds when update row j
+  /// lands on cache row i.
+  Value *placement(const IntElement &e, Operation &at, int64_t n, int64_t rows);
   Value *table(Operation &at, std::string_view hint, const std::vector<int64_t> &shape,
                const std::vector<int64_t> &values);
   /// The op before which ops computing on `v` go so that they follow v's
@@ -428,10 +450,8 @@ Value *RuntimeWriteRewriter::cast(Operation &at, Value *x, DType to, std::string
   Value *dtype = rw_.createConst(at, std::string(hint) + "_dtype",
                                  Constant::scalarString(std::string(dtypeName(to))));
   Type t = Type::tensor(to, x->type.shape());
-  if (to != DType::F16 && to != DType::F32)
+  if (to == DType::I32 || x->type.dtype() == DType::I32)
     ++result_.cpuOps; // casts to or from int32 run off the ANE (ANE-DTYPE-002)
-  else if (x->type.dtype() == DType::I32)
-    ++result_.cpuOps;
   return rw_.create(at, "cast", hint, {{"x", {x}}, {"dtype", {dtype}}}, {t})->output(0);
 }
 
@@ -488,19 +508,13 @@ RuntimeWriteRewriter::Position &RuntimeWriteRewriter::position(const IntElement 
   return positions_.emplace(key, p).first->second;
 }
 
-Value *RuntimeWriteRewriter::mask(const IntElement &e, Operation &at, int64_t n, int64_t rank,
-                                  int64_t axis, int64_t row) {
-  auto key = std::make_tuple(e.value, e.index, n, rank, axis, row);
-  if (auto it = masks_.find(key); it != masks_.end())
-    return it->second;
-  Position &p = position(e);
-  std::vector<int64_t> shape(rank, 1);
-  shape[axis] = n;
-  Type maskType = Type::tensor(DType::Bool, shape);
+Value *RuntimeWriteRewriter::compare(Position &p, Operation &at, int64_t n,
+                                     const std::vector<int64_t> &shape,
+                                     const std::vector<std::optional<int64_t>> &starts,
+                                     const std::string &tag, const std::string &name) {
   std::string base = p.scalar->name;
-  std::string rowTag = row ? "_" + std::to_string(row) : "";
+  Type maskType = Type::tensor(DType::Bool, shape);
   bool split = n > kExactF16 && !p.small;
-
   if (!split && !p.f16) {
     // A narrow source converts on the ANE, next to its first use; an int32
     // one is a CPU op and stays beside the position's definition.
@@ -527,42 +541,69 @@ Value *RuntimeWriteRewriter::mask(const IntElement &e, Operation &at, int64_t n,
   if (split)
     ++result_.splitMasks;
 
-  // Update row `row` lands on cache row i when i - row == p (p >= 0) or
-  // i - row - n == p (p < 0 counts from the end, as slice_update does). Rows
-  // i < row cannot take it: their entry is a value no valid position has.
-  auto compare = [&](bool fromEnd, const std::string &name) -> Value * {
-    std::string tag = rowTag + (fromEnd ? "_from_end" : "");
-    std::vector<int64_t> t(n);
-    for (int64_t i = 0; i < n; ++i)
-      t[i] = i < row ? n : i - row - (fromEnd ? n : 0);
+  // A never-matching entry holds n (Form A: no valid position is n) or a hi
+  // half past the last one.
+  auto oneSide = [&](bool fromEnd, const std::string &opName) -> Value * {
+    std::string tableTag = tag + (fromEnd ? "_from_end" : "");
+    std::vector<int64_t> t(starts.size());
+    for (size_t k = 0; k < t.size(); ++k)
+      t[k] = starts[k] ? *starts[k] - (fromEnd ? n : 0) : n;
     auto equal = [&](const std::vector<int64_t> &values, Value *pos, const std::string &suffix,
-                     const std::string &opName) {
-      Value *rows = table(at, base + "_rows" + suffix + tag, shape, values);
-      return rw_.create(at, "equal", opName, {{"x", {rows}}, {"y", {pos}}}, {maskType})->output(0);
+                     const std::string &eqName) {
+      Value *rows = table(at, base + "_rows" + suffix + tableTag, shape, values);
+      return rw_.create(at, "equal", eqName, {{"x", {rows}}, {"y", {pos}}}, {maskType})->output(0);
     };
     if (!split)
-      return equal(t, p.f16, "", name);
+      return equal(t, p.f16, "", opName);
     int64_t hiSentinel = floorDiv(n - 1, kSplitBase) + 1;
-    std::vector<int64_t> his(n), los(n);
-    for (int64_t i = 0; i < n; ++i) {
-      his[i] = i < row ? hiSentinel : floorDiv(t[i], kSplitBase);
-      los[i] = i < row ? 0 : t[i] - kSplitBase * his[i];
+    std::vector<int64_t> his(t.size()), los(t.size());
+    for (size_t k = 0; k < t.size(); ++k) {
+      his[k] = starts[k] ? floorDiv(t[k], kSplitBase) : hiSentinel;
+      los[k] = starts[k] ? t[k] - kSplitBase * his[k] : 0;
     }
-    Value *hiHit = equal(his, p.hi16, "_hi", name + "_hi");
-    Value *loHit = equal(los, p.lo16, "_lo", name + "_lo");
+    Value *hiHit = equal(his, p.hi16, "_hi", opName + "_hi");
+    Value *loHit = equal(los, p.lo16, "_lo", opName + "_lo");
     // hi and lo both equal, without logical_and (which has no ANE path).
-    return select(at, hiHit, loHit, hiHit, name);
+    return select(at, hiHit, loHit, hiHit, opName);
   };
-  Value *hit;
-  if (p.mayBeNegative) {
-    Value *fromStart = compare(false, base + "_at_row" + rowTag);
-    Value *fromEnd = compare(true, base + "_at_row_from_end" + rowTag);
-    // Either one, without logical_or.
-    hit = select(at, fromStart, fromStart, fromEnd, base + "_hit" + rowTag);
-  } else {
-    hit = compare(false, base + "_hit" + rowTag);
-  }
+  if (!p.mayBeNegative)
+    return oneSide(false, name);
+  Value *fromStart = oneSide(false, base + "_at_row" + tag);
+  Value *fromEnd = oneSide(true, base + "_at_row_from_end" + tag);
+  // Either one, without logical_or.
+  return select(at, fromStart, fromStart, fromEnd, name);
+}
+
+Value *RuntimeWriteRewriter::mask(const IntElement &e, Operation &at, int64_t n, int64_t rank,
+                                  int64_t axis, int64_t row) {
+  auto key = std::make_tuple(e.value, e.index, n, rank, axis, row);
+  if (auto it = masks_.find(key); it != masks_.end())
+    return it->second;
+  Position &p = position(e);
+  std::vector<int64_t> shape(rank, 1);
+  shape[axis] = n;
+  // Rows i < row cannot take update row `row` (no valid position).
+  std::vector<std::optional<int64_t>> starts(n);
+  for (int64_t i = row; i < n; ++i)
+    starts[i] = i - row;
+  std::string tag = row ? "_" + std::to_string(row) : "";
+  Value *hit = compare(p, at, n, shape, starts, tag, p.scalar->name + "_hit" + tag);
   masks_[key] = hit;
+  return hit;
+}
+
+Value *RuntimeWriteRewriter::placement(const IntElement &e, Operation &at, int64_t n,
+                                       int64_t rows) {
+  auto key = std::make_tuple(e.value, e.index, n, rows);
+  if (auto it = placements_.find(key); it != placements_.end())
+    return it->second;
+  Position &p = position(e);
+  std::vector<std::optional<int64_t>> starts(n * rows);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j <= i && j < rows; ++j)
+      starts[i * rows + j] = i - j;
+  Value *hit = compare(p, at, n, {n, rows}, starts, "_places", p.scalar->name + "_places");
+  placements_[key] = hit;
   return hit;
 }
 
@@ -586,7 +627,44 @@ void RuntimeWriteRewriter::rewrite(Operation &op, const RuntimeWrite &w) {
   if (w.axis >= 0) {
     whole = w.regionBegin == std::vector<int64_t>(rank, 0) && w.regionEnd == shape;
     current = whole ? x : createSlice(rw_, op, op.name + "_region", x, w.regionBegin, w.regionEnd);
-    for (int64_t j = 0; j < w.rows; ++j) {
+    if (w.matmul) {
+      // placed = M @ rows (or rows @ M^T along the last axis): update row j
+      // lands on cache row p + j, every other cache row gets 0; rows any
+      // update row landed on take it, the others keep the cache. Exact for
+      // finite updates (each placed value is 1 * u plus zeros).
+      DType dt = x->type.dtype();
+      Value *m = placement(w.position, op, shape[w.axis], w.rows);
+      Value *mf = cast(op, m, dt, op.name + "_places");
+      bool last = w.axis == rank - 1;
+      Value *tx = rw_.createConst(op, op.name + "_transpose_x", Constant::scalarBool(false));
+      Value *ty = rw_.createConst(op, op.name + "_transpose_y", Constant::scalarBool(last));
+      std::vector<int64_t> placedShape = ushape;
+      placedShape[w.axis] = shape[w.axis];
+      Value *placed = rw_.create(op, "matmul", op.name + "_placed",
+                                 {{"x", {last ? update : mf}},
+                                  {"y", {last ? mf : update}},
+                                  {"transpose_x", {tx}},
+                                  {"transpose_y", {ty}}},
+                                 {Type::tensor(dt, placedShape)})
+                          ->output(0);
+      Value *axes = createIntConst(rw_, op, op.name + "_any_axes", {-1});
+      Value *keep = rw_.createConst(op, op.name + "_any_keep_dims", Constant::scalarBool(true));
+      int64_t n = shape[w.axis];
+      Value *any = rw_.create(op, "reduce_max", op.name + "_any",
+                              {{"x", {mf}}, {"axes", {axes}}, {"keep_dims", {keep}}},
+                              {Type::tensor(dt, std::vector<int64_t>{n, 1})})
+                       ->output(0);
+      std::vector<int64_t> hitShape(rank, 1);
+      hitShape[w.axis] = n;
+      Value *hitShapeV = createIntConst(rw_, op, op.name + "_hit_shape", hitShape);
+      Value *anyRows =
+          rw_.create(op, "reshape", op.name + "_any_rows", {{"x", {any}}, {"shape", {hitShapeV}}},
+                     {Type::tensor(dt, hitShape)})
+              ->output(0);
+      Value *hit = cast(op, anyRows, DType::Bool, op.name + "_hit");
+      current = select(op, hit, placed, current, op.name + "_blend");
+    }
+    for (int64_t j = 0; !w.matmul && j < w.rows; ++j) {
       Value *row = update;
       if (w.rows > 1) {
         std::vector<int64_t> b(rank, 0), e = ushape;
@@ -627,7 +705,7 @@ RuntimeWriteResult RuntimeWriteRewriter::run(const std::unordered_set<const Oper
     if (rw_.isErased(op))
       continue;
     std::string why;
-    auto w = matchRuntimeWrite(*op, maxRows_, why);
+    auto w = matchRuntimeWrite(*op, chainRows_, why);
     if (w)
       rewrite(*op, *w);
     else if (!why.empty())
@@ -641,9 +719,9 @@ public:
   explicit KvWriteStaticPass(PassOptions options) : options_(std::move(options)) {}
   std::string_view name() const override { return "kv-write-static"; }
   void run(Model &model, PassResult &result) override {
-    int64_t maxRows = options_.integer("max-rows");
+    int64_t chainRows = options_.integer("chain-rows");
     for (auto &fn : model.program->functions) {
-      RuntimeWriteResult r = rewriteRuntimeSliceUpdates(*fn, nullptr, maxRows);
+      RuntimeWriteResult r = rewriteRuntimeSliceUpdates(*fn, nullptr, chainRows);
       if (r.rewritten)
         result.changes.push_back(describeRuntimeWrites("kv-write-static: " + fn->name, r));
       for (const auto &[op, why] : r.skipped)
@@ -660,8 +738,8 @@ private:
 
 RuntimeWriteResult rewriteRuntimeSliceUpdates(Function &fn,
                                               const std::unordered_set<const Operation *> *only,
-                                              int64_t maxRows) {
-  RuntimeWriteResult r = RuntimeWriteRewriter(fn, maxRows).run(only);
+                                              int64_t chainRows) {
+  RuntimeWriteResult r = RuntimeWriteRewriter(fn, chainRows).run(only);
   if (!r.staticWrites.empty()) {
     PatternList patterns;
     patterns.push_back(createStaticSliceUpdatePattern(&r.staticWrites));

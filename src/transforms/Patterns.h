@@ -55,14 +55,15 @@ struct RuntimeWriteResult {
 
 /// The kv-write-static rewrite. Each top-level slice_update of `fn` (only
 /// those in `only` when not null) that writes rows [p, p + L) of one axis at
-/// a run-time position p, L <= maxRows, and constant ranges of the other
-/// axes becomes L selects of the update rows into the cache under one-hot
-/// masks along that axis, computed from p in fp16 (exact for every valid
-/// position; hi/lo halves past 2048 rows). Masks are shared by every write
-/// at the same position.
+/// a run-time position p and constant ranges of the other axes becomes, for
+/// L <= chainRows, L selects of the update rows into the cache under one-hot
+/// masks along that axis; for more rows along one of the last two axes of a
+/// float cache, one matmul with the (n, L) one-hot placement matrix and one
+/// select. Masks compare p in fp16 (exact for every valid position; hi/lo
+/// halves past 2048 rows) and are shared by every write at one position.
 RuntimeWriteResult rewriteRuntimeSliceUpdates(Function &fn,
                                               const std::unordered_set<const Operation *> *only,
-                                              int64_t maxRows);
+                                              int64_t chainRows);
 
 /// One line for PassResult::changes: "<prefix>: 2 slice_updates at a ...".
 std::string describeRuntimeWrites(const std::string &prefix, const RuntimeWriteResult &r);

@@ -403,10 +403,10 @@ void StateToIOPass::run(Model &model, PassResult &result) {
       applyPatternsGreedily(fn, patterns);
     }
     if (options_.flag("masked-updates")) {
-      // The kv-write-static rewrite, with that pass's default row limit.
-      int64_t maxRows = PassOptions(*findPass("kv-write-static"), {}).integer("max-rows");
+      // The kv-write-static rewrite, with that pass's default options.
+      int64_t chainRows = PassOptions(*findPass("kv-write-static"), {}).integer("chain-rows");
       updates = updatesOf();
-      rewriteRuntimeSliceUpdates(fn, &updates, maxRows);
+      rewriteRuntimeSliceUpdates(fn, &updates, chainRows);
     }
     staticRewrites += before - countUpdates();
   }

@@ -53,6 +53,7 @@ TEST(FixSelection, PicksThePassesThatRemoveTheBlockingRules) {
 
 TEST(FixSelection, NamesThePassForAHint) {
   EXPECT_EQ(passesRemoving("ANE-STATE-006"), std::vector<std::string_view>{"kv-write-static"});
+  EXPECT_EQ(passesRemoving("ANE-STATE-007"), std::vector<std::string_view>{"kv-write-static"});
   EXPECT_EQ(passesRemoving("ANE-STATE-001"), std::vector<std::string_view>{"state-to-io"});
   EXPECT_EQ(passesRemoving("ANE-ATTN-001"), std::vector<std::string_view>{"decompose-sdpa"});
   EXPECT_TRUE(passesRemoving("ANE-DTYPE-002").empty());

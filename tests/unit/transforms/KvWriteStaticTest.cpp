@@ -113,10 +113,13 @@ int expectSameAtEveryPosition(const Model &before, const Model &after, const std
   return accepted;
 }
 
-/// `text` with every `CTX`, `HEADS` and `DIM` replaced by the numbers.
-std::string instantiate(std::string text, int64_t ctx, int64_t heads = 1, int64_t dim = 4) {
-  for (auto [key, value] :
-       {std::pair<std::string, int64_t>{"CTX", ctx}, {"HEADS", heads}, {"DIM", dim}})
+/// `text` with every `CTX`, `HEADS`, `DIM` and `ROWS` replaced by the numbers.
+std::string instantiate(std::string text, int64_t ctx, int64_t heads = 1, int64_t dim = 4,
+                        int64_t rows = 1) {
+  for (auto [key, value] : {std::pair<std::string, int64_t>{"CTX", ctx},
+                            {"HEADS", heads},
+                            {"DIM", dim},
+                            {"ROWS", rows}})
     for (size_t at; (at = text.find(key)) != std::string::npos;)
       text.replace(at, key.size(), std::to_string(value));
   return text;
@@ -174,6 +177,37 @@ const char *kFourRows = R"(main[CoreML8](%cache: (1, 2, 12, 3, fp16)(Tensor),
     %end: (4,int32)(Tensor) = concat(values=([0], [0], %stop, [0]), axis=0, interleave=False, name="end")
     %assign: (1, 2, 12, 3, fp16)(Tensor) = slice_update(x=%cache, update=%new, begin=%begin, end=%end, end_mask=[True, True, False, True], name="assign")
   } -> (%assign)
+}
+)";
+
+/// A prefill chunk of ROWS rows (more than chain-rows) at a uint16 position
+/// into a cache of CTX rows, along axis 2, or along the last axis with AXIS3
+/// (a K cache stored transposed).
+const char *kPrefill = R"(main[CoreML8](%input_pos: (1,int32)(Tensor),
+              %new: (1, 2, ROWS, 3, fp16)(Tensor),
+              %cache: (1, 2, CTX, 3, fp16)(Tensor)) {
+  block0() {
+    %input_pos_u16: (1,uint16)(Tensor) = cast(x=%input_pos, dtype="uint16", name="input_pos_u16")
+    %pos_u16: (uint16)(Scalar) = squeeze(x=%input_pos_u16, name="pos_u16")
+    %pos_i32: (int32)(Scalar) = cast(x=%pos_u16, dtype="int32", name="pos_i32")
+    %next: (int32)(Scalar) = add(x=%pos_i32, y=ROWS, name="next")
+    %begin: (4,int32)(Tensor) = concat(values=(0, 0, %pos_i32, 0), axis=0, interleave=False, name="begin")
+    %end: (4,int32)(Tensor) = concat(values=(1, 2, %next, 3), axis=0, interleave=False, name="end")
+    %prefill: (1, 2, CTX, 3, fp16)(Tensor) = slice_update(x=%cache, update=%new, begin=%begin, end=%end, end_mask=[True, True, False, True], name="prefill")
+  } -> (%prefill)
+}
+)";
+const char *kPrefillLastAxis = R"(main[CoreML8](%pos: (1,int32)(Tensor),
+              %new: (1, 2, 3, ROWS, fp16)(Tensor),
+              %cache: (1, 2, 3, CTX, fp32)(Tensor)) {
+  block0() {
+    %p: (int32)(Scalar) = slice_by_index(x=%pos, begin=[0], end=[1], end_mask=[True], squeeze_mask=[True], name="p")
+    %next: (int32)(Scalar) = add(x=%p, y=ROWS, name="next")
+    %begin: (4,int32)(Tensor) = concat(values=(0, 0, 0, %p), axis=0, interleave=False, name="begin")
+    %end: (4,int32)(Tensor) = concat(values=(0, 0, 0, %next), axis=0, interleave=False, name="end")
+    %c16: (1, 2, 3, CTX, fp16)(Tensor) = cast(x=%cache, dtype="fp16", name="c16")
+    %prefill: (1, 2, 3, CTX, fp16)(Tensor) = slice_update(x=%c16, update=%new, begin=%begin, end=%end, begin_mask=[True, True, True, False], end_mask=[True, True, True, False], name="prefill")
+  } -> (%prefill)
 }
 )";
 
@@ -253,6 +287,35 @@ TEST(KvWriteStatic, SeveralRowsAtEveryPosition) {
   EXPECT_EQ(countOps(fn, "select"), 8); // per row: the blend and the either-end mask
   for (Precision precision : {Precision::FP32, Precision::FP16})
     EXPECT_EQ(expectSameAtEveryPosition(*before, *after, "pos", -14, 14, precision), 9 + 8);
+}
+
+/// More rows than chain-rows: one placement matmul and one select, exact
+/// at every position the original accepts, in fp32 and fp16 mode, past 2048
+/// rows too, along the last axis too.
+TEST(KvWriteStatic, PrefillChunkThroughOneMatmul) {
+  struct Case {
+    const char *text;
+    int64_t ctx, rows;
+    int32_t lo, hi;
+    int expected; ///< positions the original accepts in [lo, hi]
+  };
+  // Unsigned: p in [0, ctx - rows]. Signed (int32 from slice_by_index): also
+  // p in [-ctx, -rows - 1] (p = -rows gives the empty end 0).
+  for (const Case &c : {Case{kPrefill, 40, 12, -3, 45, 40 - 12 + 1},
+                        Case{kPrefillLastAxis, 24, 7, -30, 30, (24 - 7 + 1) + (24 - 7)},
+                        Case{kPrefill, 2100, 64, 1990, 2100, 2100 - 64 - 1990 + 1}}) {
+    std::string text = instantiate(c.text, c.ctx, 1, 4, c.rows);
+    auto before = parse(text);
+    auto after = rewritten(text, "kv-write-static,dce");
+    const Function &fn = *after->program->functions.front();
+    EXPECT_EQ(countOps(fn, "slice_update"), 0) << c.ctx;
+    EXPECT_EQ(countOps(fn, "matmul"), 1) << c.ctx;
+    for (Precision precision : {Precision::FP32, Precision::FP16})
+      EXPECT_EQ(expectSameAtEveryPosition(*before, *after, c.text == kPrefill ? "input_pos" : "pos",
+                                          c.lo, c.hi, precision),
+                c.expected)
+          << c.ctx;
+  }
 }
 
 TEST(KvWriteStatic, ConstantSubRangeOfAnotherAxis) {
