@@ -12,6 +12,7 @@ Helpers other test files use:
   program_op_types(prog), run_anefit(...) via the `anefit` fixture.
 """
 
+import functools
 import json
 import os
 import re
@@ -307,6 +308,7 @@ def pytest_configure(config):
 # ExecuTorch as an external validator of .pte files
 # ---------------------------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
 def executorch_python():
     """A Python that can import `executorch`: this one when it can, else the
     interpreter named by ANEFIT_EXECUTORCH_PYTHON. None when there is neither."""
@@ -315,9 +317,18 @@ def executorch_python():
     if importlib.util.find_spec("executorch") is not None:
         return sys.executable
     path = os.environ.get("ANEFIT_EXECUTORCH_PYTHON")
-    if path and os.path.isfile(path) and os.access(path, os.X_OK):
-        return path
-    return None
+    if not path:
+        return None
+    # Named (setup.sh with ANEFIT_EXECUTORCH=1 names it): a broken one fails
+    # the test rather than skipping it.
+    if not (os.path.isfile(path) and os.access(path, os.X_OK)):
+        raise AssertionError(f"ANEFIT_EXECUTORCH_PYTHON={path} is not an executable")
+    probe = subprocess.run([path, "-c", "import executorch.runtime"], capture_output=True,
+                           text=True, timeout=300)
+    if probe.returncode != 0:
+        raise AssertionError(f"ANEFIT_EXECUTORCH_PYTHON={path} cannot import executorch.runtime:\n"
+                             f"{probe.stderr[-2000:]}")
+    return path
 
 
 def executorch_probe(*paths):

@@ -44,6 +44,11 @@ def blocking(findings):
     return [f for f in findings if f["effect"] in ("compile-fail", "runtime-fail")]
 
 
+def removable_at_risk(findings):
+    """At-risk findings that a pass in Passes.def removes."""
+    return [f for f in findings if f["level"] == "at-risk" and f["fixPasses"]]
+
+
 @pytest.mark.parametrize("name", EXPORTS)
 def test_fix_removes_every_blocking_finding(anefit, fixed, name):
     x, y, log = fixed[name]
@@ -51,10 +56,14 @@ def test_fix_removes_every_blocking_finding(anefit, fixed, name):
     assert "passes: kv-write-static" in log, log  # picked for the blocking ANE-STATE-006
     before = json.loads(anefit("check", "--json", x).stdout)
     assert blocking(before["findings"]), "the export should start with a blocker"
+    # ANE-STATE-006 on a plain-input cache is contested (at-risk); fix still acts.
+    assert {f["rule"] for f in removable_at_risk(before["findings"])} == {"ANE-STATE-006"}
     after = anefit("check", "--json", y)
     assert after.returncode in (0, 1), after.stderr
     report = json.loads(after.stdout)
     assert blocking(report["findings"]) == []
+    assert removable_at_risk(report["findings"]) == []
+    assert report["verdict"] not in ("ane-fails", "at-risk")
     assert report["origin"] == "method forward, delegate 0 (CoreMLBackend)"
 
 
