@@ -8,13 +8,14 @@
 //                   peak resident memory of the process as a counter.
 //
 //   anefit-bench --benchmark_filter=read_bandwidth --benchmark_format=json
-//   anefit-bench --model M.mil --inputs I.npz [--threads N] [--steps N]
+//   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--steps N]
 //                [--isa portable|avx2|best] --benchmark_filter=step --benchmark_format=json
 //
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
 #include "runtime/Interpreter.h"
 #include "runtime/Npy.h"
+#include "runtime/RandomInput.h"
 #include "runtime/kernels/Lazy.h"
 #include "support/Error.h"
 
@@ -114,8 +115,23 @@ void registerStep(const StepArgs &args) {
   if (!fn)
     throw InputError(args.model + ": no function to run");
   runtime::TensorMap feed;
-  for (runtime::NamedTensor &nt : runtime::readNpz(args.inputs))
-    feed[nt.name] = std::move(nt.tensor);
+  if (args.inputs == "random") {
+    // Every input at random (seeded): to time any model, a real export too.
+    std::mt19937_64 rng(0);
+    FunctionDescription desc = model->description.describe(fn->name);
+    for (const auto &in : fn->inputs) {
+      if (in->type.isState())
+        continue;
+      const FeatureDescription *fd = nullptr;
+      for (const FeatureDescription &d : desc.inputs)
+        if (d.name == in->name)
+          fd = &d;
+      feed[in->name] = runtime::randomInput(*in, fd, rng);
+    }
+  } else {
+    for (runtime::NamedTensor &nt : runtime::readNpz(args.inputs))
+      feed[nt.name] = std::move(nt.tensor);
+  }
   runtime::RunOptions options;
   options.threads = args.threads;
   auto interp = std::make_shared<runtime::Interpreter>(*fn, options);
@@ -167,7 +183,7 @@ int main(int argc, char **argv) {
         return 2;
       }
     } else if (a == "-h" || a == "--help") {
-      std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz] [--threads N] "
+      std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz|random] [--threads N] "
                    "[--steps N] [--isa portable|avx2|best] [--benchmark_* flags]\n";
       return 0;
     } else {

@@ -630,6 +630,27 @@ __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b
 }
 #endif
 
+#if defined(__x86_64__)
+__attribute__((target("avx2,fma"))) void axpyAvx2(float a, const float *x, float *y, int64_t n) {
+  __m256 av = _mm256_set1_ps(a);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+  for (; i < n; ++i)
+    y[i] += a * x[i];
+}
+#endif
+
+/// y += a * x over n floats.
+void axpy(float a, const float *x, float *y, int64_t n) {
+#if defined(__x86_64__)
+  if (cpuHasAvx2())
+    return axpyAvx2(a, x, y, n);
+#endif
+  for (int64_t i = 0; i < n; ++i)
+    y[i] += a * x[i];
+}
+
 /// scores[j] = scale * dot(q, K[j]) for the rows of K.
 void scoreRow(const float *q, const float *k, int64_t s, int64_t e, float scale, float *scores) {
 #if defined(__x86_64__)
@@ -749,9 +770,7 @@ void sdpaOp(KernelContext &ctx) {
             float pj = p[j];
             if (pj == 0.0f)
               continue;
-            const float *vr = vm + j * ev;
-            for (int64_t c = 0; c < ev; ++c)
-              dst[c] += pj * vr[c];
+            axpy(pj, vm + j * ev, dst, ev);
           }
         }
       } else {
