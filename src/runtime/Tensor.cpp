@@ -6,6 +6,7 @@
 #include "runtime/Tensor.h"
 
 #include "runtime/Convert.h"
+#include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
 #include <atomic>
@@ -434,18 +435,32 @@ Tensor Tensor::convertTo(DType to) const {
     return materialize().convertTo(to);
   Tensor out = empty(to, shape_);
   uint8_t *p = out.mutableBytes();
+  // Copies and fp16 conversions of large tensors (the KV caches of a decode
+  // step) are split over the interpreter's threads.
+  constexpr int64_t kChunk = int64_t(1) << 16;
   if (to == dtype_) {
-    std::memcpy(p, data_, numBytes());
+    if (isSubByte(dtype_)) {
+      std::memcpy(p, data_, numBytes());
+      return out;
+    }
+    int eb = dtypeBits(dtype_) / 8;
+    parallelFor(numElements_, kChunk, [&](int64_t b, int64_t e) {
+      std::memcpy(p + b * eb, data_ + b * eb, static_cast<size_t>((e - b) * eb));
+    });
     return out;
   }
   if (dtype_ == DType::F16 && to == DType::F32) {
-    halfToFloatN(reinterpret_cast<const uint16_t *>(data_), reinterpret_cast<float *>(p),
-                 numElements_);
+    parallelFor(numElements_, kChunk, [&](int64_t b, int64_t e) {
+      halfToFloatN(reinterpret_cast<const uint16_t *>(data_) + b, reinterpret_cast<float *>(p) + b,
+                   e - b);
+    });
     return out;
   }
   if (dtype_ == DType::F32 && to == DType::F16) {
-    floatToHalfN(reinterpret_cast<const float *>(data_), reinterpret_cast<uint16_t *>(p),
-                 numElements_);
+    parallelFor(numElements_, kChunk, [&](int64_t b, int64_t e) {
+      floatToHalfN(reinterpret_cast<const float *>(data_) + b, reinterpret_cast<uint16_t *>(p) + b,
+                   e - b);
+    });
     return out;
   }
   bool fromFloat = isFloat(dtype_);
