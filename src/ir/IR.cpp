@@ -80,7 +80,7 @@ Block *Operation::addBlock() {
 }
 
 const Constant *Operation::attribute(std::string_view key) const {
-  auto it = attributes.find(std::string(key));
+  auto it = attributes.find(key);
   return it == attributes.end() ? nullptr : it->second.get();
 }
 

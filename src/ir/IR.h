@@ -57,7 +57,8 @@ struct OpInput {
   std::vector<Binding> bindings;
 };
 
-using AttributeMap = std::map<std::string, ConstantRef>;
+/// Attributes by name; std::less<> finds a string_view key without a copy.
+using AttributeMap = std::map<std::string, ConstantRef, std::less<>>;
 
 class Operation {
 public:
