@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""Decode steps of real exports: time, weight bytes per second against the bound, memory.
+
+For each model given (an ExecuTorch `export_llm` .pte, an .mlpackage, MIL text),
+anefit-bench runs one step with seeded random inputs (`--inputs random`) on each
+thread count; the models run in turn, round after round, so a drift of the
+machine's speed touches all of them. The one-thread read bandwidth is measured
+by anefit-bench in the same run, before and after the rounds (the best pass
+counts).
+
+The weight bytes one step reads come from the program's text (`anefit dump`,
+which never reads weight data): every weight constant and every compressed
+weight's stored parts (indices, data, scales, palettes) count as stored, except
+that a table only indexed by `gather` (the token embedding, the mask and RoPE
+tables of an export) counts as the one slice a step gathers.
+
+    python3 bench/run_exports.py --bench build/bench/anefit-bench \\
+        --anefit build/tools/anefit/anefit [--threads 1,2] [--rounds 3] MODEL...
+
+Make the full-size LFM2-350M exports with
+`scripts/export_executorch_fixtures.py --set export_llm --config lfm2_350m`.
+"""
+
+import argparse
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+
+from run_lfm2_350m import read_bandwidth, run_json
+
+DTYPE_BITS = {"fp16": 16, "fp32": 32, "int32": 32, "int16": 16, "uint16": 16, "int8": 8,
+              "uint8": 8, "bool": 8, "int4": 4, "uint4": 4, "uint3": 3, "uint2": 2, "uint1": 1,
+              "uint6": 6}
+
+TYPE = r"\(([\d, ]*),? ?(\w+)\)"
+VALUE = re.compile(r"^\s*%(\S+): " + TYPE + r"\(Tensor\) = (\w+)\((.*)$")
+INLINE_BLOB = re.compile(r"BLOBFILE\([^)]*\):" + TYPE)
+GATHER_X = re.compile(r"\bx=%([\w.]+)")
+
+
+def tensor_bytes(dims, dtype):
+    n = math.prod(int(d) for d in dims.replace(" ", "").split(",") if d)
+    return n * DTYPE_BITS[dtype] // 8
+
+
+def weight_bytes_read(anefit, model):
+    """(bytes one step reads, bytes stored) of the weights of `model`'s program."""
+    text = subprocess.run([anefit, "dump", model], check=True, capture_output=True,
+                          text=True).stdout
+    consts, gathered, stored = {}, {}, 0
+    for line in text.splitlines():
+        m = VALUE.match(line)
+        if not m:
+            continue
+        name, dims, dtype, op, rest = m.groups()
+        if op == "const" and rest.startswith("val=BLOBFILE"):
+            consts[name] = tensor_bytes(dims, dtype)
+        elif op.startswith("constexpr_"):
+            stored += sum(tensor_bytes(d, t) for d, t in INLINE_BLOB.findall(rest))
+        elif op == "gather":
+            x = GATHER_X.search(rest)
+            if x:
+                gathered.setdefault(x.group(1), []).append(tensor_bytes(dims, dtype))
+    stored += sum(consts.values())
+    read = stored
+    for name, slices in gathered.items():
+        if name in consts:
+            read += sum(slices) - consts[name]
+    return read, stored
+
+
+def bench_step(bench, model, threads, steps):
+    """Wall and CPU ms per step (mean of `steps`) and peak RSS of anefit-bench on one model."""
+    r = run_json([bench, "--model", model, "--inputs", "random", "--threads", str(threads),
+                  "--steps", str(steps), "--benchmark_filter=^step", "--benchmark_format=json"])
+    b = r["benchmarks"][0]
+    return b["real_time"], b["cpu_time"], b["peak_rss_bytes"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("models", nargs="+", help="models to step (.pte, .mlpackage, .mil)")
+    ap.add_argument("--bench", default=os.environ.get("ANEFIT_BENCH", "build/bench/anefit-bench"))
+    ap.add_argument("--anefit", default=os.environ.get("ANEFIT_BIN", "build/tools/anefit/anefit"))
+    ap.add_argument("--threads", default="1", help="anefit threads; a list runs each (1,2)")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=5, help="timed steps per round, model, threads")
+    args = ap.parse_args()
+    threads = [int(t) for t in args.threads.split(",")]
+    bench, anefit = os.path.abspath(args.bench), os.path.abspath(args.anefit)
+
+    sizes = {m: weight_bytes_read(anefit, m) for m in args.models}
+    bound = [read_bandwidth(bench)[0]]
+    times = {(m, t): [] for m in args.models for t in threads}
+    cpu = {(m, t): [] for m in args.models for t in threads}
+    rss = {}
+    for _ in range(args.rounds):
+        for t in threads:
+            for m in args.models:
+                ms, cms, peak = bench_step(bench, m, t, args.steps)
+                times[(m, t)].append(ms)
+                cpu[(m, t)].append(cms)
+                rss[m] = max(rss.get(m, 0), peak)
+    bound.append(read_bandwidth(bench)[0])
+    gbs_bound = max(bound)
+    print(f"one-thread read bandwidth: {gbs_bound:.1f} GB/s (best of the passes before and "
+          f"after: {bound[0]:.1f}, {bound[1]:.1f})")
+    try:
+        load = os.getloadavg()[0]
+        print(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} CPUs")
+    except OSError:
+        pass
+    print(f"{args.rounds} rounds of {args.steps} steps, medians; wall ms/step and process CPU "
+          f"ms/step")
+    print(f"{'model':34s} {'thr':>3s} {'ms/step':>8s} {'CPU ms':>7s} {'weights read':>13s} "
+          f"{'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} {'RSS/stored':>10s}")
+    for t in threads:
+        for m in args.models:
+            ms = statistics.median(times[(m, t)])
+            cms = statistics.median(cpu[(m, t)])
+            read, stored = sizes[m]
+            bound_ms = read / gbs_bound / 1e6
+            print(f"{os.path.basename(m)[:34]:34s} {t:3d} {ms:8.1f} {cms:7.1f} "
+                  f"{read / 1e6:10.0f} MB {read / ms / 1e6:6.1f} {100 * bound_ms / ms:9.0f}% "
+                  f"{rss[m] / 2**20:5.0f} MiB {rss[m] / stored:9.2f}x")
+    if len(threads) > 1:
+        for m in args.models:
+            pairs = [a / b for a, b in zip(times[(m, threads[0])], times[(m, threads[-1])])]
+            print(f"{os.path.basename(m)}: {threads[-1]} threads vs {threads[0]}: "
+                  f"{statistics.median(pairs):.2f}x (median of round ratios)")
+    first = args.models[0]
+    for m in args.models[1:]:
+        for t in threads:
+            pairs = [a / b for a, b in zip(times[(first, t)], times[(m, t)])]
+            print(f"{os.path.basename(first)} / {os.path.basename(m)}, {t} thread(s): "
+                  f"{statistics.median(pairs):.2f}x (median of round ratios)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
