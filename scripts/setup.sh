@@ -6,7 +6,9 @@
 #
 #   scripts/setup.sh            install, configure, build
 #   ANEFIT_BUILD_TYPE=Debug scripts/setup.sh
-#   ANEFIT_SANITIZE=ON scripts/setup.sh   (AddressSanitizer + UBSan build)
+#   ANEFIT_SANITIZE=ON scripts/setup.sh   (AddressSanitizer + UBSan build, no benchmarks)
+#   ANEFIT_WERROR=ON scripts/setup.sh     (warnings in anefit's code are errors)
+#   ANEFIT_BUILD_DIR=build-asan ...       (another build directory; default build)
 #   ANEFIT_EXECUTORCH=1 scripts/setup.sh  (also ExecuTorch in .venv-executorch, so the
 #                                          tests load .pte files in ExecuTorch's runtime)
 set -euo pipefail
@@ -16,6 +18,9 @@ cd "$root"
 build_dir=${ANEFIT_BUILD_DIR:-build}
 build_type=${ANEFIT_BUILD_TYPE:-RelWithDebInfo}
 sanitize=${ANEFIT_SANITIZE:-OFF}
+werror=${ANEFIT_WERROR:-OFF}
+bench=ON
+if [ "$sanitize" = ON ]; then bench=OFF; fi
 
 sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
@@ -71,6 +76,8 @@ cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE="$build_type" \
   -DANEFIT_EXECUTORCH_PYTHON="$executorch_python" \
   -DANEFIT_SANITIZE="$sanitize" \
+  -DANEFIT_WERROR="$werror" \
+  -DANEFIT_BUILD_BENCH="$bench" \
   -DPython3_EXECUTABLE="$root/.venv/bin/python" \
   -DLIT_EXECUTABLE="$root/.venv/bin/lit" >/dev/null
 cmake --build "$build_dir" -j "$(nproc)"

@@ -411,7 +411,10 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
                        ": ops with nested blocks are not supported by the interpreter");
     for (const auto &out : op.outputs)
       addSlot(out.get());
-    plan.steps.push_back({&op, it->second, {}});
+    InterpreterPlan::Step step;
+    step.op = &op;
+    step.fn = it->second;
+    plan.steps.push_back(std::move(step));
   }
   // A state lives in the host's StateContext, not in a slot: it has no value
   // to hand back (the verifier says the same).

@@ -29,8 +29,9 @@ TEST(ThreadPool, EveryIndexOnceForAnyThreadsAndGrain) {
           ASSERT_LE(0, b);
           ASSERT_LT(b, e);
           ASSERT_LE(e, n);
-          if (threads > 1 && n > grain)
+          if (threads > 1 && n > grain) {
             ASSERT_LE(e - b, grain);
+          }
           for (int64_t i = b; i < e; ++i)
             hits[i]++;
         });

@@ -159,13 +159,16 @@ TEST(DecomposeSdpa, MatchesTheSdpaKernelOnRandomProblems) {
     // Grouped-query problems read the unrepeated K and V.
     bool grouped = countOps(fa, "tile") == 0 && p.groups > 1;
     groupedRuns += grouped;
-    if (p.groups > 1)
+    if (p.groups > 1) {
       EXPECT_TRUE(grouped) << "mask " << shapeText(p.maskShape);
+    }
 
     TensorMap in = inputs(*before->program->functions.front(), p, rng);
     for (Precision precision : {Precision::FP32, Precision::FP16}) {
-      Interpreter io(*before->program->functions.front(), RunOptions{precision, {}});
-      Interpreter ia(fa, RunOptions{precision, {}});
+      RunOptions options;
+      options.precision = precision;
+      Interpreter io(*before->program->functions.front(), options);
+      Interpreter ia(fa, options);
       Tensor want = io.run(in).at(0).tensor, got = ia.run(in).at(0).tensor;
       ASSERT_EQ(want.shape(), got.shape());
       // The outputs are fp16. In fp32 mode both sides round one fp32 result

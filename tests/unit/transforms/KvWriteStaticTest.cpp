@@ -68,7 +68,9 @@ int expectSameAtEveryPosition(const Model &before, const Model &after, const std
                               int32_t lo, int32_t hi, Precision precision) {
   const Function &fo = *before.program->functions.front();
   const Function &fa = *after.program->functions.front();
-  Interpreter io(fo, RunOptions{precision, {}}), ia(fa, RunOptions{precision, {}});
+  RunOptions options;
+  options.precision = precision;
+  Interpreter io(fo, options), ia(fa, options);
   std::mt19937 rng(7);
   TensorMap in = inputsFor(fo, rng);
   int accepted = 0;
