@@ -4,7 +4,9 @@ Binaries come from the environment that ctest sets (tests/CMakeLists.txt):
   ANEFIT_BIN        path of the `anefit` executable
   ANEFIT_OPT_BIN    path of the `anefit-opt` executable
   ANEFIT_BUILD_DIR  the CMake build directory
-A test that needs a binary or coremltools that is not there is skipped, not failed.
+A test skipped for want of something the build always has (a binary, a verb,
+coremltools, a committed fixture) fails instead (pytest_runtest_makereport);
+only the optional ExecuTorch runtime and offline schemas may skip.
 
 Helpers other test files use:
   FIXTURES_DIR, fixture_names(), fixture_info(name), fixture_package(name),
@@ -26,6 +28,22 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__fi
 FIXTURES_DIR = os.path.join(REPO_ROOT, "tests", "fixtures")
 GENERATED_DIR = os.path.join(FIXTURES_DIR, "generated")
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
+
+# Skip reasons that mean something the build and the repository always have is
+# missing: the skip would hide a broken setup, so it is reported as a failure.
+_MUST_HAVE = re.compile(r"fixture missing|is not available(?! offline)|not present|binary not found|"
+                        r"has no \w+ verb|coremltools is not installed|ANEFIT_BUILD_DIR is not set")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and isinstance(report.longrepr, tuple):
+        reason = str(report.longrepr[2])
+        if _MUST_HAVE.search(reason):
+            report.outcome = "failed"
+            report.longrepr = "skipped, but this must be there: " + reason
 
 
 # ---------------------------------------------------------------------------------

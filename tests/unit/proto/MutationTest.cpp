@@ -47,8 +47,8 @@ void tryOne(const std::string &bytes, const WeightOpener &opener, const std::str
 TEST(MilProtoMutation, DamagedModelsOnlyRaiseInputErrors) {
   fs::path modelDir = fs::path(ANEFIT_TEST_DATA_DIR) /
                       "fixtures/lfm2_shortconv/model.mlpackage/Data/com.apple.CoreML";
-  if (!fs::is_regular_file(modelDir / "model.mlmodel"))
-    GTEST_SKIP() << "fixture lfm2_shortconv is not present";
+  ASSERT_TRUE(fs::is_regular_file(modelDir / "model.mlmodel"))
+      << "fixture lfm2_shortconv is not present";
   std::ifstream in(modelDir / "model.mlmodel", std::ios::binary);
   const std::string original((std::istreambuf_iterator<char>(in)),
                              std::istreambuf_iterator<char>());
