@@ -16,6 +16,15 @@ for d in config.anefit_tools_dirs:
 config.environment["PATH"] = (
     os.path.dirname(config.filecheck) + os.pathsep + config.environment["PATH"])
 config.environment["NO_COLOR"] = "1"
+
+# AddressSanitizer reserves terabytes of address space, so a test cannot cap
+# it with `ulimit -v`: %{memlimit} is that cap, empty under the sanitizers,
+# where such tests give the budget with --max-memory (%if asan) instead.
+if getattr(config, "anefit_sanitize", "").upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("asan")
+    config.substitutions.append(("%{memlimit}", ""))
+else:
+    config.substitutions.append(("%{memlimit}", "ulimit -v 4000000;"))
 config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%fixtures", os.path.join(config.anefit_src_root, "tests", "fixtures")))
