@@ -59,6 +59,11 @@ public:
       if (it != byPath_.end()) {
         store = it->second;
       } else {
+        // A missing file is named together with the model that asks for it.
+        if (fileKindOf(path, /*followLinks=*/false) == FileKind::Missing)
+          throw InputError::at(path, "",
+                               "no such file or directory (the weight file " + referrer_ +
+                                   " names as '" + fileName + "')");
         store = WeightFile::open(path, within_);
         byPath_.emplace(path, store);
       }

@@ -30,10 +30,13 @@ void RunInputs::addArchive(std::vector<NamedTensor> arrays, const std::string &f
   if (!from.empty())
     origin = from;
   for (NamedTensor &nt : arrays) {
-    if (auto sk = parseStepKey(nt.name))
+    if (auto sk = parseStepKey(nt.name)) {
+      fromArchive.insert(sk->second);
       perStep[sk->first][sk->second] = std::move(nt.tensor);
-    else
+    } else {
+      fromArchive.insert(nt.name);
       shared[nt.name] = std::move(nt.tensor);
+    }
   }
 }
 
@@ -138,8 +141,12 @@ StepRecord ModelRun::next() {
       std::string names;
       for (const std::string &d : declared)
         names += (names.empty() ? "" : ", ") + d;
-      throw InputError("function '" + fn_->name + "': unknown input '" + name +
-                       "' (inputs: " + (names.empty() ? "none" : names) + ")");
+      std::string message = "function '" + fn_->name + "': unknown input '" + name +
+                            "' (inputs: " + (names.empty() ? "none" : names) + ")";
+      // An array of an archive is named with the archive.
+      if (options_.inputs.fromArchive.count(name) && !options_.inputs.origin.empty())
+        throw InputError::at(options_.inputs.origin, "", message);
+      throw InputError(message);
     }
   for (const auto &in : fn_->inputs)
     if (!in->type.isState() && !feed.count(in->name) && !isCarried(in->name))

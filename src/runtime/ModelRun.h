@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,8 @@ struct RunInputs {
   void addArchive(std::vector<NamedTensor> arrays, const std::string &origin = "");
   /// Where the per-step arrays came from, for messages.
   std::string origin;
+  /// The input names the archive gave (without step<k>/), for messages.
+  std::set<std::string> fromArchive;
   /// Without a step count (`steps` 0) the keys give it, so they must not
   /// skip a step: one "step999999/x" must not run a million steps. Throws
   /// InputError naming the archive and the key.
