@@ -76,7 +76,9 @@ void ByteChunks::writeTo(AtomicFile &out) const {
       }
       break;
     case Chunk::Kind::File: {
-      std::shared_ptr<const MappedFile> file = MappedFile::open(c.path, {.track = false});
+      InputOptions untracked;
+      untracked.track = false;
+      std::shared_ptr<const MappedFile> file = MappedFile::open(c.path, untracked);
       if (file->size() != c.size)
         throw InputError::at(c.path, "",
                              "file has " + std::to_string(file->size()) + " bytes, expected " +

@@ -121,13 +121,20 @@ bool DecomposeSdpaPass::decompose(Operation &op, PatternRewriter &rw, bool &grou
 
   // Grouped-query attention: both K and V repeated by the same factor, the
   // query of rank 4, and a mask that needs no per-head shuffling.
-  auto rk = rank == 4 ? matchRepeat(k) : std::nullopt;
-  auto rv = rank == 4 ? matchRepeat(v) : std::nullopt;
+  // Copied out of the optionals (g++ 12 sees them as maybe uninitialized).
+  Repeated rk, rv;
+  bool repeated = false;
+  if (rank == 4)
+    if (auto mk = matchRepeat(k), mv = matchRepeat(v); mk && mv) {
+      rk = *mk;
+      rv = *mv;
+      repeated = true;
+    }
   std::vector<int64_t> full = *qs; // broadcast shape of the scores, in the query's batch
   full[rank - 1] = s;
-  grouped = rk && rv && rk->groups == rv->groups && rk->groups > 1 &&
-            shapeOf(rk->kv)->at(1) == shapeOf(rv->kv)->at(1);
-  int64_t g = grouped ? rk->groups : 1;
+  grouped = repeated && rk.groups == rv.groups && rk.groups > 1 &&
+            shapeOf(rk.kv)->at(1) == shapeOf(rv.kv)->at(1);
+  int64_t g = grouped ? rk.groups : 1;
   int64_t maskRows = 1, maskHeads = 1;
   if (grouped && ms) {
     // The mask's dims aligned to the scores (B, H, L, S) from the right.
@@ -145,8 +152,8 @@ bool DecomposeSdpaPass::decompose(Operation &op, PatternRewriter &rw, bool &grou
   Value *key = k, *value = v, *query = q;
   std::vector<int64_t> scoreShape = full;
   if (grouped) {
-    key = rk->kv;
-    value = rv->kv;
+    key = rk.kv;
+    value = rv.kv;
     int64_t heads = (*qs)[1] / g;
     // Query heads h = kv * G + j become rows j * L + l of KV head kv.
     query = reshapeTo(rw, op, q, {(*qs)[0], heads, g * l, e}, base + "_q_groups");

@@ -19,6 +19,12 @@ using namespace anefit::ane;
 
 namespace {
 
+CheckOptions onChip(Chip chip) {
+  CheckOptions options;
+  options.chip = chip;
+  return options;
+}
+
 /// Builds a one-function model op by op.
 struct ProgramBuilder {
   Model model;
@@ -346,15 +352,15 @@ TEST(AneChecker, WeightSizeFromTypesOnly) {
   Value *x = b.input("x", f16({1, 16384}));
   Value *y = b.op("linear", "lm", {{"x", val(x)}, {"weight", val(w)}}, f16({1, 65536}));
   b.output(y);
-  CheckReport phone = checkModel(b.model, CheckOptions{.chip = Chip::A17});
+  CheckReport phone = checkModel(b.model, onChip(Chip::A17));
   EXPECT_EQ(phone.weightBytes, 2ull * 65536 * 16384);
   EXPECT_TRUE(fires(phone, "ANE-PROG-001"));
   EXPECT_TRUE(fires(phone, "ANE-PROG-002"));
   EXPECT_EQ(phone.verdict, Verdict::NoAne);
-  CheckReport mac = checkModel(b.model, CheckOptions{.chip = Chip::M4});
+  CheckReport mac = checkModel(b.model, onChip(Chip::M4));
   EXPECT_FALSE(fires(mac, "ANE-PROG-001")) << "the 1 GB limit is the iPhone's";
   // The 65536-wide result: over the M1 axis limit, within the M4 one.
-  EXPECT_TRUE(fires(checkModel(b.model, CheckOptions{.chip = Chip::M1}), "ANE-SHAPE-002"));
+  EXPECT_TRUE(fires(checkModel(b.model, onChip(Chip::M1)), "ANE-SHAPE-002"));
   EXPECT_FALSE(fires(mac, "ANE-SHAPE-002"));
   EXPECT_TRUE(fires(mac, "ANE-CONV-006")) << "65536 fp16 outputs exceed 64 KB of kernel memory";
 }

@@ -17,10 +17,12 @@ TEST(Remedies, RowsAreWellFormed) {
     EXPECT_FALSE(r.setting.empty());
     EXPECT_FALSE(r.what.empty());
     EXPECT_FALSE(r.evidence.empty());
-    if (r.where == RemedyWhere::Partitioner)
+    if (r.where == RemedyWhere::Partitioner) {
       EXPECT_EQ(r.setting.rfind("CoreMLPartitioner(", 0), 0u);
-    if (r.where == RemedyWhere::ExportLlm)
+    }
+    if (r.where == RemedyWhere::ExportLlm) {
       EXPECT_EQ(r.setting.find("CoreMLPartitioner"), std::string_view::npos);
+    }
   }
 }
 

@@ -43,8 +43,9 @@ TEST(AneRules, RowsAreWellFormed) {
       }
     EXPECT_FALSE(r.settleCheck().empty()) << code;
     // Folklore never decides a failure on its own.
-    if (r.confidence == Confidence::Folklore)
+    if (r.confidence == Confidence::Folklore) {
       EXPECT_LT(r.effect, Effect::CompileFail) << code;
+    }
   }
   EXPECT_FALSE(ruleFromCode("ANE-NOPE-000"));
 }
