@@ -296,15 +296,7 @@ bool isConstLike(const Operation &op) { return opHasTrait(op.type, OpTrait::Cons
 bool isCompute(const Operation &op) { return !isConstLike(op); }
 
 /// The type bound to `param`, from its value or its immediate constant.
-const Type *paramType(const Operation &op, std::string_view param) {
-  const OpInput *in = op.input(param);
-  if (!in || in->bindings.size() != 1)
-    return nullptr;
-  const Binding &b = in->bindings[0];
-  if (b.isValue())
-    return &b.value->type;
-  return b.constant ? &b.constant->type : nullptr;
-}
+const Type *paramType(const Operation &op, std::string_view param) { return op.inputType(param); }
 
 /// The constant bound to `param` if it is an immediate (in-memory) tensor; a
 /// blob-backed constant yields null so its data is never read.

@@ -27,6 +27,16 @@ Value *Operation::inputValue(std::string_view param) const {
   return in->bindings[0].value;
 }
 
+const Type *Operation::inputType(std::string_view param) const {
+  const OpInput *in = input(param);
+  if (!in || in->bindings.size() != 1)
+    return nullptr;
+  const Binding &b = in->bindings[0];
+  if (b.isValue())
+    return &b.value->type;
+  return b.constant ? &b.constant->type : nullptr;
+}
+
 const Constant *Operation::constInput(std::string_view param) const {
   const OpInput *in = input(param);
   if (!in || in->bindings.size() != 1)

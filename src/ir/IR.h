@@ -82,6 +82,9 @@ public:
   /// The constant bound to `param`: an immediate, or the "val" of a const op
   /// producing the bound value. Null if the parameter is absent or not constant.
   const Constant *constInput(std::string_view param) const;
+  /// The type of the single value or immediate bound to `param`, or null
+  /// (absent or variadic). Attributes are not inputs: see op.attribute().
+  const Type *inputType(std::string_view param) const;
   /// All values this op reads (every binding of every input), in order.
   std::vector<Value *> operandValues() const;
 

@@ -199,9 +199,11 @@ void checkFeatures(Diagnostics &diags, const std::string &fn,
 
 } // namespace
 
-Diagnostics verifyProgram(const Program &program) {
+namespace {
+
+Diagnostics verifyFunctions(const Program &program, bool scopesOnly) {
   Diagnostics diags;
-  ProgramVerifier verifier(diags);
+  ProgramVerifier verifier(diags, scopesOnly);
   std::set<std::string> seen;
   for (const auto &f : program.functions) {
     if (!seen.insert(f->name).second)
@@ -212,17 +214,14 @@ Diagnostics verifyProgram(const Program &program) {
   return diags;
 }
 
+} // namespace
+
+Diagnostics verifyProgram(const Program &program) {
+  return verifyFunctions(program, /*scopesOnly=*/false);
+}
+
 Diagnostics verifyValueScopes(const Program &program) {
-  Diagnostics diags;
-  ProgramVerifier verifier(diags, /*scopesOnly=*/true);
-  std::set<std::string> seen;
-  for (const auto &f : program.functions) {
-    if (!seen.insert(f->name).second)
-      diags.push_back(Diagnostic{Diagnostic::Severity::Error, f->name, "",
-                                 "function '" + f->name + "' is defined more than once"});
-    verifier.verifyFunction(*f);
-  }
-  return diags;
+  return verifyFunctions(program, /*scopesOnly=*/true);
 }
 
 namespace {

@@ -26,22 +26,10 @@ namespace {
 bool isConstexpr(const Operation &op) { return op.type.rfind("constexpr_", 0) == 0; }
 bool isConstLike(const Operation &op) { return op.type == "const" || isConstexpr(op); }
 
-const Type *bindingType(const Operation &op, std::string_view param) {
-  const OpInput *in = op.input(param);
-  if (!in || in->bindings.size() != 1)
-    return nullptr;
-  const Binding &b = in->bindings[0];
-  if (b.isValue())
-    return &b.value->type;
-  if (b.constant)
-    return &b.constant->type;
-  if (const Constant *c = op.attribute(param))
-    return &c->type;
-  return nullptr;
-}
-
+/// The type bound to `param`: an input, or an attribute (constexpr ops
+/// before iOS18 hold their parameters as attributes).
 const Type *paramType(const Operation &op, std::string_view param) {
-  if (const Type *t = bindingType(op, param))
+  if (const Type *t = op.inputType(param))
     return t;
   const Constant *c = op.attribute(param);
   return c ? &c->type : nullptr;

@@ -454,34 +454,66 @@ std::optional<std::string> padTypeOf(InferCtx &c, bool allowSameLower) {
   return pt;
 }
 
-Result convImpl(InferCtx &c) {
+/// What conv and conv_transpose read alike: x and weight of one rank
+/// (3 to 5), and a positive constant groups.
+struct ConvOperands {
+  const Type *x;
+  const Type *w;
+  size_t spatial; ///< spatial dims: rank - 2
+  int64_t groups;
+};
+
+std::optional<ConvOperands> convOperands(InferCtx &c) {
   const Type *x = tensorParam(c, "x");
   const Type *w = x ? tensorParam(c, "weight") : nullptr;
   if (!x || !w)
     return std::nullopt;
   int64_t rank = x->rank();
   if (rank < 3 || rank > 5)
-    return c.fail("x rank " + std::to_string(rank) + " is not 3, 4 or 5");
+    return c.fail("x rank " + std::to_string(rank) + " is not 3, 4 or 5"), std::nullopt;
   if (w->rank() != rank)
     return c.fail("weight rank " + std::to_string(w->rank()) + " does not match x rank " +
-                  std::to_string(rank));
-  size_t n = static_cast<size_t>(rank - 2);
+                  std::to_string(rank)),
+           std::nullopt;
   auto groups = c.intParam("groups");
   if (!groups || *groups < 1)
-    return c.fail("'groups' must be a positive constant");
+    return c.fail("'groups' must be a positive constant"), std::nullopt;
+  return ConvOperands{x, w, static_cast<size_t>(rank - 2), *groups};
+}
+
+/// Strides, dilations, pad type and pad of a window over `n` spatial dims.
+struct ConvWindow {
+  std::vector<int64_t> strides, dilations, pad;
+  std::string padType;
+};
+
+std::optional<ConvWindow> convWindow(InferCtx &c, size_t n, bool allowSameLower) {
+  auto strides = intList(c, "strides", n, 1, 1);
+  auto dil = strides ? intList(c, "dilations", n, 1, 1) : std::nullopt;
+  auto padType = dil ? padTypeOf(c, allowSameLower) : std::nullopt;
+  auto pad = padType ? intList(c, "pad", 2 * n, 0, 0) : std::nullopt;
+  if (!pad)
+    return std::nullopt;
+  return ConvWindow{std::move(*strides), std::move(*dil), std::move(*pad), std::move(*padType)};
+}
+
+Result convImpl(InferCtx &c) {
+  auto ops = convOperands(c);
+  if (!ops)
+    return std::nullopt;
+  const Type *x = ops->x, *w = ops->w;
+  size_t n = ops->spatial;
+  int64_t groups = ops->groups;
   const Dim &cin = x->shape()[1];
   const Dim &wcin = w->shape()[1];
   if (cin.isStatic() && wcin.isStatic()) {
-    auto expect = mulChecked(wcin.size, *groups);
+    auto expect = mulChecked(wcin.size, groups);
     if (!expect || *expect != cin.size)
       return c.fail("x has " + std::to_string(cin.size) + " channels but weight expects " +
-                    std::to_string(wcin.size) + " x " + std::to_string(*groups) + " groups");
+                    std::to_string(wcin.size) + " x " + std::to_string(groups) + " groups");
   }
-  auto strides = intList(c, "strides", n, 1, 1);
-  auto dil = strides ? intList(c, "dilations", n, 1, 1) : std::nullopt;
-  auto padType = dil ? padTypeOf(c, c.ios >= 16) : std::nullopt;
-  auto pad = padType ? intList(c, "pad", 2 * n, 0, 0) : std::nullopt;
-  if (!pad)
+  auto win = convWindow(c, n, c.ios >= 16);
+  if (!win)
     return std::nullopt;
   std::vector<Dim> out{x->shape()[0], w->shape()[0]};
   for (size_t i = 0; i < n; ++i) {
@@ -490,8 +522,8 @@ Result convImpl(InferCtx &c) {
       out.push_back(Dim::unknown());
       continue;
     }
-    auto d = windowOut(c, x->shape()[i + 2], k.size, (*strides)[i], (*dil)[i], *padType,
-                       (*pad)[2 * i], (*pad)[2 * i + 1], false, i + 2);
+    auto d = windowOut(c, x->shape()[i + 2], k.size, win->strides[i], win->dilations[i],
+                       win->padType, win->pad[2 * i], win->pad[2 * i + 1], false, i + 2);
     if (!d)
       return std::nullopt;
     out.push_back(*d);
@@ -500,21 +532,14 @@ Result convImpl(InferCtx &c) {
 }
 
 Result convTransposeImpl(InferCtx &c) {
-  const Type *x = tensorParam(c, "x");
-  const Type *w = x ? tensorParam(c, "weight") : nullptr;
-  if (!x || !w)
+  auto ops = convOperands(c);
+  if (!ops)
     return std::nullopt;
+  const Type *x = ops->x, *w = ops->w;
+  size_t n = ops->spatial;
   int64_t rank = x->rank();
-  if (rank < 3 || rank > 5)
-    return c.fail("x rank " + std::to_string(rank) + " is not 3, 4 or 5");
-  if (w->rank() != rank)
-    return c.fail("weight rank " + std::to_string(w->rank()) + " does not match x rank " +
-                  std::to_string(rank));
-  size_t n = static_cast<size_t>(rank - 2);
-  auto groups = c.intParam("groups");
-  if (!groups || *groups < 1)
-    return c.fail("'groups' must be a positive constant");
-  auto cout = dimTimes(w->shape()[1], *groups);
+  int64_t groups = ops->groups;
+  auto cout = dimTimes(w->shape()[1], groups);
   if (!cout)
     return c.fail("output channels overflow");
   if (c.has("output_shape")) {
@@ -529,11 +554,8 @@ Result convTransposeImpl(InferCtx &c) {
       return one(Type::tensor(x->dtype(), std::move(out)));
     }
   }
-  auto strides = intList(c, "strides", n, 1, 1);
-  auto dil = strides ? intList(c, "dilations", n, 1, 1) : std::nullopt;
-  auto padType = dil ? padTypeOf(c, true) : std::nullopt;
-  auto pad = padType ? intList(c, "pad", 2 * n, 0, 0) : std::nullopt;
-  if (!pad)
+  auto win = convWindow(c, n, true);
+  if (!win)
     return std::nullopt;
   std::vector<Dim> out{x->shape()[0], *cout};
   for (size_t i = 0; i < n; ++i) {
@@ -543,17 +565,18 @@ Result convTransposeImpl(InferCtx &c) {
       out.push_back(Dim::unknown());
       continue;
     }
-    int64_t s = (*strides)[i];
-    auto effK = mulChecked(k.size - 1, (*dil)[i]);
+    int64_t s = win->strides[i];
+    auto effK = mulChecked(k.size - 1, win->dilations[i]);
     auto base = mulChecked(s, in.size - 1);
     auto sameOut = mulChecked(s, in.size);
     if (!effK || !base || !sameOut)
       return c.fail("spatial size overflows");
     int64_t o;
-    if (*padType == "same" || *padType == "same_lower")
+    if (win->padType == "same" || win->padType == "same_lower")
       o = *sameOut;
     else
-      o = *base + *effK + 1 - (*padType == "custom" ? (*pad)[2 * i] + (*pad)[2 * i + 1] : 0);
+      o = *base + *effK + 1 -
+          (win->padType == "custom" ? win->pad[2 * i] + win->pad[2 * i + 1] : 0);
     if (o <= 0)
       return c.fail("output spatial dim " + std::to_string(i + 2) + " would be " +
                     std::to_string(o));
@@ -1403,8 +1426,9 @@ DType valueDTypeOr(InferCtx &c, DType dflt) {
   return v ? v->dtype() : dflt;
 }
 
-Result fillImpl(InferCtx &c) {
-  DType dt = valueDTypeOr(c, DType::F32);
+/// A `dt` tensor of the shape the "shape" parameter gives: its values when
+/// constant, else its length (unknown dims), else unranked.
+Result tensorOfShapeParam(InferCtx &c, DType dt) {
   ShapeArg s = shapeArg(c, "shape");
   if (s.values) {
     std::vector<Dim> out;
@@ -1418,6 +1442,11 @@ Result fillImpl(InferCtx &c) {
   if (s.length)
     return one(Type::tensor(dt, std::vector<Dim>(*s.length, Dim::unknown())));
   return one(Type::unranked(dt));
+}
+
+Result fillImpl(InferCtx &c) {
+  DType dt = valueDTypeOr(c, DType::F32);
+  return tensorOfShapeParam(c, dt);
 }
 
 Result fillLikeImpl(InferCtx &c) {
@@ -2081,19 +2110,7 @@ Result randomImpl(InferCtx &c) {
     if (p.domain == "T")
       if (const Type *t = c.type(p.name))
         dt = t->dtype();
-  ShapeArg s = shapeArg(c, "shape");
-  if (s.values) {
-    std::vector<Dim> out;
-    for (int64_t v : *s.values) {
-      if (v < 0)
-        return c.fail("negative shape value " + std::to_string(v));
-      out.push_back(Dim::of(v));
-    }
-    return one(Type::tensor(dt, std::move(out)));
-  }
-  if (s.length)
-    return one(Type::tensor(dt, std::vector<Dim>(*s.length, Dim::unknown())));
-  return one(Type::unranked(dt));
+  return tensorOfShapeParam(c, dt);
 }
 
 } // namespace

@@ -137,6 +137,14 @@ Tensor sliceOf(const Tensor &x, const Shape &shape, const std::vector<int64_t> &
   return out;
 }
 
+/// The slice `s` of x: a view when it is one contiguous run, else a copy.
+Tensor sliceTensor(const Tensor &x, const SliceSpec &s) {
+  int64_t offset;
+  std::vector<int64_t> strides;
+  sliceView(x.shape(), s, offset, strides);
+  return sliceOf(x, s.length, strides, offset);
+}
+
 void setComputeOutput(KernelContext &ctx, size_t i, Tensor t) {
   DType want = computeDType(t.dtype());
   ctx.setOutput(i, want == t.dtype() ? std::move(t) : t.convertTo(want));
@@ -377,10 +385,7 @@ void splitOp(KernelContext &ctx) {
 void sliceByIndexOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   SliceSpec s = sliceSpec(ctx, x);
-  int64_t offset;
-  std::vector<int64_t> strides;
-  sliceView(x.shape(), s, offset, strides);
-  Tensor out = sliceOf(x, s.length, strides, offset);
+  Tensor out = sliceTensor(x, s);
   Shape squeezed;
   for (size_t d = 0; d < s.length.size(); ++d)
     if (!s.squeeze[d])
@@ -404,10 +409,7 @@ void sliceBySizeOp(KernelContext &ctx) {
     s.step.push_back(1);
     s.length.push_back(len);
   }
-  int64_t offset;
-  std::vector<int64_t> strides;
-  sliceView(x.shape(), s, offset, strides);
-  ctx.setOutput(0, sliceOf(x, s.length, strides, offset));
+  ctx.setOutput(0, sliceTensor(x, s));
 }
 
 void sliceUpdateOp(KernelContext &ctx) {
@@ -1047,10 +1049,7 @@ void cropOp(KernelContext &ctx) {
     s.step.push_back(1);
     s.length.push_back(d == r - 2 ? h - ch[0] - ch[1] : d == r - 1 ? w - cw[0] - cw[1] : x.dim(d));
   }
-  int64_t offset;
-  std::vector<int64_t> strides;
-  sliceView(x.shape(), s, offset, strides);
-  ctx.setOutput(0, sliceOf(x, s.length, strides, offset));
+  ctx.setOutput(0, sliceTensor(x, s));
 }
 
 void resizeNearestOp(KernelContext &ctx) {
