@@ -277,7 +277,7 @@ static Json optionsJson(const CheckOptions &o) {
 std::string renderJson(const CheckReport &report) {
   Json j;
   j["schema"] = kCheckSchema;
-  j["tool"] = {{"name", "anefit"}, {"version", "0.1.0"}};
+  j["tool"] = {{"name", "anefit"}, {"version", ANEFIT_VERSION}};
   j["model"] = report.modelPath;
   if (!report.origin.empty())
     j["origin"] = report.origin;
@@ -445,7 +445,7 @@ std::string renderSarif(const CheckReport &report) {
   Json run = {{"tool",
                {{"driver",
                  {{"name", "anefit"},
-                  {"version", "0.1.0"},
+                  {"version", ANEFIT_VERSION},
                   {"informationUri", "https://github.com/anefit/anefit"},
                   {"rules", rules}}}}},
               {"results", results},

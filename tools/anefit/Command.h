@@ -36,6 +36,10 @@ void applyMaxMemory(const std::string &value);
 /// extension names (.json, .sarif, .html/.htm), else "text".
 std::string formatFor(const std::string &format, const std::string &output);
 
+/// Parses `argv` (argv[0] is the program name), runs the verb it names and
+/// returns the exit code. Never throws: errors are printed as one line.
+int runCommandLine(int argc, const char *const *argv);
+
 #define VERB(Name, Summary, Register) void Register(CLI::App &verb, VerbResult &result);
 #include "Verbs.def"
 

@@ -1,0 +1,124 @@
+//===- CommandLine.cpp - The anefit command line, as a library ------------===//
+//
+// A thin driver: every verb lives in its own <Verb>Command.cpp and registers
+// itself through Verbs.def. The `anefit` executable and `python -m anefit`
+// both call runCommandLine.
+//
+//===----------------------------------------------------------------------===//
+#include "Command.h"
+
+#include "runtime/Tensor.h"
+#include "support/Error.h"
+#include "support/FileSystem.h"
+#include "support/Text.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+#include <unistd.h>
+
+namespace anefit::cli {
+
+int runGuarded(const std::function<int()> &body) {
+  // Messages hold names from files: one printable line each.
+  auto report = [](std::string_view message) {
+    std::cout.flush();
+    std::cerr << "anefit: error: " << oneLine(message) << "\n";
+    return kExitInputError;
+  };
+  try {
+    // Everything the verb reads is remembered; no output may go over it.
+    InputScope inputs;
+    return body();
+  } catch (const InputError &e) {
+    return report(e.what());
+  } catch (const std::bad_alloc &) {
+    return report("out of memory (--max-memory sets how much the interpreter may use)");
+  } catch (const std::exception &e) {
+    return report(e.what());
+  }
+}
+
+void addMaxMemoryOption(CLI::App *cmd, std::string &value) {
+  cmd->add_option("--max-memory", value,
+                  "Most memory the interpreter's tensors may take at once, e.g. 4G or 512M "
+                  "(default: 3/4 of the memory available)");
+}
+
+void applyMaxMemory(const std::string &value) {
+  if (value.empty())
+    return;
+  size_t end = 0;
+  unsigned long long n = 0;
+  try {
+    n = std::stoull(value, &end);
+  } catch (const std::exception &) {
+    end = 0;
+  }
+  std::string unit = value.substr(end);
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b'))
+    unit.pop_back();
+  if (unit.size() == 2 && unit[1] == 'i')
+    unit.pop_back();
+  int shift = unit.empty()                 ? 0
+              : unit == "K" || unit == "k" ? 10
+              : unit == "M" || unit == "m" ? 20
+              : unit == "G" || unit == "g" ? 30
+              : unit == "T" || unit == "t" ? 40
+                                           : -1;
+  if (end == 0 || shift < 0 || n == 0 || n > (~0ull >> shift))
+    failExpected("", "--max-memory", "a size such as 8G, 512M or 1048576", "'" + value + "'");
+  runtime::MemoryBudget::setLimit(static_cast<uint64_t>(n) << shift);
+}
+
+bool useColor() {
+  const char *noColor = std::getenv("NO_COLOR");
+  return isatty(fileno(stdout)) && !(noColor && *noColor);
+}
+
+std::string formatFor(const std::string &format, const std::string &output) {
+  if (!format.empty())
+    return format;
+  std::string ext = std::filesystem::path(output).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  if (ext == ".json")
+    return "json";
+  if (ext == ".sarif")
+    return "sarif";
+  if (ext == ".html" || ext == ".htm")
+    return "html";
+  return "text";
+}
+
+int runCommandLine(int argc, const char *const *argv) {
+  CLI::App app{"anefit: will your Core ML model run on the Apple Neural Engine?\n"
+               "Checks, fixes, splits and runs Core ML ML Programs on any OS."};
+  app.set_version_flag("--version", "anefit " ANEFIT_VERSION);
+  app.require_subcommand(1);
+  app.footer("Run 'anefit VERB --help' for the options of a verb.\n"
+             "Exit codes: 0 ok, 1 findings at or above the failure threshold, 2 usage or "
+             "input error.");
+  // Names from models reach the terminal only escaped (support/Text.h); once
+  // per process, since a library caller may run the command line again.
+  static std::once_flag installed;
+  std::call_once(installed, [] {
+    TerminalSafeBuffer::install(std::cout, useColor());
+    TerminalSafeBuffer::install(std::cerr, false);
+  });
+  VerbResult result;
+#define VERB(Name, Summary, Register) Register(*app.add_subcommand(#Name, Summary), result);
+#include "Verbs.def"
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError &e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitInputError;
+  }
+  return result.exitCode;
+}
+
+} // namespace anefit::cli
