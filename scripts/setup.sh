@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs everything anefit needs on a Debian bookworm machine (as root or
 # with sudo), creates a Python virtual environment in .venv for the test
-# tools (coremltools, numpy, lit, pytest), and builds the project in build/.
+# tools (coremltools, numpy, lit, pytest) and the Python package's build
+# tools (nanobind, scikit-build-core), and builds the project in build/: the
+# libraries, the `anefit` program and the `anefit` Python package
+# (build/python, see python/CMakeLists.txt).
 # Headless Chromium is only for the test that renders the HTML report.
 #
 #   scripts/setup.sh            install, configure, build
@@ -32,7 +35,7 @@ debian_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libopenblas-dev zlib1g-dev
   llvm-14-tools
-  python3 python3-venv python3-pip
+  python3 python3-venv python3-pip python3-dev
   chromium fonts-dejavu-core
 )
 missing=()
@@ -51,7 +54,8 @@ if [ ! -x .venv/bin/python ]; then
   echo "setup: creating .venv"
   python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import coremltools, numpy, lit, pytest" 2>/dev/null; then
+if ! .venv/bin/python -c "import coremltools, numpy, lit, pytest, nanobind, scikit_build_core" \
+    2>/dev/null; then
   echo "setup: installing Python packages into .venv"
   .venv/bin/python -m pip install -q --upgrade pip
   .venv/bin/python -m pip install -q -r scripts/requirements.txt

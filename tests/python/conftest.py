@@ -4,9 +4,12 @@ Binaries come from the environment that ctest sets (tests/CMakeLists.txt):
   ANEFIT_BIN        path of the `anefit` executable
   ANEFIT_OPT_BIN    path of the `anefit-opt` executable
   ANEFIT_BUILD_DIR  the CMake build directory
+  ANEFIT_PYTHON     "1" when the build made the Python package; PYTHONPATH then
+                    points at it (a wheel installed into the interpreter works too)
 A test skipped for want of something the build always has (a binary, a verb,
 coremltools, a committed fixture) fails instead (pytest_runtest_makereport);
-only the optional ExecuTorch runtime and offline schemas may skip.
+only the optional ExecuTorch runtime and offline schemas may skip. The Python
+package, once the build says it made it, must import.
 
 Helpers other test files use:
   FIXTURES_DIR, fixture_names(), fixture_info(name), fixture_package(name),
@@ -296,6 +299,18 @@ def anefit_opt():
     if path is None:
         pytest.skip("anefit-opt binary not found (set ANEFIT_OPT_BIN or ANEFIT_BUILD_DIR)")
     return Tool(path)
+
+
+@pytest.fixture(scope="session")
+def anefit_py():
+    """The `anefit` Python package (the build tree's, or an installed wheel)."""
+    try:
+        import anefit as package
+    except ImportError as e:
+        if os.environ.get("ANEFIT_PYTHON") == "1":
+            raise  # built but not importable: that is a defect, not a skip
+        pytest.skip(f"the anefit Python package is not built or installed ({e})")
+    return package
 
 
 @pytest.fixture(scope="session")

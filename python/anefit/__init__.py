@@ -1,0 +1,104 @@
+"""anefit: will your Core ML model run on the Apple Neural Engine?
+
+Check a model before Core ML compiles it, on any OS, in milliseconds::
+
+    import anefit
+
+    report = anefit.check("model.mlpackage")       # or a .pte, .mlmodel, .mil
+    print(report.verdict)                           # 'ane', 'partial', 'no-ane', 'ane-fails'
+    for f in report.findings:
+        print(f.rule, f.effect, f.op, f.message, f.fix)
+    report.raise_for(fail_on="compile-fail")        # a CI gate: raises AneCompileRisk
+
+Run it on the CPU with the reference interpreter, numpy in and out::
+
+    outputs = anefit.run("model.mlpackage", {"x": x})
+    session = anefit.Session("model.mlpackage")     # keeps Core ML states between steps
+    for token in tokens:
+        logits = session.run({"input_ids": token})["logits"]
+
+Every verb of the ``anefit`` command line runs in this process with
+``python -m anefit VERB ...``. Errors in the user's input raise
+:class:`InputError` (a ``ValueError``) with the one-line message the command
+line prints.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Mapping, Optional, Sequence, Union
+
+from ._core import (
+    AneCompileRisk,
+    Feature,
+    Finding,
+    Function,
+    FunctionReport,
+    InputError,
+    Model,
+    Op,
+    OpPlacement,
+    Report,
+    Segment,
+    Session,
+    __version__,
+    check,
+    load,
+    rules,
+)
+
+__all__ = [
+    "AneCompileRisk",
+    "Feature",
+    "Finding",
+    "Function",
+    "FunctionReport",
+    "InputError",
+    "Model",
+    "Op",
+    "OpPlacement",
+    "Report",
+    "Segment",
+    "Session",
+    "__version__",
+    "check",
+    "load",
+    "rules",
+    "run",
+]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+def run(
+    model: Union[Model, PathLike],
+    inputs: Union[Mapping[str, object], Sequence[Mapping[str, object]]],
+    steps: Optional[int] = None,
+    precision: str = "fp32",
+    states: Optional[Mapping[str, object]] = None,
+    function: Optional[str] = None,
+) -> dict:
+    """Runs a model on the CPU with the reference interpreter and returns the
+    outputs of the last step as ``{name: numpy.ndarray}``.
+
+    ``inputs`` is one ``{name: array}`` used for every step, or a sequence
+    of them, one per step. ``steps`` defaults to 1, or to the number of
+    per-step inputs; Core ML states (starting at zero, or at ``states``) and
+    the values a fixed model's state map carries move from step to step.
+    ``precision="fp16"`` rounds every op's float result to fp16 as the ANE
+    does. For a host loop that keeps states between calls, use
+    :class:`Session`.
+    """
+    per_step = None if isinstance(inputs, Mapping) else list(inputs)
+    if steps is None:
+        steps = len(per_step) if per_step is not None else 1
+    if steps < 1:
+        raise InputError(f"steps: expected a positive count, found {steps}")
+    if per_step is not None and len(per_step) < steps:
+        raise InputError(f"inputs: expected {steps} per-step mappings, found {len(per_step)}")
+    session = Session(model, function=function, precision=precision,
+                      states=dict(states) if states is not None else None)
+    outputs: dict = {}
+    for k in range(steps):
+        outputs = session.run(dict(per_step[k] if per_step is not None else inputs))
+    return outputs

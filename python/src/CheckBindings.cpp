@@ -1,0 +1,415 @@
+//===- CheckBindings.cpp - anefit.check and the Report classes ------------===//
+//
+// `check(model)` runs the ANE checker the command line runs; `Report` keeps
+// the checker's report and renders it with the same code as `anefit check`
+// (text, JSON "anefit.check/1", SARIF 2.1.0), so a Python caller and the CLI
+// never disagree. Findings, per-op placement and segments are plain objects.
+//
+//===----------------------------------------------------------------------===//
+#include "Bindings.h"
+
+#include "ane/Checker.h"
+#include "ane/Report.h"
+#include "support/Error.h"
+
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <variant>
+
+namespace anefit::python {
+namespace {
+
+struct PyFinding {
+  ane::Finding finding;
+
+  const ane::RuleInfo &rule() const { return ane::ruleInfo(finding.rule); }
+};
+
+struct PyOpPlacement {
+  std::string function;
+  ane::OpReport op;
+};
+
+struct PySegment {
+  std::string function;
+  ane::Segment segment;
+  std::string firstOp;
+  std::string lastOp;
+};
+
+/// A check report and the model it was made from.
+struct PyReportData {
+  ane::CheckReport report;
+  std::shared_ptr<const Model> model;
+};
+
+struct PyFunctionReport {
+  const ane::FunctionReport *report = nullptr;
+  std::shared_ptr<const PyReportData> owner; ///< keeps `report` alive
+};
+
+struct PyReport {
+  std::shared_ptr<const PyReportData> data;
+  const ane::CheckReport &report() const { return data->report; }
+};
+
+std::string names(std::span<const ane::ChipInfo> chips) {
+  std::string s;
+  for (const ane::ChipInfo &c : chips)
+    s += (s.empty() ? "" : ", ") + std::string(c.name);
+  return s;
+}
+
+ane::Effect effectOption(const std::string &name, const char *what) {
+  auto effect = ane::effectFromName(name);
+  if (!effect)
+    failExpected("", what, "one of: runtime-fail, compile-fail, wrong-numerics, fallback, slow",
+                 "'" + name + "'");
+  return *effect;
+}
+
+std::vector<PyOpPlacement> opsOf(const ane::FunctionReport &fr) {
+  std::vector<PyOpPlacement> out;
+  for (const ane::OpReport &op : fr.ops)
+    out.push_back({fr.name, op});
+  return out;
+}
+
+std::vector<PySegment> segmentsOf(const ane::FunctionReport &fr) {
+  std::vector<PySegment> out;
+  for (const ane::Segment &s : fr.segments) {
+    PySegment p{fr.name, s, "", ""};
+    if (s.firstOp < fr.ops.size())
+      p.firstOp = fr.ops[s.firstOp].name;
+    if (s.lastOp < fr.ops.size())
+      p.lastOp = fr.ops[s.lastOp].name;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::vector<std::string> ruleCodes(const std::vector<ane::RuleId> &rules) {
+  std::vector<std::string> out;
+  for (ane::RuleId r : rules)
+    out.emplace_back(ane::ruleInfo(r).code);
+  return out;
+}
+
+std::vector<PyFinding> findingsAtLeast(const ane::CheckReport &r, ane::Effect threshold) {
+  std::vector<PyFinding> out;
+  for (const ane::Finding &f : r.findings)
+    if (f.effect >= threshold)
+      out.push_back({f});
+  return out;
+}
+
+PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std::string &chip,
+                  const std::string &os, const std::string &computeUnits,
+                  const std::optional<std::string> &function) {
+  ane::CheckOptions options;
+  auto c = ane::chipFromName(chip);
+  if (!c)
+    failExpected("", "chip", "one of: " + names(ane::allChips()), "'" + chip + "'");
+  options.chip = *c;
+  auto o = ane::osFromName(os);
+  if (!o)
+    failExpected("", "os", "one of: any, ios17, ios18, ios26", "'" + os + "'");
+  options.os = *o;
+  auto cu = ane::computeUnitsFromName(computeUnits);
+  if (!cu)
+    failExpected("", "compute_units", "cpu_and_ne or all", "'" + computeUnits + "'");
+  options.computeUnits = *cu;
+  options.function = function.value_or("");
+
+  auto data = std::make_shared<PyReportData>();
+  std::string path;
+  if (auto *m = std::get_if<PyModel>(&target)) {
+    data->model = m->model;
+    path = m->model->sourcePath;
+  } else {
+    // The checker reads types only: like the CLI, do not open weight files.
+    path = pathText(std::get<std::filesystem::path>(target));
+    data->model = loadPyModel(path, /*openWeights=*/false).model;
+  }
+  {
+    nb::gil_scoped_release release;
+    data->report = ane::checkModel(*data->model, options);
+  }
+  data->report.modelPath = path;
+  return PyReport{std::move(data)};
+}
+
+std::string reportRepr(const PyReport &r) {
+  return "<anefit.Report '" + r.report().modelPath +
+         "' verdict=" + std::string(ane::verdictName(r.report().verdict)) +
+         " findings=" + std::to_string(r.report().findings.size()) + ">";
+}
+
+} // namespace
+
+void bindCheck(nb::module_ &m) {
+  m.attr("AneCompileRisk") = nb::steal(PyErr_NewExceptionWithDoc(
+      "anefit._core.AneCompileRisk",
+      "Raised by Report.raise_for when a finding reaches the failure threshold. "
+      "``.report`` is the Report, ``.findings`` the findings at or above the threshold.",
+      PyExc_Exception, nullptr));
+
+  nb::class_<PyFinding>(m, "Finding", "One rule firing at one place.")
+      .def_prop_ro(
+          "rule", [](const PyFinding &f) { return std::string(f.rule().code); },
+          "Stable rule id, e.g. ``'ANE-STATE-002'`` (``anefit rules``).")
+      .def_prop_ro(
+          "title", [](const PyFinding &f) { return std::string(f.rule().title); },
+          "The rule's title.")
+      .def_prop_ro(
+          "effect",
+          [](const PyFinding &f) { return std::string(ane::effectName(f.finding.effect)); },
+          "What is predicted: ``'runtime-fail'``, ``'compile-fail'``, "
+          "``'wrong-numerics'``, ``'fallback'`` or ``'slow'``.")
+      .def_prop_ro(
+          "confidence",
+          [](const PyFinding &f) { return std::string(ane::confidenceName(f.rule().confidence)); },
+          "How well the evidence is established: ``'apple-documented'``, ``'measured'`` or "
+          "``'folklore'``.")
+      .def_prop_ro(
+          "function", [](const PyFinding &f) { return f.finding.function; },
+          "The function it is about.")
+      .def_prop_ro(
+          "op", [](const PyFinding &f) { return f.finding.op; },
+          "The op's name; empty for a whole-function finding.")
+      .def_prop_ro(
+          "op_type", [](const PyFinding &f) { return f.finding.opType; }, "The op's type.")
+      .def_prop_ro(
+          "torch_node", [](const PyFinding &f) { return f.finding.torchNode; },
+          "The PyTorch node behind the op, when its name carries one.")
+      .def_prop_ro(
+          "types", [](const PyFinding &f) { return f.finding.types; },
+          "Operand and result types of the op.")
+      .def_prop_ro(
+          "message", [](const PyFinding &f) { return f.finding.message; },
+          "The reason, with the values found.")
+      .def_prop_ro(
+          "evidence",
+          [](const PyFinding &f) {
+            std::vector<std::string> urls;
+            for (std::string_view u : f.rule().evidenceUrls())
+              urls.emplace_back(u);
+            return urls;
+          },
+          "Links to the public evidence behind the rule.")
+      .def_prop_ro(
+          "fix", [](const PyFinding &f) { return std::string(f.rule().fix); }, "What removes it.")
+      .def_prop_ro(
+          "debug_handles", [](const PyFinding &f) { return f.finding.debugHandles; },
+          "ExecuTorch debug handles of the op (models read from a ``.pte``).")
+      .def("__repr__", [](const PyFinding &f) {
+        return "Finding(" + std::string(f.rule().code) + ", " +
+               std::string(ane::effectName(f.finding.effect)) +
+               (f.finding.op.empty() ? "" : ", op='" + f.finding.op + "'") + ")";
+      });
+
+  nb::class_<PyOpPlacement>(m, "OpPlacement", "Where the checker predicts an op runs.")
+      .def_ro("function", &PyOpPlacement::function, "The function of the op.")
+      .def_prop_ro(
+          "name", [](const PyOpPlacement &p) { return p.op.name; }, "The op's name.")
+      .def_prop_ro(
+          "type", [](const PyOpPlacement &p) { return p.op.type; }, "The op's type.")
+      .def_prop_ro(
+          "placement",
+          [](const PyOpPlacement &p) { return std::string(ane::placementName(p.op.placement)); },
+          "``'ane'``, ``'cpu-gpu'`` (a fallback) or ``'blocks-ane-compile'`` (placed on the "
+          "ANE, where it makes its segment's compile fail).")
+      .def_prop_ro(
+          "rules", [](const PyOpPlacement &p) { return ruleCodes(p.op.rules); },
+          "Codes of the rules that decided the placement.")
+      .def_prop_ro(
+          "flops", [](const PyOpPlacement &p) { return p.op.flops; },
+          "Estimated floating-point operations.")
+      .def("__repr__", [](const PyOpPlacement &p) {
+        return "OpPlacement('" + p.op.name + "', '" + p.op.type + "', '" +
+               std::string(ane::placementName(p.op.placement)) + "')";
+      });
+
+  nb::class_<PySegment>(m, "Segment",
+                        "A maximal run of consecutive ops predicted on the same device.")
+      .def_ro("function", &PySegment::function, "The function of the segment.")
+      .def_prop_ro(
+          "device", [](const PySegment &s) { return s.segment.onAne ? "ane" : "cpu-gpu"; },
+          "``'ane'`` or ``'cpu-gpu'``.")
+      .def_prop_ro(
+          "compile_fails", [](const PySegment &s) { return s.segment.compileFails; },
+          "An op of this ANE segment makes its compile fail.")
+      .def_ro("first_op", &PySegment::firstOp, "Name of its first op.")
+      .def_ro("last_op", &PySegment::lastOp, "Name of its last op.")
+      .def_prop_ro(
+          "op_count", [](const PySegment &s) { return s.segment.opCount; }, "Number of ops.")
+      .def_prop_ro(
+          "flops", [](const PySegment &s) { return s.segment.flops; },
+          "Estimated floating-point operations.")
+      .def("__repr__", [](const PySegment &s) {
+        return "Segment(" + std::string(s.segment.onAne ? "ane" : "cpu-gpu") + ", '" + s.firstOp +
+               "'..'" + s.lastOp + "', " + std::to_string(s.segment.opCount) + " ops)";
+      });
+
+  nb::class_<PyFunctionReport>(m, "FunctionReport", "The checker's summary of one function.")
+      .def_prop_ro(
+          "name", [](const PyFunctionReport &f) { return f.report->name; }, "The function's name.")
+      .def_prop_ro(
+          "verdict",
+          [](const PyFunctionReport &f) {
+            return std::string(ane::verdictName(f.report->verdict));
+          },
+          "Its verdict (see :attr:`Report.verdict`).")
+      .def_prop_ro(
+          "ops", [](const PyFunctionReport &f) { return opsOf(*f.report); },
+          "Compute ops in program order with their placement.")
+      .def_prop_ro(
+          "segments", [](const PyFunctionReport &f) { return segmentsOf(*f.report); },
+          "Segments in program order.")
+      .def_prop_ro(
+          "boundaries", [](const PyFunctionReport &f) { return f.report->boundaries; },
+          "ANE <-> CPU/GPU transitions.")
+      .def_prop_ro(
+          "ane_ops", [](const PyFunctionReport &f) { return f.report->aneOps; },
+          "Ops predicted on the ANE.")
+      .def_prop_ro(
+          "ane_flops", [](const PyFunctionReport &f) { return f.report->aneFlops; },
+          "Estimated FLOPs on the ANE.")
+      .def_prop_ro(
+          "total_flops", [](const PyFunctionReport &f) { return f.report->totalFlops; },
+          "Estimated FLOPs of the function.")
+      .def_prop_ro(
+          "weight_bytes", [](const PyFunctionReport &f) { return f.report->weightBytes; },
+          "Bytes of its constants.")
+      .def_prop_ro(
+          "states", [](const PyFunctionReport &f) { return f.report->states; },
+          "Number of Core ML states.")
+      .def("__repr__", [](const PyFunctionReport &f) {
+        return "<anefit.FunctionReport '" + f.report->name +
+               "' verdict=" + std::string(ane::verdictName(f.report->verdict)) + ">";
+      });
+
+  nb::class_<PyReport>(m, "Report",
+                       "What :func:`check` predicts for a model. Renders exactly as "
+                       "``anefit check`` does.")
+      .def_prop_ro(
+          "path", [](const PyReport &r) { return r.report().modelPath; }, "The model checked.")
+      .def_prop_ro(
+          "origin", [](const PyReport &r) { return r.report().origin; },
+          "Method and delegate inside a ``.pte``; empty otherwise.")
+      .def_prop_ro(
+          "verdict",
+          [](const PyReport &r) { return std::string(ane::verdictName(r.report().verdict)); },
+          "The worst function verdict: ``'ane'`` (every op on the ANE), ``'partial'`` "
+          "(CPU/GPU fallbacks), ``'no-ane'`` or ``'ane-fails'`` (the ANE compile or "
+          "first run is predicted to fail).")
+      .def_prop_ro(
+          "findings",
+          [](const PyReport &r) { return findingsAtLeast(r.report(), ane::Effect::Slow); },
+          "Every finding, most severe first.")
+      .def_prop_ro(
+          "functions",
+          [](const PyReport &r) {
+            std::vector<PyFunctionReport> out;
+            for (const ane::FunctionReport &f : r.report().functions)
+              out.push_back({&f, r.data});
+            return out;
+          },
+          "Per-function summaries.")
+      .def_prop_ro(
+          "ops",
+          [](const PyReport &r) {
+            std::vector<PyOpPlacement> out;
+            for (const ane::FunctionReport &f : r.report().functions)
+              for (PyOpPlacement &p : opsOf(f))
+                out.push_back(std::move(p));
+            return out;
+          },
+          "Per-op placement over every function checked, in program order.")
+      .def_prop_ro(
+          "segments",
+          [](const PyReport &r) {
+            std::vector<PySegment> out;
+            for (const ane::FunctionReport &f : r.report().functions)
+              for (PySegment &s : segmentsOf(f))
+                out.push_back(std::move(s));
+            return out;
+          },
+          "Segments over every function checked.")
+      .def_prop_ro(
+          "weight_bytes", [](const PyReport &r) { return r.report().weightBytes; },
+          "Bytes of the model's constants.")
+      .def(
+          "to_json", [](const PyReport &r) { return ane::renderJson(r.report()); },
+          "The report as JSON text, schema ``anefit.check/1`` (``anefit check --json``).")
+      .def(
+          "to_sarif", [](const PyReport &r) { return ane::renderSarif(r.report()); },
+          "The report as SARIF 2.1.0 JSON text, for code-scanning tools.")
+      .def(
+          "summary",
+          [](const PyReport &r, bool placement) {
+            return ane::renderText(r.report(), ane::TextOptions{.placement = placement});
+          },
+          nb::arg("placement") = false,
+          "The text ``anefit check`` prints; ``placement=True`` lists every op.")
+      .def(
+          "has_findings",
+          [](const PyReport &r, const std::string &atLeast) {
+            return r.report().hasFindingAtLeast(effectOption(atLeast, "at_least"));
+          },
+          nb::arg("at_least") = "compile-fail",
+          "True if a finding is at least this severe (``anefit check --fail-on``).")
+      .def(
+          "raise_for",
+          [](const PyReport &r, const std::string &failOn) {
+            ane::Effect threshold = effectOption(failOn, "fail_on");
+            if (!r.report().hasFindingAtLeast(threshold))
+              return;
+            std::vector<PyFinding> hits = findingsAtLeast(r.report(), threshold);
+            std::string message = r.report().modelPath + ": verdict " +
+                                  std::string(ane::verdictName(r.report().verdict)) + ", " +
+                                  std::to_string(hits.size()) + " finding(s) at or above " +
+                                  failOn + ": ";
+            for (size_t i = 0; i < hits.size() && i < 3; ++i)
+              message += (i ? "; " : "") + std::string(hits[i].rule().code) +
+                         (hits[i].finding.op.empty() ? "" : " on '" + hits[i].finding.op + "'");
+            if (hits.size() > 3)
+              message += "; ...";
+            nb::object type = nb::module_::import_("anefit._core").attr("AneCompileRisk");
+            nb::object error = type(message);
+            error.attr("report") = nb::find(r);
+            error.attr("findings") = nb::cast(hits);
+            PyErr_SetObject(type.ptr(), error.ptr());
+            throw nb::python_error();
+          },
+          nb::arg("fail_on") = "compile-fail",
+          "Raises :class:`AneCompileRisk` if a finding is at least ``fail_on`` severe "
+          "(``'runtime-fail'``, ``'compile-fail'``, ``'wrong-numerics'``, ``'fallback'``, "
+          "``'slow'``): the CI gate of ``anefit check --fail-on``.")
+      .def("__repr__", &reportRepr);
+
+  m.def("check", &runCheck, nb::arg("model"), nb::arg("chip") = "any", nb::arg("os") = "any",
+        nb::arg("compute_units") = "cpu_and_ne", nb::arg("function") = nb::none(),
+        "Predicts, per op, whether Core ML places it on the ANE, falls back to CPU/GPU or makes "
+        "the ANE compile fail, with the rule, the reason, the evidence and the fix. ``model`` "
+        "is a :class:`Model` or a path (weight files are then not opened). ``chip``: a chip "
+        "name (``anefit check --help``) or ``'any'``; ``os``: ``'any'``, ``'ios17'``, "
+        "``'ios18'``, ``'ios26'``; ``compute_units``: ``'cpu_and_ne'`` or ``'all'``; "
+        "``function``: check only this one.");
+
+  m.def(
+      "rules",
+      [] {
+        std::vector<std::string> codes;
+        for (const ane::RuleInfo &r : ane::allRules())
+          codes.emplace_back(r.code);
+        return codes;
+      },
+      "Ids of every rule the checker applies (``anefit rules``).");
+}
+
+} // namespace anefit::python
