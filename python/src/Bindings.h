@@ -13,6 +13,7 @@
 #include <nanobind/nanobind.h>
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -25,6 +26,8 @@ struct PyModel {
   std::shared_ptr<const Model> model;
   /// False when loaded without its weight files (checks only).
   bool weightsOpen = true;
+  /// A .pte delegate's compile specs (compute_units, ...); empty otherwise.
+  std::map<std::string, std::string> compileSpecs;
 };
 
 /// Loads the model at `path` ("model.pte#1" selects a delegate) without the

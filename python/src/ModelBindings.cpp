@@ -190,7 +190,7 @@ PyModel loadPyModel(const std::string &path, bool openWeights) {
     nb::gil_scoped_release release;
     model = loadModel(path, LoadOptions{.openWeights = openWeights});
   }
-  return PyModel{std::shared_ptr<const Model>(std::move(model)), openWeights};
+  return PyModel{std::shared_ptr<const Model>(std::move(model)), openWeights, {}};
 }
 
 const Function &functionOf(const PyModel &m, const std::string &name) {
@@ -261,6 +261,9 @@ void bindModel(nb::module_ &m) {
       .def_prop_ro(
           "spec_version", [](const PyModel &p) { return p.model->specificationVersion; },
           "Core ML specification version.")
+      .def_ro("compile_specs", &PyModel::compileSpecs,
+              "The Core ML delegate's compile specs in a ``.pte`` (``compute_units``, "
+              "``min_deployment_target``, ...); empty otherwise.")
       .def_prop_ro(
           "weights_open", [](const PyModel &p) { return p.weightsOpen; },
           "False when loaded with ``weights=False`` (it can be checked, not run or "
@@ -341,6 +344,25 @@ void bindModel(nb::module_ &m) {
           "Writes the model in the format ``path``'s extension names (``.mlpackage``, "
           "``.mlmodel``, ``.mil``), atomically. Needs the weights open.")
       .def("__repr__", &modelRepr);
+
+  m.def(
+      "load_delegates",
+      [](const std::filesystem::path &path, bool weights) {
+        std::string file = pathText(path);
+        std::vector<EmbeddedModel> embedded;
+        {
+          nb::gil_scoped_release release;
+          embedded = loadPteModels(file, LoadOptions{.openWeights = weights});
+        }
+        std::vector<PyModel> out;
+        for (EmbeddedModel &e : embedded)
+          out.push_back(PyModel{std::shared_ptr<const Model>(std::move(e.model)), weights,
+                                std::move(e.compileSpecs)});
+        return out;
+      },
+      nb::arg("path"), nb::arg("weights") = false,
+      "Every Core ML delegate of the ExecuTorch program at ``path``, in order (``model.path`` "
+      "is ``'program.pte#N'``). Raises :class:`InputError` for a malformed program.");
 
   m.def(
       "load",
