@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------===//
 #include "Bindings.h"
 
-#include "runtime/Interpreter.h"
+#include "runtime/ModelRun.h"
+#include "runtime/Stepper.h"
 #include "support/Error.h"
-#include "transforms/StateMap.h"
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
@@ -188,7 +188,9 @@ std::function<void(size_t, size_t)> interruptCheck() {
   };
 }
 
-/// A function of a model stepped like a host loop would step it.
+/// A function of a model stepped like a host loop would step it: the
+/// runtime's Stepper, with the carries the model declares (a fixed model's
+/// state map).
 class PySession {
 public:
   PySession(PyModel model, const std::string &function, const std::string &precision,
@@ -199,26 +201,18 @@ public:
       throw InputError(model_.model->sourcePath +
                        ": the model was loaded with weights=False; load it with its weights "
                        "to run it");
-    runtime::RunOptions options;
-    options.precision = runtime::parsePrecision(precision);
-    options.progress = interruptCheck();
-    interpreter_ = std::make_unique<runtime::Interpreter>(*fn_, options);
-    // A model fixed by state-to-io carries its state map: the host feeds each
-    // moved state's output back into its input, starting from zeros.
-    const auto &meta = model_.model->description.metadata.userDefined;
-    if (auto it = meta.find(StateMap::kMetadataKey); it != meta.end())
-      for (const StateMapEntry &e :
-           StateMap::fromJson(it->second, model_.model->sourcePath).entries)
-        if (fn_->findInput(e.input))
-          carries_.emplace_back(e.input, e.output);
+    runtime::RunOptions run;
+    run.precision = runtime::parsePrecision(precision);
+    run.progress = interruptCheck();
+    run.source = model_.model->sourcePath;
+    options_ = runtime::runStepperOptions(run);
+    reset();
     if (states)
       setStates(*states);
-    resetCarries();
   }
 
   const PyModel &model() const { return model_; }
   const Function &function() const { return *fn_; }
-  int64_t stepsDone() const { return steps_; }
 
   nb::dict run(const nb::dict &inputs) {
     TensorMap feed = tensorsOf(inputs, "input");
@@ -226,14 +220,7 @@ public:
     {
       nb::gil_scoped_release release;
       std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto &[input, value] : carried_)
-        feed.try_emplace(input, value);
-      outputs = interpreter_->run(feed, states_);
-      for (const auto &[input, output] : carries_)
-        for (const NamedTensor &o : outputs)
-          if (o.name == output)
-            carried_[input] = o.tensor;
-      ++steps_;
+      outputs = stepper_->step(feed);
     }
     return numpyDict(std::move(outputs));
   }
@@ -242,10 +229,9 @@ public:
     std::vector<NamedTensor> out;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto &in : fn_->inputs)
-        if (in->type.isState())
-          if (const Tensor *t = states_.find(in->name))
-            out.push_back({in->name, t->convertTo(in->type.dtype())});
+      for (const Value *in : stepper_->stateInputs())
+        if (std::optional<Tensor> t = stepper_->stateValue(in->name))
+          out.push_back({in->name, std::move(*t)});
     }
     return numpyDict(std::move(out));
   }
@@ -254,38 +240,35 @@ public:
     TensorMap tensors = tensorsOf(values, "state");
     std::lock_guard<std::mutex> lock(mutex_);
     for (const auto &[name, t] : tensors)
-      states_.set(*fn_, name, t);
+      stepper_->setState(name, t);
   }
 
+  /// A new stepper: states back to zero, carries to their first values.
   void reset() {
+    auto stepper = std::make_unique<runtime::Stepper>(
+        *fn_, runtime::hostCarries(*model_.model, *fn_), options_);
     std::lock_guard<std::mutex> lock(mutex_);
-    states_.clear();
-    resetCarries();
-    steps_ = 0;
+    stepper_ = std::move(stepper);
   }
 
-  std::map<std::string, std::string> carries() const {
-    return std::map<std::string, std::string>(carries_.begin(), carries_.end());
+  int64_t stepsDone() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return stepper_->stepsDone();
+  }
+
+  std::map<std::string, std::string> carries() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::map<std::string, std::string> out;
+    for (const runtime::Carry &c : stepper_->carries())
+      out[c.input] = c.output;
+    return out;
   }
 
 private:
-  void resetCarries() {
-    carried_.clear();
-    for (const auto &[input, output] : carries_) {
-      const Value *in = fn_->findInput(input);
-      if (auto shape = in->type.staticShape())
-        carried_[input] =
-            Tensor::zeros(in->type.dtype(), runtime::Shape(shape->begin(), shape->end()));
-    }
-  }
-
   PyModel model_;
   const Function *fn_ = nullptr;
-  std::unique_ptr<runtime::Interpreter> interpreter_;
-  runtime::StateContext states_;
-  std::vector<std::pair<std::string, std::string>> carries_; ///< input <- output
-  TensorMap carried_;
-  int64_t steps_ = 0;
+  runtime::StepperOptions options_;
+  std::unique_ptr<runtime::Stepper> stepper_;
   std::mutex mutex_;
 };
 

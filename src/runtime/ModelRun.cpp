@@ -95,14 +95,10 @@ ModelRun::ModelRun(const Model &model, ModelRunOptions options)
     if (!options_.inputs.gives(c.input, 0))
       carries.push_back(std::move(c));
 
-  StepperOptions stepperOptions;
-  stepperOptions.run = options_.run;
-  if (stepperOptions.run.source.empty())
-    stepperOptions.run.source = model.sourcePath;
-  // Like Core ML's own prediction calls, states keep the interpreter's
-  // values between steps; only the reported states are in declared dtype.
-  stepperOptions.roundStates = false;
-  stepper_ = std::make_unique<Stepper>(*fn_, std::move(carries), stepperOptions);
+  RunOptions run = options_.run;
+  if (run.source.empty())
+    run.source = model.sourcePath;
+  stepper_ = std::make_unique<Stepper>(*fn_, std::move(carries), runStepperOptions(run));
   for (const auto &[name, value] : options_.initialStates)
     stepper_->setState(name, value);
 }
@@ -162,6 +158,15 @@ StepRecord ModelRun::next() {
       record.states.push_back({st->name, std::move(*t)});
   ++next_;
   return record;
+}
+
+StepperOptions runStepperOptions(const RunOptions &run) {
+  StepperOptions options;
+  options.run = run;
+  // Like Core ML's own prediction calls, states keep the interpreter's
+  // values between steps; only the reported states are in declared dtype.
+  options.roundStates = false;
+  return options;
 }
 
 TensorStats statsOf(const Tensor &t) {

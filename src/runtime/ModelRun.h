@@ -77,6 +77,9 @@ struct StepRecord {
   std::vector<NamedTensor> states;
 };
 
+/// How `anefit run` (and the Python API's Session) step a function.
+StepperOptions runStepperOptions(const RunOptions &run);
+
 class ModelRun {
 public:
   /// Resolves the function and the carries and sets the initial states.
