@@ -14,6 +14,7 @@
 
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/variant.h>
 #include <nanobind/stl/vector.h>
@@ -64,12 +65,23 @@ std::string names(std::span<const ane::ChipInfo> chips) {
   return s;
 }
 
-ane::Effect effectOption(const std::string &name, const char *what) {
-  auto effect = ane::effectFromName(name);
-  if (!effect)
-    failExpected("", what, "one of: runtime-fail, compile-fail, wrong-numerics, fallback, slow",
+/// A --fail-on threshold: a finding's level (its effect, a contested failure
+/// ranked at-risk).
+ane::Level levelOption(const std::string &name, const char *what) {
+  auto level = ane::levelFromName(name);
+  if (!level)
+    failExpected("", what,
+                 "one of: runtime-fail, compile-fail, at-risk, wrong-numerics, fallback, slow",
                  "'" + name + "'");
-  return *effect;
+  return *level;
+}
+
+std::vector<std::pair<std::string, std::string>>
+casesOf(const std::vector<ane::EvidenceCase> &cases) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const ane::EvidenceCase &c : cases)
+    out.emplace_back(c.url, c.what);
+  return out;
 }
 
 std::vector<PyOpPlacement> opsOf(const ane::FunctionReport &fr) {
@@ -99,10 +111,10 @@ std::vector<std::string> ruleCodes(const std::vector<ane::RuleId> &rules) {
   return out;
 }
 
-std::vector<PyFinding> findingsAtLeast(const ane::CheckReport &r, ane::Effect threshold) {
+std::vector<PyFinding> findingsAtLeast(const ane::CheckReport &r, ane::Level threshold) {
   std::vector<PyFinding> out;
   for (const ane::Finding &f : r.findings)
-    if (f.effect >= threshold)
+    if (f.level() >= threshold)
       out.push_back({f});
   return out;
 }
@@ -171,6 +183,27 @@ void bindCheck(nb::module_ &m) {
           "What is predicted: ``'runtime-fail'``, ``'compile-fail'``, "
           "``'wrong-numerics'``, ``'fallback'`` or ``'slow'``.")
       .def_prop_ro(
+          "level",
+          [](const PyFinding &f) { return std::string(ane::levelName(f.finding.level())); },
+          "Its severity for ``fail_on``: the effect, a contested failure ranked ``'at-risk'`` "
+          "(between ``'wrong-numerics'`` and ``'compile-fail'``).")
+      .def_prop_ro(
+          "certainty",
+          [](const PyFinding &f) { return std::string(ane::certaintyName(f.finding.certainty)); },
+          "``'confirmed'``, or ``'contested'`` when public working evidence covers this case "
+          "too.")
+      .def_prop_ro(
+          "contradiction", [](const PyFinding &f) { return f.finding.contradiction; },
+          "For a contested finding, the working evidence that contests it; empty otherwise.")
+      .def_prop_ro(
+          "settle",
+          [](const PyFinding &f) {
+            return f.finding.certainty == ane::Certainty::Contested
+                       ? std::string(f.rule().settleCheck())
+                       : std::string();
+          },
+          "For a contested finding, the check on a Mac that settles it; empty otherwise.")
+      .def_prop_ro(
           "confidence",
           [](const PyFinding &f) { return std::string(ane::confidenceName(f.rule().confidence)); },
           "How well the evidence is established: ``'apple-documented'``, ``'measured'`` or "
@@ -200,7 +233,13 @@ void bindCheck(nb::module_ &m) {
               urls.emplace_back(u);
             return urls;
           },
-          "Links to the public evidence behind the rule.")
+          "Links to the public failing evidence behind the rule.")
+      .def_prop_ro(
+          "fail_evidence", [](const PyFinding &f) { return casesOf(f.rule().failCases()); },
+          "Public cases that fail, as ``(url, what it shows)``.")
+      .def_prop_ro(
+          "pass_evidence", [](const PyFinding &f) { return casesOf(f.rule().passCases()); },
+          "Known-working public cases that bound the rule, as ``(url, what it shows)``.")
       .def_prop_ro(
           "fix", [](const PyFinding &f) { return std::string(f.rule().fix); }, "What removes it.")
       .def_prop_ro(
@@ -227,6 +266,9 @@ void bindCheck(nb::module_ &m) {
           "rules", [](const PyOpPlacement &p) { return ruleCodes(p.op.rules); },
           "Codes of the rules that decided the placement.")
       .def_prop_ro(
+          "at_risk", [](const PyOpPlacement &p) { return p.op.atRisk; },
+          "Placed on the ANE, but a contested failure rule points at it.")
+      .def_prop_ro(
           "flops", [](const PyOpPlacement &p) { return p.op.flops; },
           "Estimated floating-point operations.")
       .def("__repr__", [](const PyOpPlacement &p) {
@@ -243,6 +285,9 @@ void bindCheck(nb::module_ &m) {
       .def_prop_ro(
           "compile_fails", [](const PySegment &s) { return s.segment.compileFails; },
           "An op of this ANE segment makes its compile fail.")
+      .def_prop_ro(
+          "at_risk", [](const PySegment &s) { return s.segment.atRisk; },
+          "A contested failure points at an op of this ANE segment.")
       .def_ro("first_op", &PySegment::firstOp, "Name of its first op.")
       .def_ro("last_op", &PySegment::lastOp, "Name of its last op.")
       .def_prop_ro(
@@ -284,7 +329,11 @@ void bindCheck(nb::module_ &m) {
           "Estimated FLOPs of the function.")
       .def_prop_ro(
           "weight_bytes", [](const PyFunctionReport &f) { return f.report->weightBytes; },
-          "Bytes of its constants.")
+          "Bytes of its weights as stored (compressed weights at their stored size).")
+      .def_prop_ro(
+          "dense_weight_bytes",
+          [](const PyFunctionReport &f) { return f.report->denseWeightBytes; },
+          "Bytes of its weights decompressed, as the compute ops read them.")
       .def_prop_ro(
           "states", [](const PyFunctionReport &f) { return f.report->states; },
           "Number of Core ML states.")
@@ -305,11 +354,12 @@ void bindCheck(nb::module_ &m) {
           "verdict",
           [](const PyReport &r) { return std::string(ane::verdictName(r.report().verdict)); },
           "The worst function verdict: ``'ane'`` (every op on the ANE), ``'partial'`` "
-          "(CPU/GPU fallbacks), ``'no-ane'`` or ``'ane-fails'`` (the ANE compile or "
+          "(CPU/GPU fallbacks), ``'no-ane'``, ``'at-risk'`` (a failure rule fires that public "
+          "working evidence contests for this case) or ``'ane-fails'`` (the ANE compile or "
           "first run is predicted to fail).")
       .def_prop_ro(
           "findings",
-          [](const PyReport &r) { return findingsAtLeast(r.report(), ane::Effect::Slow); },
+          [](const PyReport &r) { return findingsAtLeast(r.report(), ane::Level::Slow); },
           "Every finding, most severe first.")
       .def_prop_ro(
           "functions",
@@ -342,7 +392,10 @@ void bindCheck(nb::module_ &m) {
           "Segments over every function checked.")
       .def_prop_ro(
           "weight_bytes", [](const PyReport &r) { return r.report().weightBytes; },
-          "Bytes of the model's constants.")
+          "Bytes of the model's weights as stored (compressed weights at their stored size).")
+      .def_prop_ro(
+          "dense_weight_bytes", [](const PyReport &r) { return r.report().denseWeightBytes; },
+          "Bytes of the model's weights decompressed, as the compute ops read them.")
       .def(
           "to_json", [](const PyReport &r) { return ane::renderJson(r.report()); },
           "The report as JSON text, schema ``anefit.check/1`` (``anefit check --json``).")
@@ -359,14 +412,14 @@ void bindCheck(nb::module_ &m) {
       .def(
           "has_findings",
           [](const PyReport &r, const std::string &atLeast) {
-            return r.report().hasFindingAtLeast(effectOption(atLeast, "at_least"));
+            return r.report().hasFindingAtLeast(levelOption(atLeast, "at_least"));
           },
           nb::arg("at_least") = "compile-fail",
-          "True if a finding is at least this severe (``anefit check --fail-on``).")
+          "True if a finding's level is at least this severe (``anefit check --fail-on``).")
       .def(
           "raise_for",
           [](const PyReport &r, const std::string &failOn) {
-            ane::Effect threshold = effectOption(failOn, "fail_on");
+            ane::Level threshold = levelOption(failOn, "fail_on");
             if (!r.report().hasFindingAtLeast(threshold))
               return;
             std::vector<PyFinding> hits = findingsAtLeast(r.report(), threshold);
@@ -388,8 +441,8 @@ void bindCheck(nb::module_ &m) {
           },
           nb::arg("fail_on") = "compile-fail",
           "Raises :class:`AneCompileRisk` if a finding is at least ``fail_on`` severe "
-          "(``'runtime-fail'``, ``'compile-fail'``, ``'wrong-numerics'``, ``'fallback'``, "
-          "``'slow'``): the CI gate of ``anefit check --fail-on``.")
+          "(``'runtime-fail'``, ``'compile-fail'``, ``'at-risk'``, ``'wrong-numerics'``, "
+          "``'fallback'``, ``'slow'``): the CI gate of ``anefit check --fail-on``.")
       .def("__repr__", &reportRepr);
 
   m.def("check", &runCheck, nb::arg("model"), nb::arg("chip") = "any", nb::arg("os") = "any",

@@ -44,11 +44,17 @@ def test_objects_carry_what_the_json_says(anefit_py, path):
          for f in j["findings"]]
     for f, fj in zip(report.findings, j["findings"]):
         assert f.fix == fj["fix"] and f.evidence == fj["evidence"]
-        assert f.confidence == fj["confidence"]
+        assert (f.confidence, f.level, f.certainty) == \
+            (fj["confidence"], fj["level"], fj["certainty"])
+        assert f.fail_evidence == [(c["url"], c["what"]) for c in fj["failEvidence"]]
+        assert f.pass_evidence == [(c["url"], c["what"]) for c in fj["passEvidence"]]
+        assert (f.contradiction, f.settle) == (fj.get("contradiction", ""), fj.get("settle", ""))
     assert [(fr.name, fr.verdict, fr.boundaries) for fr in report.functions] == \
         [(fj["name"], fj["verdict"], fj["boundaries"]) for fj in j["functions"]]
-    placed = [(p["name"], p["placement"]) for fj in j["functions"] for p in fj["placement"]]
-    assert [(op.name, op.placement) for op in report.ops] == placed
+    placed = [(p["name"], p["placement"], p["atRisk"])
+              for fj in j["functions"] for p in fj["placement"]]
+    assert [(op.name, op.placement, op.at_risk) for op in report.ops] == placed
+    assert report.dense_weight_bytes == j["denseWeightBytes"]
     assert sum(s.op_count for s in report.segments) == len(report.ops)
 
 
@@ -83,8 +89,8 @@ def test_a_loaded_model_and_its_path_give_the_same_report(anefit_py):
         anefit_py.check(EXAMPLE).to_json()
 
 
-@pytest.mark.parametrize("fail_on", ["runtime-fail", "compile-fail", "wrong-numerics",
-                                     "fallback", "slow"])
+@pytest.mark.parametrize("fail_on", ["runtime-fail", "compile-fail", "at-risk",
+                                     "wrong-numerics", "fallback", "slow"])
 def test_raise_for_is_the_fail_on_gate(anefit_py, anefit, fail_on):
     for path in models():
         report = anefit_py.check(path)
