@@ -241,7 +241,8 @@ void bindCheck(nb::module_ &m) {
           "pass_evidence", [](const PyFinding &f) { return casesOf(f.rule().passCases()); },
           "Known-working public cases that bound the rule, as ``(url, what it shows)``.")
       .def_prop_ro(
-          "fix", [](const PyFinding &f) { return std::string(f.rule().fix); }, "What removes it.")
+          "fix", [](const PyFinding &f) { return f.rule().fixText(); },
+          "What removes it, and the passes ``anefit fix`` runs for it.")
       .def_prop_ro(
           "debug_handles", [](const PyFinding &f) { return f.finding.debugHandles; },
           "ExecuTorch debug handles of the op (models read from a ``.pte``).")
