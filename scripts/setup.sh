@@ -29,7 +29,7 @@ sudo_cmd=""
 if [ "$(id -u)" != 0 ]; then sudo_cmd="sudo"; fi
 
 debian_packages=(
-  build-essential cmake ninja-build pkg-config git
+  build-essential cmake ninja-build pkg-config git ccache
   libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -76,8 +76,12 @@ if [ "${ANEFIT_EXECUTORCH:-0}" = 1 ]; then
   executorch_python="$root/.venv-executorch/bin/python"
 fi
 
+# ccache keyed on paths relative to the checkout, so a second build tree of
+# the same flags (the wheel of scripts/test_wheel.sh) reuses these objects.
+export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
 cmake -S . -B "$build_dir" -G Ninja \
   -DCMAKE_BUILD_TYPE="$build_type" \
+  -DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache \
   -DANEFIT_EXECUTORCH_PYTHON="$executorch_python" \
   -DANEFIT_SANITIZE="$sanitize" \
   -DANEFIT_WERROR="$werror" \
