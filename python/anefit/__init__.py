@@ -17,6 +17,17 @@ Run it on the CPU with the reference interpreter, numpy in and out::
     for token in tokens:
         logits = session.run({"input_ids": token})["logits"]
 
+Rewrite it so the ANE takes it, proven in the interpreter, or split it
+between the ANE and the CPU::
+
+    result = anefit.fix("model.mlpackage", "fixed.mlpackage")   # result.ok, .changes
+    plan = anefit.split("model.mlpackage")
+    plan.skip_ops_for_coreml_delegation                # for ExecuTorch's CoreMLPartitioner
+
+For ExecuTorch programs, :mod:`anefit.executorch` checks every Core ML
+delegate of a ``.pte`` and turns the reports into ``CoreMLPartitioner``
+arguments.
+
 Every verb of the ``anefit`` command line runs in this process with
 ``python -m anefit VERB ...``. Errors in the user's input raise
 :class:`InputError` (a ``ValueError``) with the one-line message the command
@@ -32,6 +43,7 @@ from ._core import (
     AneCompileRisk,
     Feature,
     Finding,
+    FixResult,
     Function,
     FunctionReport,
     InputError,
@@ -41,16 +53,21 @@ from ._core import (
     Report,
     Segment,
     Session,
+    SplitPlan,
     __version__,
     check,
+    fix,
     load,
+    load_delegates,
     rules,
+    split,
 )
 
 __all__ = [
     "AneCompileRisk",
     "Feature",
     "Finding",
+    "FixResult",
     "Function",
     "FunctionReport",
     "InputError",
@@ -60,11 +77,15 @@ __all__ = [
     "Report",
     "Segment",
     "Session",
+    "SplitPlan",
     "__version__",
     "check",
+    "fix",
     "load",
+    "load_delegates",
     "rules",
     "run",
+    "split",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]

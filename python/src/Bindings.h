@@ -17,6 +17,10 @@
 #include <memory>
 #include <string>
 
+namespace anefit::ane {
+struct CheckReport;
+} // namespace anefit::ane
+
 namespace anefit::python {
 
 namespace nb = nanobind;
@@ -41,8 +45,13 @@ std::string pathText(const std::filesystem::path &path);
 /// name. Throws InputError naming the functions when there is none such.
 const Function &functionOf(const PyModel &m, const std::string &name);
 
+/// A Report object over `report`, made by checking `model` (whose ops the
+/// report points at, so the Report keeps it alive).
+nb::object reportObject(ane::CheckReport report, std::shared_ptr<const Model> model);
+
 void bindModel(nb::module_ &m);
 void bindCheck(nb::module_ &m);
 void bindRun(nb::module_ &m);
+void bindTransform(nb::module_ &m);
 
 } // namespace anefit::python

@@ -9,10 +9,13 @@
 #include "Bindings.h"
 
 #include "ane/Checker.h"
+#include "ane/Remedies.h"
 #include "ane/Report.h"
+#include "partition/Partitioner.h"
 #include "support/Error.h"
 
 #include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -26,6 +29,9 @@ namespace {
 
 struct PyFinding {
   ane::Finding finding;
+  /// The report is on a model read from an ExecuTorch program: the finding
+  /// names its export-time remedies (as the JSON report does).
+  bool exportRemedies = false;
 
   const ane::RuleInfo &rule() const { return ane::ruleInfo(finding.rule); }
 };
@@ -115,7 +121,7 @@ std::vector<PyFinding> findingsAtLeast(const ane::CheckReport &r, ane::Level thr
   std::vector<PyFinding> out;
   for (const ane::Finding &f : r.findings)
     if (f.level() >= threshold)
-      out.push_back({f});
+      out.push_back({f, !r.origin.empty()});
   return out;
 }
 
@@ -162,6 +168,13 @@ std::string reportRepr(const PyReport &r) {
 }
 
 } // namespace
+
+nb::object reportObject(ane::CheckReport report, std::shared_ptr<const Model> model) {
+  auto data = std::make_shared<PyReportData>();
+  data->report = std::move(report);
+  data->model = std::move(model);
+  return nb::cast(PyReport{std::move(data)});
+}
 
 void bindCheck(nb::module_ &m) {
   m.attr("AneCompileRisk") = nb::steal(PyErr_NewExceptionWithDoc(
@@ -243,6 +256,22 @@ void bindCheck(nb::module_ &m) {
       .def_prop_ro(
           "fix", [](const PyFinding &f) { return f.rule().fixText(); },
           "What removes it, and the passes ``anefit fix`` runs for it.")
+      .def_prop_ro(
+          "remedies",
+          [](const PyFinding &f) {
+            std::vector<std::map<std::string, std::string>> out;
+            if (f.exportRemedies)
+              for (const ane::Remedy *r : ane::remediesFor(f.finding))
+                out.push_back({{"where", std::string(ane::remedyWhereName(r->where))},
+                               {"setting", std::string(r->setting)},
+                               {"what", std::string(r->what)},
+                               {"evidence", std::string(r->evidence)}});
+            return out;
+          },
+          "For a model read from an ExecuTorch ``.pte``: what removes it at export time, in "
+          "the exporter's terms, as ``{'where': 'CoreMLPartitioner' | 'export_llm' | "
+          "'model source', 'setting', 'what', 'evidence'}`` (the remedies ``anefit check`` "
+          "prints); empty for other models.")
       .def_prop_ro(
           "debug_handles", [](const PyFinding &f) { return f.finding.debugHandles; },
           "ExecuTorch debug handles of the op (models read from a ``.pte``).")
@@ -397,6 +426,18 @@ void bindCheck(nb::module_ &m) {
       .def_prop_ro(
           "dense_weight_bytes", [](const PyReport &r) { return r.report().denseWeightBytes; },
           "Bytes of the model's weights decompressed, as the compute ops read them.")
+      .def_prop_ro(
+          "skip_ops_for_coreml_delegation",
+          [](const PyReport &r) {
+            partition::Plan plan = partition::makePlan(*r.data->model, r.report());
+            std::vector<std::string> ops;
+            for (const partition::SkipOp &op : plan.skipOps)
+              ops.push_back(op.atenOp);
+            return ops;
+          },
+          "The aten ops (``'aten.index_put.default'``) to keep out of ExecuTorch's Core ML "
+          "delegate: the PyTorch ops behind the ops this report puts off the ANE, as "
+          "``anefit split --skip-list`` prints them (the default split plan).")
       .def(
           "to_json", [](const PyReport &r) { return ane::renderJson(r.report()); },
           "The report as JSON text, schema ``anefit.check/1`` (``anefit check --json``).")

@@ -10,6 +10,7 @@
 
 #include "io/ModelIO.h"
 #include "ir/AsmPrinter.h"
+#include "ir/Weights.h"
 #include "support/Error.h"
 
 #include <nanobind/stl/filesystem.h>
@@ -268,6 +269,20 @@ void bindModel(nb::module_ &m) {
           "weights_open", [](const PyModel &p) { return p.weightsOpen; },
           "False when loaded with ``weights=False`` (it can be checked, not run or "
           "saved).")
+      .def_prop_ro(
+          "weight_bytes",
+          [](const PyModel &p) {
+            return p.model->program ? countWeights(*p.model->program).storedBytes : 0;
+          },
+          "Bytes of the weights as stored (compressed weights at their stored size), the "
+          "count ``anefit show`` and ``check`` print. Counted from the types: weight data is "
+          "not read.")
+      .def_prop_ro(
+          "dense_weight_bytes",
+          [](const PyModel &p) {
+            return p.model->program ? countWeights(*p.model->program).denseBytes : 0;
+          },
+          "Bytes of the weights decompressed, as the compute ops read them.")
       .def_prop_ro(
           "functions",
           [](const PyModel &p) {

@@ -29,6 +29,7 @@ NB_MODULE(_core, m) {
   bindModel(m);
   bindCheck(m);
   bindRun(m);
+  bindTransform(m);
 
   m.def(
       "main",

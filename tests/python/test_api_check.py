@@ -44,6 +44,7 @@ def test_objects_carry_what_the_json_says(anefit_py, path):
          for f in j["findings"]]
     for f, fj in zip(report.findings, j["findings"]):
         assert f.fix == fj["fix"] and f.evidence == fj["evidence"]
+        assert f.remedies == fj.get("remedies", [])
         assert (f.confidence, f.level, f.certainty) == \
             (fj["confidence"], fj["level"], fj["certainty"])
         assert f.fail_evidence == [(c["url"], c["what"]) for c in fj["failEvidence"]]

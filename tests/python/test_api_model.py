@@ -131,3 +131,11 @@ def test_package_ships_typing(anefit_py):
         assert name in stub, name
     assert anefit_py.__version__ == open(os.path.join(REPO_ROOT, "CMakeLists.txt")).read() \
         .split("project(anefit VERSION ")[1].split()[0]
+
+
+def test_weight_sizes_are_the_checkers(anefit_py):
+    for path in (EXAMPLE, os.path.join(FIXTURES_DIR, "pte", "lfm2_coreml_states.pte")):
+        m = anefit_py.load(path, weights=False)
+        report = anefit_py.check(m)
+        assert m.weight_bytes == report.weight_bytes > 0
+        assert m.dense_weight_bytes == report.dense_weight_bytes >= m.weight_bytes

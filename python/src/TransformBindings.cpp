@@ -1,0 +1,396 @@
+//===- TransformBindings.cpp - anefit.fix and anefit.split ----------------===//
+//
+// `fix` and `split` run the libraries behind `anefit fix` and `anefit split`
+// (transforms/Fix.h, partition/Split.h) and return what they found as
+// objects: the pipeline, the changes, the checks before and after and the
+// proof in the interpreter; the plan, its skip list for ExecuTorch's
+// CoreMLPartitioner and the proof of each split. Outputs follow the command
+// line's output policy (atomic, never over or inside an input).
+//
+//===----------------------------------------------------------------------===//
+#include "Bindings.h"
+
+#include "io/ModelIO.h"
+#include "partition/PlanJson.h"
+#include "partition/Split.h"
+#include "support/Error.h"
+#include "support/FileSystem.h"
+#include "transforms/Fix.h"
+
+#include <nanobind/stl/filesystem.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/variant.h>
+#include <nanobind/stl/vector.h>
+
+#include <variant>
+
+namespace anefit::python {
+namespace {
+
+namespace fs = std::filesystem;
+using ModelArg = std::variant<PyModel, fs::path>;
+
+PyModel modelOf(const ModelArg &target, bool openWeights) {
+  if (auto *m = std::get_if<PyModel>(&target)) {
+    if (openWeights && !m->weightsOpen)
+      throw InputError(m->model->sourcePath +
+                       ": the model was loaded with weights=False; load it with its weights");
+    return *m;
+  }
+  return loadPyModel(pathText(std::get<fs::path>(target)), openWeights);
+}
+
+std::string verificationName(FixVerification::Status s) {
+  switch (s) {
+  case FixVerification::Status::NotRun:
+    return "not-run";
+  case FixVerification::Status::Skipped:
+    return "skipped";
+  case FixVerification::Status::Same:
+    return "same";
+  case FixVerification::Status::Different:
+    return "different";
+  }
+  return "not-run";
+}
+
+std::vector<std::string> diagnosticLines(const Diagnostics &ds) {
+  std::vector<std::string> out;
+  for (const Diagnostic &d : ds)
+    out.push_back(d.str());
+  return out;
+}
+
+/// What `fix` returns; the fixed model is shared with the Model it exposes.
+struct PyFixResult {
+  std::string pipeline;
+  std::vector<std::string> pickedFor;
+  std::vector<std::string> changes;
+  std::vector<std::string> diagnostics;
+  std::vector<std::string> verifierDiagnostics;
+  std::string stateMapJson;
+  std::map<std::string, std::string> carries; ///< input fed from output
+  std::string verification;
+  std::string skipReason;
+  int64_t steps = 0;
+  size_t compared = 0;
+  double maxAbsDiff = 0;
+  std::string firstMismatch;
+  bool verifies = false;
+  bool ok = false;
+  nb::object before;
+  nb::object after;
+  nb::object model;
+  std::optional<std::string> output;
+  std::optional<std::string> stateMapPath;
+};
+
+FixVerify verifyOption(const nb::handle &verify) {
+  if (nb::isinstance<nb::bool_>(verify))
+    return nb::cast<bool>(verify) ? FixVerify::Always : FixVerify::Never;
+  if (nb::isinstance<nb::str>(verify) && nb::cast<std::string>(verify) == "auto")
+    return FixVerify::Auto;
+  failExpected("", "verify", "True, False or 'auto'", nb::cast<std::string>(nb::repr(verify)));
+}
+
+std::string
+passesOption(const std::variant<std::monostate, std::string, std::vector<std::string>> &p) {
+  if (auto *s = std::get_if<std::string>(&p))
+    return *s;
+  std::string out;
+  if (auto *list = std::get_if<std::vector<std::string>>(&p))
+    for (const std::string &name : *list)
+      out += (out.empty() ? "" : ",") + name;
+  return out;
+}
+
+PyFixResult
+runFix(const ModelArg &target, const std::optional<fs::path> &out,
+       const std::variant<std::monostate, std::string, std::vector<std::string>> &passes,
+       nb::handle verify, int64_t steps, uint64_t seed, double atol, double rtol,
+       const std::string &precision, bool force) {
+  if (steps < 1)
+    throw InputError("steps: expected a positive count, found " + std::to_string(steps));
+  FixOptions options;
+  options.passes = passesOption(passes);
+  options.verify = verifyOption(verify);
+  options.steps = steps;
+  options.seed = seed;
+  options.tolerance = {atol, rtol};
+  options.precision = runtime::parsePrecision(precision);
+  PyModel original = modelOf(target, /*openWeights=*/true);
+
+  // The output policy of `anefit fix -o`, checked before the work.
+  std::string output = out ? pathText(*out) : std::string();
+  OutputOptions policy;
+  policy.force = force;
+  policy.allowStream = false;
+  policy.alsoAvoid = {splitPteSelector(original.model->sourcePath).first};
+  if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
+    failExpected("", "out",
+                 ".mlpackage, .mlmodel or .mil (`anefit fix x.pte -o y.pte` rewrites "
+                 "a program's Core ML payloads)",
+                 "'" + output + "'");
+  if (!output.empty()) {
+    policy.kind =
+        formatInfo(detectFormat(output)).directory ? OutputKind::Directory : OutputKind::File;
+    fs::path parent = fs::path(output).parent_path();
+    if (!parent.empty()) {
+      refuseInputOverlap(parent.string(), policy.alsoAvoid, /*around=*/false);
+      std::error_code ec;
+      fs::create_directories(parent, ec);
+    }
+    checkOutput(output, policy);
+  }
+
+  FixResult result;
+  {
+    nb::gil_scoped_release release;
+    result = fixModel(*original.model, options);
+  }
+  std::shared_ptr<const Model> fixed(std::move(result.fixed));
+
+  PyFixResult r;
+  r.pipeline = result.pipeline;
+  r.pickedFor = result.pickedFor;
+  r.changes = result.changes;
+  r.diagnostics = diagnosticLines(result.diagnostics);
+  r.verifierDiagnostics = diagnosticLines(result.verifierDiagnostics);
+  r.verifies = result.verifies();
+  r.ok = result.ok();
+  if (!result.stateMap.empty())
+    r.stateMapJson = result.stateMap.toJson();
+  for (const StateMapEntry &e : result.stateMap.entries)
+    r.carries[e.input] = e.output;
+  const FixVerification &v = result.verification;
+  r.verification = verificationName(v.status);
+  r.skipReason = v.skipReason;
+  r.steps = v.steps;
+  if (v.status == FixVerification::Status::Same || v.status == FixVerification::Status::Different) {
+    r.compared = v.comparison.compared();
+    r.maxAbsDiff = v.comparison.maxAbsDiff();
+    if (!v.comparison.ok())
+      r.firstMismatch = v.comparison.firstMismatch();
+  }
+  r.before = reportObject(std::move(result.before), original.model);
+  r.after = r.verifies ? reportObject(std::move(result.after), fixed) : nb::none();
+  r.model = nb::cast(PyModel{fixed, true, {}});
+
+  // Written only when safe: it verifies and the proof found no difference.
+  if (!output.empty() && r.ok) {
+    std::string mapPath = stateMapPathFor(output);
+    OutputOptions mapPolicy = policy;
+    mapPolicy.kind = OutputKind::File;
+    if (!result.stateMap.empty())
+      checkOutput(mapPath, mapPolicy);
+    {
+      nb::gil_scoped_release release;
+      SaveOptions save;
+      save.force = force;
+      saveModel(*fixed, output, save);
+      if (!result.stateMap.empty())
+        writeFileAtomically(mapPath, r.stateMapJson + "\n", mapPolicy);
+    }
+    r.output = output;
+    if (!result.stateMap.empty())
+      r.stateMapPath = mapPath;
+  }
+  return r;
+}
+
+/// What `split` returns.
+struct PySplitPlan {
+  std::string json;
+  std::string skipSnippet;
+  std::vector<std::string> skipOps;
+  std::vector<std::string> unmappedCpuOps;
+  std::vector<std::string> writtenModels;
+  /// Per function: {"function", "regions", "ane_regions", "boundaries", "plan_ms", "cpu_only_ms"}
+  std::vector<nb::dict> functions;
+  std::vector<nb::dict> verifications;
+  bool ok = true;
+  nb::object report;
+};
+
+PySplitPlan runSplit(const ModelArg &target, const std::optional<std::string> &function,
+                     const std::optional<fs::path> &emitDir, bool verify, int64_t steps,
+                     uint64_t seed, double boundaryMs, bool absorb, bool force) {
+  if (steps < 1)
+    throw InputError("steps: expected a positive count, found " + std::to_string(steps));
+  if (verify && !emitDir)
+    throw InputError("verify=True needs emit_dir (it runs the emitted region models)");
+  partition::SplitOptions options;
+  options.function = function.value_or("");
+  options.partition.cost.boundaryMs = boundaryMs;
+  options.partition.absorbSmallRegions = absorb;
+  options.emitDir = emitDir ? pathText(*emitDir) : std::string();
+  options.force = force;
+  options.verify = verify;
+  options.steps = steps;
+  options.seed = seed;
+  PyModel model = modelOf(target, /*openWeights=*/emitDir.has_value());
+
+  partition::SplitResult result;
+  {
+    nb::gil_scoped_release release;
+    result = partition::splitModel(*model.model, options);
+  }
+  // As the command line names it: the path given, else where the model was read.
+  result.plan.modelPath = std::holds_alternative<fs::path>(target)
+                              ? pathText(std::get<fs::path>(target))
+                              : model.model->sourcePath;
+  PySplitPlan p;
+  p.json = partition::renderPlanJson(result.plan, options.partition.cost, emitDir.has_value());
+  p.skipSnippet = partition::skipListSnippet(result.plan);
+  for (const partition::SkipOp &op : result.plan.skipOps)
+    p.skipOps.push_back(op.atenOp);
+  p.unmappedCpuOps = result.plan.unmappedCpuOps;
+  p.writtenModels = result.writtenModels;
+  for (const partition::FunctionPlan &fp : result.plan.functions) {
+    size_t ane = 0;
+    for (const partition::Region &r : fp.regions)
+      ane += r.target == partition::Target::Ane;
+    nb::dict f;
+    f["function"] = fp.function;
+    f["regions"] = fp.regions.size();
+    f["ane_regions"] = ane;
+    f["boundaries"] = fp.boundaries.size();
+    f["plan_ms"] = fp.planCostMs;
+    f["cpu_only_ms"] = fp.cpuOnlyCostMs;
+    p.functions.push_back(std::move(f));
+  }
+  for (const partition::SplitVerification &v : result.verifications) {
+    nb::dict d;
+    d["function"] = v.function;
+    d["regions"] = v.regions;
+    d["steps"] = v.steps;
+    d["max_abs_diff"] = v.comparison.maxAbsDiff();
+    d["ok"] = v.comparison.ok();
+    p.verifications.push_back(std::move(d));
+  }
+  p.ok = result.ok();
+  p.report = reportObject(std::move(result.report), model.model);
+  return p;
+}
+
+} // namespace
+
+void bindTransform(nb::module_ &m) {
+  nb::class_<PyFixResult>(m, "FixResult",
+                          "What :func:`fix` did: the passes, the changes, the checks before and "
+                          "after, and the proof in the interpreter.")
+      .def_ro("pipeline", &PyFixResult::pipeline,
+              "The pass pipeline that ran; empty when no pass was picked.")
+      .def_ro("picked_for", &PyFixResult::pickedFor,
+              "Without ``passes``: the rules of the blocking findings the picked passes remove.")
+      .def_ro("changes", &PyFixResult::changes, "One line per change the passes made.")
+      .def_ro("diagnostics", &PyFixResult::diagnostics, "The passes' notes and warnings.")
+      .def_ro("verifier_diagnostics", &PyFixResult::verifierDiagnostics,
+              "The structural verifier's findings on the rewritten model.")
+      .def_ro("verifies", &PyFixResult::verifies,
+              "The rewritten model passed the structural verifier.")
+      .def_ro("ok", &PyFixResult::ok,
+              "It verifies and the interpreter found no difference: safe to use. Nothing is "
+              "written otherwise.")
+      .def_ro("verification", &PyFixResult::verification,
+              "How the interpreter comparison ended: ``'same'``, ``'different'``, "
+              "``'skipped'`` (``verify='auto'`` and the interpreter could not run the model) or "
+              "``'not-run'``.")
+      .def_ro("skip_reason", &PyFixResult::skipReason,
+              "Why the comparison was skipped; empty otherwise.")
+      .def_ro("steps", &PyFixResult::steps, "Prediction steps compared.")
+      .def_ro("values_compared", &PyFixResult::compared, "Values compared over all steps.")
+      .def_ro("max_abs_diff", &PyFixResult::maxAbsDiff,
+              "Largest absolute difference between original and fixed outputs.")
+      .def_ro("first_mismatch", &PyFixResult::firstMismatch,
+              "The first value out of tolerance; empty when none.")
+      .def_ro("carries", &PyFixResult::carries,
+              "The state map: for each input a moved state became, the output to feed back "
+              "into it after every prediction (``{input: output}``; start from zeros).")
+      .def_ro("state_map_json", &PyFixResult::stateMapJson,
+              "The state map as the JSON ``anefit fix`` writes beside the model; empty when "
+              "no state moved.")
+      .def_ro("before", &PyFixResult::before, nb::sig("def before(self) -> Report"),
+              "The check of the original model.")
+      .def_ro("after", &PyFixResult::after, nb::sig("def after(self) -> Report | None"),
+              "The check of the rewritten model; None when it does not verify.")
+      .def_ro("model", &PyFixResult::model, nb::sig("def model(self) -> Model"),
+              "The rewritten model (in memory; :meth:`Model.save` writes it).")
+      .def_ro("output", &PyFixResult::output,
+              "Where the rewritten model was written; None when ``out`` was None or it was not "
+              "safe to write.")
+      .def_ro("state_map_path", &PyFixResult::stateMapPath,
+              "Where the state map was written; None when no state moved or nothing was "
+              "written.")
+      .def("__repr__", [](const PyFixResult &r) {
+        return "<anefit.FixResult pipeline='" + r.pipeline + "' verification=" + r.verification +
+               " ok=" + (r.ok ? "True" : "False") + ">";
+      });
+
+  m.def("fix", &runFix, nb::arg("model"), nb::arg("out") = nb::none(),
+        nb::arg("passes") = nb::none(), nb::arg("verify") = true, nb::arg("steps") = 8,
+        nb::arg("seed") = 0, nb::arg("atol") = 1e-4, nb::arg("rtol") = 1e-3,
+        nb::arg("precision") = "fp32", nb::arg("force") = false,
+        nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
+                "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
+                "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
+                "precision: str = 'fp32', force: bool = False) -> FixResult"),
+        "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
+        "the rewrite by stepping original and rewritten model side by side in the interpreter "
+        "(``steps`` predictions, states carried, random inputs from ``seed``, within "
+        "``atol``/``rtol``). ``passes``: a pipeline (``'kv-write-static,decompose-sdpa'`` or a "
+        "list), default the passes that remove the model's blocking findings. ``verify``: "
+        "True (an interpreter error raises InputError), False, or ``'auto'`` (as the command "
+        "line: under 2 GB of weights, skipped when the interpreter cannot run the model). "
+        "``out``: where to write the rewritten model (``.mlpackage``, ``.mlmodel``, ``.mil``) "
+        "and its state map, only when the result is ``ok``; never over an input, an existing "
+        "output only with ``force``.");
+
+  nb::class_<PySplitPlan>(m, "SplitPlan",
+                          "What :func:`split` planned: ANE and CPU regions per function, the "
+                          "skip list for ExecuTorch, the proof of each split.")
+      .def_ro("skip_ops_for_coreml_delegation", &PySplitPlan::skipOps,
+              "The aten ops to pass to ``CoreMLPartitioner(skip_ops_for_coreml_delegation=...)`` "
+              "so ExecuTorch keeps them out of the Core ML delegate.")
+      .def_ro("unmapped_cpu_ops", &PySplitPlan::unmappedCpuOps,
+              "Ops planned on the CPU whose names carry no PyTorch node (not in the skip list).")
+      .def_ro("written_models", &PySplitPlan::writtenModels,
+              "Region models written to ``emit_dir``, in plan order.")
+      .def_ro("functions", &PySplitPlan::functions,
+              nb::sig("def functions(self) -> list[dict[str, object]]"),
+              "Per function: ``function``, ``regions``, ``ane_regions``, ``boundaries``, "
+              "``plan_ms`` and ``cpu_only_ms`` (the cost model's estimates).")
+      .def_ro("verifications", &PySplitPlan::verifications,
+              nb::sig("def verifications(self) -> list[dict[str, object]]"),
+              "With ``verify=True``, per function: ``function``, ``regions``, ``steps``, "
+              "``max_abs_diff``, ``ok`` (the region chain reproduced the function bit for bit "
+              "in fp16).")
+      .def_ro("ok", &PySplitPlan::ok, "No proof found a difference.")
+      .def_ro("report", &PySplitPlan::report, nb::sig("def report(self) -> Report"),
+              "The check the plan was made from.")
+      .def(
+          "to_json", [](const PySplitPlan &p) { return p.json; },
+          "The plan as JSON, schema ``anefit.split/1`` (``anefit split --json``).")
+      .def(
+          "skip_list", [](const PySplitPlan &p) { return p.skipSnippet; },
+          "Python for ExecuTorch's CoreMLPartitioner with the skip list, each op commented "
+          "with the rules that blamed it (``anefit split --skip-list``).")
+      .def("__repr__", [](const PySplitPlan &p) {
+        return "<anefit.SplitPlan functions=" + std::to_string(p.functions.size()) +
+               " skip_ops=" + std::to_string(p.skipOps.size()) + ">";
+      });
+
+  m.def("split", &runSplit, nb::arg("model"), nb::arg("function") = nb::none(),
+        nb::arg("emit_dir") = nb::none(), nb::arg("verify") = false, nb::arg("steps") = 3,
+        nb::arg("seed") = 0, nb::arg("boundary_ms") = partition::CostModel().boundaryMs,
+        nb::arg("absorb") = true, nb::arg("force") = false,
+        "Plans how to split the model between the ANE and the CPU, as ``anefit split`` does: "
+        "the checker's placement grouped into regions, small ANE runs absorbed into the CPU "
+        "when the boundaries cost more (``boundary_ms`` each; ``absorb=False`` keeps them). "
+        "``emit_dir``: write each region as a model of its own; ``verify=True`` then steps the "
+        "region chain against the original in fp16 (bit for bit).");
+}
+
+} // namespace anefit::python

@@ -1,0 +1,153 @@
+"""anefit.fix, anefit.split and anefit.executorch against `anefit fix` and
+`anefit split` on the same models: the same passes, changes and checks, the
+same plan JSON and skip list, byte for byte where the command line prints the
+library's rendering; outputs under the same policy; the partitioner arguments
+a report recommends; bad input as InputError with the command line's line."""
+
+import json
+import os
+
+import pytest
+
+from conftest import EXAMPLES_DIR, FIXTURES_DIR, fixture_package
+
+EXAMPLE = os.path.join(EXAMPLES_DIR, "lfm2_shortconv.mlpackage")
+PTE_STATES = os.path.join(FIXTURES_DIR, "pte", "lfm2_coreml_states.pte")
+PTE_EXPORT_LLM = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_fp16.pte")
+
+
+def error_line(proc):
+    """The one-line message of a failed `anefit` run, without its prefix."""
+    assert proc.returncode == 2, proc.stderr
+    return proc.stderr.strip().splitlines()[-1].removeprefix("anefit: error: ")
+
+
+def test_fix_does_what_the_command_line_does(anefit_py, anefit, tmp_path):
+    cli_out = tmp_path / "cli.mlpackage"
+    cli = anefit("fix", EXAMPLE, "-o", cli_out, check=True).stdout.splitlines()
+    out = tmp_path / "py.mlpackage"
+    result = anefit_py.fix(EXAMPLE, out)
+    assert result.ok and result.verifies and result.verification == "same"
+    assert f"  passes: {result.pipeline} (for {', '.join(result.picked_for)})" in cli
+    assert [f"  {c}" for c in result.changes + result.diagnostics] == \
+        [line for line in cli[2:] if not line.startswith(("check ", "  main:", "verify", "wrote"))]
+    assert result.steps == 8 and result.values_compared > 0 and result.first_mismatch == ""
+    assert result.output == str(out) and os.path.isdir(out)
+    assert result.state_map_path == str(tmp_path / "py.statemap.json")
+    with open(result.state_map_path) as f:
+        assert json.loads(f.read()) == json.loads(result.state_map_json)
+    assert (tmp_path / "cli.statemap.json").read_text() == result.state_map_json + "\n"
+    assert len(result.carries) == 2
+    # The checks before and after are the command line's checks of input and output.
+    assert result.before.to_json() == anefit_py.check(EXAMPLE).to_json()
+    assert result.before.verdict == "ane-fails" and result.after.verdict == "ane"
+    assert result.after.verdict == anefit_py.check(cli_out).verdict
+    assert anefit_py.load(out).to_mil() == anefit_py.load(cli_out).to_mil()
+    assert result.model.to_mil() == anefit_py.load(out).to_mil()
+
+
+def test_fixed_package_loads_in_coremltools(anefit_py, coremltools, tmp_path):
+    out = tmp_path / "fixed.mlpackage"
+    assert anefit_py.fix(EXAMPLE, out).ok
+    spec = coremltools.utils.load_spec(str(out))
+    names = {f.name for f in spec.description.input}
+    assert {"layers_0_conv_state", "layers_1_conv_state"} <= names
+    assert not spec.description.state
+
+
+def test_fix_in_memory_and_chosen_passes(anefit_py, tmp_path):
+    model = anefit_py.load(EXAMPLE)
+    result = anefit_py.fix(model, passes=["canonicalize", "dce"], verify=False)
+    assert result.output is None and result.state_map_path is None
+    assert result.pipeline == "canonicalize,dce" and result.picked_for == []
+    assert result.verification == "not-run" and result.ok
+    assert result.after.verdict == "ane-fails"  # the states are still there
+    saved = tmp_path / "saved.mil"
+    result.model.save(saved)
+    assert anefit_py.load(saved).functions[0].name == "main"
+
+
+def test_fix_refuses_what_the_command_line_refuses(anefit_py, anefit, tmp_path):
+    out = tmp_path / "f.mlpackage"
+    assert anefit_py.fix(EXAMPLE, out).ok
+    with pytest.raises(anefit_py.InputError) as e:
+        anefit_py.fix(EXAMPLE, out)
+    assert str(e.value) == error_line(anefit("fix", EXAMPLE, "-o", out))
+    assert anefit_py.fix(EXAMPLE, out, force=True).ok
+    with pytest.raises(anefit_py.InputError) as e:
+        anefit_py.fix(EXAMPLE, tmp_path / "g.mlpackage", passes="nope")
+    assert str(e.value) == error_line(
+        anefit("fix", EXAMPLE, "-o", tmp_path / "g.mlpackage", "--passes", "nope"))
+    assert not (tmp_path / "g.mlpackage").exists()
+    with pytest.raises(anefit_py.InputError, match="output .* is or lies inside an input|input"):
+        anefit_py.fix(EXAMPLE, os.path.join(EXAMPLE, "inner.mlpackage"))
+    with pytest.raises(anefit_py.InputError, match="verify"):
+        anefit_py.fix(EXAMPLE, verify="sometimes")
+    with pytest.raises(anefit_py.InputError, match="steps"):
+        anefit_py.fix(EXAMPLE, steps=0)
+    with pytest.raises(anefit_py.InputError):
+        anefit_py.fix(tmp_path / "missing.mlpackage")
+
+
+def test_split_is_the_command_lines_plan(anefit_py, anefit):
+    for path in (EXAMPLE, PTE_STATES):
+        plan = anefit_py.split(path)
+        assert plan.to_json() == anefit("split", path, "--json").stdout
+        assert plan.skip_list() == anefit("split", path, "--skip-list").stdout
+        j = json.loads(plan.to_json())
+        assert [f["function"] for f in plan.functions] == [f["function"] for f in j["functions"]]
+        assert plan.skip_ops_for_coreml_delegation == \
+            plan.report.skip_ops_for_coreml_delegation
+        assert plan.verifications == [] and plan.ok
+    assert anefit_py.split(PTE_STATES).skip_ops_for_coreml_delegation == \
+        ["aten.embedding.default", "aten.index.tensor"]
+    assert anefit_py.split(EXAMPLE).skip_ops_for_coreml_delegation == []
+
+
+def test_split_emits_and_proves_regions(anefit_py, tmp_path):
+    path = fixture_package("llama_attention", generate=False) or EXAMPLE
+    plan = anefit_py.split(path, emit_dir=tmp_path / "regions", verify=True)
+    assert plan.ok and plan.written_models
+    assert all(os.path.isdir(p) for p in plan.written_models)
+    assert [v["ok"] for v in plan.verifications] == [True] * len(plan.verifications)
+    assert all(v["max_abs_diff"] == 0 for v in plan.verifications)
+    with pytest.raises(anefit_py.InputError, match="emit_dir"):
+        anefit_py.split(path, verify=True)
+
+
+def test_check_program_checks_every_delegate(anefit_py, anefit):
+    import anefit.executorch as ae
+
+    reports = ae.check_program(PTE_STATES)
+    delegates = anefit_py.load_delegates(PTE_STATES)
+    assert [r.path for r in reports] == [m.path for m in delegates]
+    for r in reports:
+        assert r.to_json() == anefit("check", r.path, "--json").stdout
+    with pytest.raises(anefit_py.InputError):
+        ae.check_program(EXAMPLE)
+
+
+def test_partitioner_kwargs_recommend_what_the_report_says(anefit_py):
+    import anefit.executorch as ae
+
+    # Core ML states that fail: keep the buffers out of Core ML state.
+    states = ae.check_program(PTE_STATES)
+    assert any(rem["setting"] == "CoreMLPartitioner(take_over_mutable_buffer=False)"
+               for r in states for f in r.findings if f.rule.startswith("ANE-STATE-")
+               for rem in f.remedies)
+    assert ae.partitioner_kwargs(states) == {
+        "skip_ops_for_coreml_delegation": ["aten.embedding.default", "aten.index.tensor"],
+        "take_over_mutable_buffer": False,
+    }
+    # The export_llm shape carries no state: the partitioner's default stands.
+    llm = ae.check_program(PTE_EXPORT_LLM)
+    assert not any("take_over_mutable_buffer" in rem["setting"]
+                   for r in llm for f in r.findings for rem in f.remedies)
+    kwargs = ae.partitioner_kwargs(llm)
+    assert set(kwargs) == {"skip_ops_for_coreml_delegation"}
+    skip = kwargs["skip_ops_for_coreml_delegation"]
+    assert skip == sorted(set(skip))
+    assert {op for r in llm for op in r.skip_ops_for_coreml_delegation} <= set(skip)
+    # A model that runs on the ANE needs nothing.
+    fixed = anefit_py.fix(EXAMPLE, verify=False)
+    assert ae.partitioner_kwargs(fixed.after) == {"skip_ops_for_coreml_delegation": []}
