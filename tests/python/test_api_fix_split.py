@@ -46,15 +46,6 @@ def test_fix_does_what_the_command_line_does(anefit_py, anefit, tmp_path):
     assert result.model.to_mil() == anefit_py.load(out).to_mil()
 
 
-def test_fixed_package_loads_in_coremltools(anefit_py, coremltools, tmp_path):
-    out = tmp_path / "fixed.mlpackage"
-    assert anefit_py.fix(EXAMPLE, out).ok
-    spec = coremltools.utils.load_spec(str(out))
-    names = {f.name for f in spec.description.input}
-    assert {"layers_0_conv_state", "layers_1_conv_state"} <= names
-    assert not spec.description.state
-
-
 def test_fix_in_memory_and_chosen_passes(anefit_py, tmp_path):
     model = anefit_py.load(EXAMPLE)
     result = anefit_py.fix(model, passes=["canonicalize", "dce"], verify=False)
