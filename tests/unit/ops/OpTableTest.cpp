@@ -134,9 +134,10 @@ TEST(OpTable, EveryRuleFireCheckNamesTheOpAndItsValues) {
     ASSERT_FALSE(block.empty()) << "no FIRE-NEXT line says where the rule fired";
     std::smatch m;
     bool atOp = std::regex_search(block[0], m, place) && findAnyOp(m[2].str()) != nullptr;
-    if (r.kind == ane::RuleKind::Op)
+    if (r.kind == ane::RuleKind::Op) {
       EXPECT_TRUE(atOp) << "FIRE-NEXT '" << block[0]
                         << "' does not name the op: <fn>: <op> '<name>'";
+    }
     if (atOp) {
       auto sig = std::find_if(block.begin(), block.end(), [](const std::string &l) {
         return l.find("->") != std::string::npos;

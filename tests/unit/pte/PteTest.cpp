@@ -500,12 +500,6 @@ ByteChunks chunk(std::string s) {
   return c;
 }
 
-uint64_t u64At(const std::vector<uint8_t> &b, uint64_t pos) {
-  uint64_t v;
-  std::memcpy(&v, b.data() + pos, 8);
-  return v;
-}
-
 } // namespace
 
 TEST(PteWriter, FlattenedDirectoryRoundTrips) {
