@@ -2,7 +2,7 @@
 """One decode step of the LFM2-350M-shaped model: the Python API against `anefit run`.
 
 The model is the one bench/run_lfm2_350m.py builds (16 layers at D = 1024, fp16
-weights, conv and KV states as Core ML states). Both sides run the same steps
+weights, the export_llm shape: conv and KV buffers as inputs and outputs). Both sides run the same steps
 on the same inputs, each in a child process of its own, one thread unless
 BENCH_THREADS says otherwise:
 
@@ -31,6 +31,7 @@ if _THREADS != "0":
 
 import argparse  # noqa: E402
 import json  # noqa: E402
+import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -47,7 +48,7 @@ PYTHON_SIDE = r"""
 import json, os, resource, sys, time
 import numpy as np
 import anefit
-model_path, steps_npz, steps, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+model_path, steps_npz, steps, out, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 with np.load(steps_npz) as z:
     feeds = [{k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(f"step{s}/")}
              for s in range(steps + 1)]
@@ -63,22 +64,36 @@ for feed in feeds[1:]:
     times.append(time.perf_counter() - s)
     d = resource.getrusage(resource.RUSAGE_SELF)
     cpu.append(d.ru_utime + d.ru_stime - c.ru_utime - c.ru_stime)
-np.save(out, next(iter(outputs.values())))
+np.save(out, outputs[name])
 print(json.dumps({"times": times, "cpu": cpu, "load": loaded,
                   "rss": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}))
 """
 
 
-def python_side(args, model, npz, out):
+def python_side(args, model, npz, out, name):
     env = dict(os.environ)
     if args.pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.pythonpath,
                                                           env.get("PYTHONPATH")]))
-    proc = subprocess.run([args.python, "-c", PYTHON_SIDE, model, npz, str(args.steps), out],
+    proc = subprocess.run([args.python, "-c", PYTHON_SIDE, model, npz, str(args.steps), out, name],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"the Python side failed:\n{proc.stderr}")
     return json.loads(proc.stdout)
+
+
+def measure(cmd):
+    """Wall and CPU seconds of one run of `cmd`, and its peak RSS in bytes."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) as proc:
+        _, err = proc.communicate()
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed ({proc.returncode}):\n{err.decode()}")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    return wall, cpu, after.ru_maxrss * 1024
 
 
 def cli_side(args, model, workdir, npz):
@@ -87,8 +102,11 @@ def cli_side(args, model, workdir, npz):
     with np.load(npz) as z:
         np.savez(one, **{k: z[k] for k in z.files if k.startswith("step0/")})
     out = os.path.join(workdir, "cli_out.npz")
-    t1, c1, _ = lfm2.measure([args.anefit, "run", model, "--inputs", one])
-    tn, cn, rss = lfm2.measure([args.anefit, "run", model, "--inputs", npz, "-o", out])
+    t1, c1, _ = measure([args.anefit, "run", model, "--inputs", one])
+    tn, cn, rss = measure([args.anefit, "run", model, "--inputs", npz])
+    # The outputs, for the comparison, from a run of its own: writing every
+    # step's buffers to an archive is not part of a step.
+    measure([args.anefit, "run", model, "--inputs", npz, "-o", out, "--force"])
     return (tn - t1) / args.steps, (cn - c1) / args.steps, rss, out
 
 
@@ -104,11 +122,13 @@ def main():
     args = ap.parse_args()
     args.anefit = os.path.abspath(args.anefit)
     workdir = args.workdir or tempfile.mkdtemp(prefix="anefit-pybench-")
-    _, weight_bytes, logits = lfm2.build(workdir, 0)
+    ws = lfm2.random_weights(0, lfm2.LAYERS)
+    inputs, outputs, weight_bytes = lfm2.build(workdir, ws, "fp16", lfm2.LAYERS, 512)
+    logits = outputs[-1]
     model = os.path.join(workdir, "model.mil")
     npz = os.path.join(workdir, "steps.npz")
     np.savez(npz, **{f"step{k}/{n}": a for k in range(args.steps + 1)
-                     for n, a in lfm2.step_inputs(k).items()})
+                     for n, a in lfm2.step_inputs(inputs, 300 + k, k + 1).items()})
     print(f"model: {weight_bytes / 2**20:.0f} MiB of fp16 weights; {args.steps} steps per run, "
           f"{args.repeats} pairs, threads: {_THREADS if _THREADS != '0' else 'default'}")
 
@@ -116,7 +136,7 @@ def main():
     for r in range(args.repeats):
         cli_step, cli_cpu, cli_rss, cli_out = cli_side(args, model, workdir, npz)
         py_out = os.path.join(workdir, "py_logits.npy")
-        py = python_side(args, model, npz, py_out)
+        py = python_side(args, model, npz, py_out, logits)
         py_mean = statistics.mean(py["times"])
         py_cpu = statistics.mean(py["cpu"])
         ratios.append(py_mean / cli_step)
