@@ -23,24 +23,20 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/Lazy.h"
+#include "runtime/kernels/Simd.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__)
-// GCC 12 reports the AVX-512 intrinsics that start from an undefined register
-// (_mm512_cvtph_ps, _mm512_shuffle_f32x4, ...) as maybe-uninitialized once
-// inlined; the warning is about the header, not this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
-
 namespace anefit::runtime {
 
 namespace {
+
+#if defined(__x86_64__)
+using simd::hsum;
+using simd::sum512;
+#endif
 
 /// n values of `t` from flat element `begin`, as float (any numeric dtype,
 /// sub-byte ones unpacked LSB-first; int4 signed).
@@ -252,16 +248,6 @@ __attribute__((target("avx2,fma"))) inline __m256 byteDot(const uint8_t *p, cons
   return _mm256_add_ps(acc, acc1);
 }
 
-/// Sum of the 16 lanes.
-__attribute__((target("avx512f"))) inline float sum512(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-                           _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xEE)));
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  q = _mm_hadd_ps(q, q);
-  q = _mm_hadd_ps(q, q);
-  return _mm_cvtss_f32(q);
-}
-
 /// x permuted for nibbleDot512: per 32 elements the even ones, then the odd.
 void permuteForNibbles512(const float *x, int64_t n, float *xp) {
   for (int64_t c = 0; c + 32 <= n; c += 32)
@@ -299,13 +285,6 @@ nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __
   }
   if (c < chunks)
     nibbleChunk512(p, xp, table, a0, a1);
-}
-
-__attribute__((target("avx2"))) inline float hsum(__m256 v) {
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_hadd_ps(h, h);
-  h = _mm_hadd_ps(h, h);
-  return _mm_cvtss_f32(h);
 }
 
 #endif

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/Lazy.h"
+#include "runtime/kernels/Simd.h"
 
 #include "runtime/ThreadPool.h"
 
@@ -19,18 +20,13 @@
 #include <cstring>
 #include <limits>
 
-#if defined(__x86_64__)
-// GCC 12 reports the AVX-512 intrinsics that start from an undefined register
-// (_mm512_cvtph_ps, _mm512_shuffle_f32x4, ...) as maybe-uninitialized once
-// inlined; the warning is about the header, not this code.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#endif
-
 namespace anefit::runtime {
 namespace {
+
+#if defined(__x86_64__)
+using simd::hsum;
+using simd::sum512;
+#endif
 
 /// Rows of a weight decoded per tile for BLAS: 64 rows of up to 16K columns
 /// stay within a few MB of scratch.
@@ -89,13 +85,6 @@ int64_t rowGrain(int64_t rows, int64_t cols, double bytesPerElement) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2"))) inline float hsum(__m256 a) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-  s = _mm_hadd_ps(s, s);
-  s = _mm_hadd_ps(s, s);
-  return _mm_cvtss_f32(s);
-}
-
 /// How far ahead of the weight stream the kernels prefetch, in bytes: past
 /// the next 4 KB page, whose first lines the hardware prefetcher does not
 /// fetch early (+5-15 % bandwidth on long rows where measured).
@@ -135,16 +124,6 @@ __attribute__((target("avx2,fma,f16c"))) void gemvHalfAvx2(const uint16_t *w, co
       y[i * ldy + r] = sum;
     }
   }
-}
-
-/// Sum of the 16 lanes.
-__attribute__((target("avx512f"))) inline float sum512(__m512 v) {
-  __m256 h = _mm256_add_ps(_mm512_castps512_ps256(v),
-                           _mm512_castps512_ps256(_mm512_shuffle_f32x4(v, v, 0xEE)));
-  __m128 q = _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
-  q = _mm_hadd_ps(q, q);
-  q = _mm_hadd_ps(q, q);
-  return _mm_cvtss_f32(q);
 }
 
 /// The same with 16 lanes.
