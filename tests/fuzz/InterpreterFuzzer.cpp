@@ -2,7 +2,7 @@
 //
 // Arbitrary MIL text is parsed; a program that every reader would accept
 // (values in scope) is run: each function for two steps on seeded random
-// inputs, states carried, in fp32 or fp16, under a memory budget of 256 MiB.
+// inputs, states carried, in fp32 or fp16, under a memory budget of 16 MiB.
 // A program must either be refused with an InputError (no kernel, bad
 // shapes, an index out of range, over budget) or run; a crash, a sanitizer
 // report, a hang or an allocation past -malloc_limit_mb is a finding.
@@ -19,7 +19,7 @@
 using namespace anefit;
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***) {
-  runtime::MemoryBudget::setLimit(uint64_t(256) << 20);
+  runtime::MemoryBudget::setLimit(uint64_t(16) << 20);
   return 0;
 }
 
@@ -27,7 +27,7 @@ namespace {
 
 /// Inputs of at most this many elements are made; bigger ones are the
 /// budget's business, not worth the fuzzer's time.
-constexpr int64_t kMaxInputElements = int64_t(1) << 20;
+constexpr int64_t kMaxInputElements = int64_t(1) << 16;
 
 bool smallInputs(const Function &fn, const FunctionDescription &desc) {
   for (const auto &in : fn.inputs) {

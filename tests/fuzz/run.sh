@@ -77,7 +77,7 @@ for t in $targets; do
   fi
   echo "== $t: $what"
   # -rss_limit_mb and -malloc_limit_mb catch allocations driven by sizes in
-  # the input; the interpreter's own budget is 256 MiB (InterpreterFuzzer.cpp).
+  # the input; the interpreter's own budget is 16 MiB (InterpreterFuzzer.cpp).
   # shellcheck disable=SC2046
   if ! "$build/tests/fuzz/$t" "$corpus" $( [ -d "$seeds" ] && echo "$seeds" ) \
       "$limit" -rss_limit_mb=2048 -malloc_limit_mb=1024 -timeout=20 \
