@@ -283,8 +283,7 @@ public:
 
   void setOutput(size_t i, Tensor t) override {
     if (i >= op.outputs.size())
-      fail("kernel produced output " + std::to_string(i) + " of " +
-           std::to_string(op.outputs.size()));
+      failMissingOutput(i);
     env_[step_.outputSlots[i]] = std::move(t);
   }
 
@@ -684,6 +683,11 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, StateCon
 
 void KernelContext::fail(const std::string &message) const {
   throw InputError(opWhere(op) + ": " + message);
+}
+
+void KernelContext::failMissingOutput(size_t i) const {
+  fail("declares " + std::to_string(op.outputs.size()) + " result" +
+       (op.outputs.size() == 1 ? "" : "s") + "; the op has at least " + std::to_string(i + 1));
 }
 
 int64_t KernelContext::axis(int64_t a, int64_t rank, std::string_view what) const {

@@ -81,12 +81,20 @@ public:
   virtual const RunOptions &options() const = 0;
 
   /// Declared type of output i.
-  const Type &outputType(size_t i = 0) const { return op.output(i)->type; }
+  /// Fails (InputError) when the op declares fewer results: a kernel never
+  /// reads past what the program gave it.
+  const Type &outputType(size_t i = 0) const {
+    if (i >= op.outputs.size())
+      failMissingOutput(i);
+    return op.outputs[i]->type;
+  }
   size_t numOutputs() const { return op.outputs.size(); }
   virtual void setOutput(size_t i, Tensor t) = 0;
 
   /// Throws InputError "op 'NAME' (TYPE): MESSAGE".
   [[noreturn]] void fail(const std::string &message) const;
+  /// fail() with "declares N results; the kernel needs result I".
+  [[noreturn]] void failMissingOutput(size_t i) const;
   /// Normalizes a possibly negative axis against `rank`, failing if out of range.
   int64_t axis(int64_t a, int64_t rank, std::string_view what = "axis") const;
 
