@@ -1,13 +1,16 @@
 //===- AnefitBench.cpp - Google Benchmark driver for the interpreter ------===//
 //
 // Times what `bench/run_lfm2_350m.py` compares:
-//   read_bandwidth  one thread streaming through a buffer far larger than the
-//                   caches: the memory-bandwidth bound of a decode step.
+//   read_bandwidth  streaming through a buffer far larger than the caches:
+//                   the memory-bandwidth bound of a decode step, on 1, 2, 4,
+//                   ... threads of the interpreter's pool (read_bandwidth/
+//                   threads:N), each thread taking 4 MB chunks as the kernels
+//                   take rows.
 //   step            Interpreter::run on one model with one set of inputs (the
 //                   model is loaded and stepped once before timing), with the
 //                   peak resident memory of the process as a counter.
 //
-//   anefit-bench --benchmark_filter=read_bandwidth --benchmark_format=json
+//   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--steps N]
 //                [--isa portable|avx2|best] --benchmark_filter=step --benchmark_format=json
 //
@@ -16,11 +19,13 @@
 #include "runtime/Interpreter.h"
 #include "runtime/Npy.h"
 #include "runtime/RandomInput.h"
+#include "runtime/ThreadPool.h"
 #include "runtime/kernels/Lazy.h"
 #include "support/Error.h"
 
 #include <benchmark/benchmark.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -80,13 +85,21 @@ uint64_t streamRead(const uint64_t *p, size_t n) {
   return streamReadPortable(p, n);
 }
 
+/// Bytes one thread streams before it takes the next chunk.
+constexpr size_t kBandwidthChunk = size_t(4) << 20;
+
 void readBandwidth(benchmark::State &state) {
-  size_t n = kBandwidthBytes / sizeof(uint64_t);
+  runtime::ThreadScope threads(static_cast<int>(state.range(0)));
+  constexpr int64_t chunkWords = kBandwidthChunk / sizeof(uint64_t);
   std::unique_ptr<uint64_t, decltype(&std::free)> buf(
       static_cast<uint64_t *>(std::aligned_alloc(64, kBandwidthBytes)), &std::free);
   std::memset(buf.get(), 1, kBandwidthBytes);
+  std::atomic<uint64_t> sink{0};
   for (auto _ : state)
-    benchmark::DoNotOptimize(streamRead(buf.get(), n));
+    runtime::parallelFor(kBandwidthBytes / kBandwidthChunk, 1, [&](int64_t c0, int64_t c1) {
+      sink += streamRead(buf.get() + c0 * chunkWords, size_t(c1 - c0) * chunkWords);
+    });
+  benchmark::DoNotOptimize(sink.load());
   state.SetBytesProcessed(int64_t(state.iterations()) * int64_t(kBandwidthBytes));
 }
 
@@ -148,10 +161,19 @@ void registerStep(const StepArgs &args) {
 
 } // namespace
 
-BENCHMARK(readBandwidth)->Name("read_bandwidth")->Unit(benchmark::kMillisecond)->UseRealTime();
+/// read_bandwidth/threads:N for N = 1, 2, 4, ... and every core.
+void registerReadBandwidth() {
+  auto *b = benchmark::RegisterBenchmark("read_bandwidth", readBandwidth);
+  b->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+  int cores = runtime::resolveThreads(0);
+  for (int t = 1; t < cores; t *= 2)
+    b->Arg(t);
+  b->Arg(cores);
+}
 
 int main(int argc, char **argv) {
   benchmark::Initialize(&argc, argv);
+  registerReadBandwidth();
   StepArgs args;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];

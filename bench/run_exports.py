@@ -4,9 +4,10 @@
 For each model given (an ExecuTorch `export_llm` .pte, an .mlpackage, MIL text),
 anefit-bench runs one step with seeded random inputs (`--inputs random`) on each
 thread count; the models run in turn, round after round, so a drift of the
-machine's speed touches all of them. The one-thread read bandwidth is measured
-by anefit-bench in the same run, before and after the rounds (the best pass
-counts).
+machine's speed touches all of them. The read bandwidth of each thread count is
+measured by anefit-bench in the same run, before and after the rounds (the best
+pass counts); each step is set against the bound of its own thread count, and
+the ratio of the bounds is the most more threads can give a memory-bound step.
 
 The weight bytes one step reads come from the program's text (`anefit dump`,
 which never reads weight data): every weight constant and every compressed
@@ -93,7 +94,7 @@ def main():
     bench, anefit = os.path.abspath(args.bench), os.path.abspath(args.anefit)
 
     sizes = {m: weight_bytes_read(anefit, m) for m in args.models}
-    bound = [read_bandwidth(bench)[0]]
+    passes = {t: [read_bandwidth(bench, threads=t)[0]] for t in threads}
     times = {(m, t): [] for m in args.models for t in threads}
     cpu = {(m, t): [] for m in args.models for t in threads}
     rss = {}
@@ -104,10 +105,12 @@ def main():
                 times[(m, t)].append(ms)
                 cpu[(m, t)].append(cms)
                 rss[m] = max(rss.get(m, 0), peak)
-    bound.append(read_bandwidth(bench)[0])
-    gbs_bound = max(bound)
-    print(f"one-thread read bandwidth: {gbs_bound:.1f} GB/s (best of the passes before and "
-          f"after: {bound[0]:.1f}, {bound[1]:.1f})")
+    bounds = {}
+    for t in threads:
+        passes[t].append(read_bandwidth(bench, threads=t)[0])
+        bounds[t] = max(passes[t])
+        print(f"read bandwidth, {t} thread(s): {bounds[t]:.1f} GB/s (best of the passes before "
+              f"and after: {passes[t][0]:.1f}, {passes[t][1]:.1f})")
     try:
         load = os.getloadavg()[0]
         print(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} CPUs")
@@ -122,11 +125,14 @@ def main():
             ms = statistics.median(times[(m, t)])
             cms = statistics.median(cpu[(m, t)])
             read, stored = sizes[m]
-            bound_ms = read / gbs_bound / 1e6
+            bound_ms = read / bounds[t] / 1e6
             print(f"{os.path.basename(m)[:34]:34s} {t:3d} {ms:8.1f} {cms:7.1f} "
                   f"{read / 1e6:10.0f} MB {read / ms / 1e6:6.1f} {100 * bound_ms / ms:9.0f}% "
                   f"{rss[m] / 2**20:5.0f} MiB {rss[m] / stored:9.2f}x")
     if len(threads) > 1:
+        print(f"read bandwidth, {threads[-1]} threads vs {threads[0]}: "
+              f"{bounds[threads[-1]] / bounds[threads[0]]:.2f}x (the most a memory-bound step "
+              f"can gain)")
         for m in args.models:
             pairs = [a / b for a, b in zip(times[(m, threads[0])], times[(m, threads[-1])])]
             print(f"{os.path.basename(m)}: {threads[-1]} threads vs {threads[0]}: "

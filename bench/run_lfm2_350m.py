@@ -22,8 +22,10 @@ plus a weight.bin blob file (only numpy is needed to build them):
 
 For each form the benchmark reports the time of one decode step (median over the
 rounds), the weight bytes one step reads per second, that rate against the read
-bandwidth one thread gets on this machine (measured by anefit-bench in the same
-run), and peak resident memory against the weight bytes. PyTorch eager (fp32, the
+bandwidth the same number of threads gets on this machine (measured by
+anefit-bench in the same run; with several thread counts, the ratio of the
+bandwidths says how much more threads can give a memory-bound step), and peak
+resident memory against the weight bytes. PyTorch eager (fp32, the
 dequantized weights) runs the same step when torch is importable; without torch
 it is skipped. The forms and the baseline run in turn, round after round, so a
 drift of the machine's speed touches all of them.
@@ -535,11 +537,13 @@ def bench_step(bench, model, feed_npz, threads, steps, isa):
     return b["real_time"], b["cpu_time"], b["peak_rss_bytes"]
 
 
-def read_bandwidth(bench, passes=5):
-    """Best one-thread read rate (GB/s) over `passes` repetitions, and the bytes per pass."""
-    r = run_json([bench, "--benchmark_filter=^read_bandwidth", "--benchmark_format=json",
-                  f"--benchmark_repetitions={passes}"])
+def read_bandwidth(bench, passes=5, threads=1):
+    """Best read rate (GB/s) of `threads` threads over `passes` repetitions, and the passes."""
+    r = run_json([bench, f"--benchmark_filter=^read_bandwidth/threads:{threads}/",
+                  "--benchmark_format=json", f"--benchmark_repetitions={passes}"])
     runs = [b for b in r["benchmarks"] if b.get("run_type") == "iteration"]
+    if not runs:
+        sys.exit(f"anefit-bench has no read_bandwidth/threads:{threads} (more threads than cores?)")
     return max(b["bytes_per_second"] for b in runs) / 1e9, passes
 
 
@@ -579,9 +583,10 @@ def main():
     np.savez(feed_npz, **feed)
     print(f"models: {workdir} ({', '.join(forms)}), built in {time.perf_counter() - t0:.1f} s")
 
-    bound_gbs, passes = read_bandwidth(bench)
-    print(f"one-thread read bandwidth: {bound_gbs:.1f} GB/s (anefit-bench read_bandwidth, best "
-          f"of {passes})")
+    bounds = {t: read_bandwidth(bench, threads=t)[0] for t in threads}
+    for t, gbs in bounds.items():
+        print(f"read bandwidth, {t} thread(s): {gbs:.1f} GB/s (anefit-bench "
+              f"read_bandwidth/threads:{t}, best of 5)")
 
     baseline = None
     if not args.no_baseline:
@@ -621,14 +626,17 @@ def main():
             wfile = os.path.getsize(os.path.join(os.path.dirname(built[form][0]), "weights",
                                                  "weight.bin"))
             gbs = read / ms / 1e6
-            bound_ms = read / bound_gbs / 1e6
+            bound_ms = read / bounds[t] / 1e6
             print(f"{form:6s} {t:3d} {ms:8.1f} {cms:7.1f} {read / 1e6:10.0f} MB {gbs:6.1f} "
                   f"{100 * bound_ms / ms:9.0f}% {rss[form] / 2**20:6.0f} MiB "
                   f"{rss[form] / wfile:10.2f}x")
     if len(threads) > 1:
+        lo, hi = threads[0], threads[-1]
+        print(f"read bandwidth, {hi} threads vs {lo}: {bounds[hi] / bounds[lo]:.2f}x (the most "
+              f"a memory-bound step can gain)")
         for form in forms:
-            a, b = statistics.median(times[(form, threads[0])]), statistics.median(times[(form, threads[-1])])
-            print(f"{form}: {threads[-1]} threads vs {threads[0]}: {a / b:.2f}x")
+            a, b = statistics.median(times[(form, lo)]), statistics.median(times[(form, hi)])
+            print(f"{form}: {hi} threads vs {lo}: {a / b:.2f}x")
     if baseline:
         bms = statistics.median(base_times)
         print(f"{baseline.name} (fp32, {_THREADS} thread(s)): {bms:.1f} ms/step; anefit "

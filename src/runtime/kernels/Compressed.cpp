@@ -131,19 +131,14 @@ struct Source {
   uint64_t storedBytes() const { return value ? value->storedBytes() : tensor.numBytes(); }
 };
 
-float *scratchFloats(size_t n, int which) {
-  thread_local std::vector<float> bufs[4];
-  std::vector<float> &b = bufs[which];
-  if (b.size() < n)
-    b.resize(n);
-  return b.data();
-}
-
 //===----------------------------------------------------------------------===//
 // AVX2 building blocks
 //===----------------------------------------------------------------------===//
 
 #if defined(__x86_64__)
+
+/// The fused kernels a DotOperand is prepared for.
+constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -393,33 +388,52 @@ protected:
     }
   }
 
-  bool dotRowsFused(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
-                    int64_t r0, int64_t r1) const override {
+  void prepareFused(DotOperand &x) const override {
 #if defined(__x86_64__)
-    if (data_.value || !matrix_.ok || matrix_.cols != cols)
-      return false;
+    if (data_.value || !matrix_.ok || matrix_.cols != x.cols)
+      return;
     DType dt = data_.tensor.dtype();
     bool nibbles = dt == DType::I4 || dt == DType::U4;
     bool bytes = dt == DType::I8 || dt == DType::U8;
     if ((nibbles && matrix_.colBlock % 32) || (bytes && matrix_.colBlock % 16) ||
         (!nibbles && !bytes))
-      return false;
-    if (nibbles && kernelIsa() == KernelIsa::Avx512)
-      fusedNibbles512(dt == DType::I4, cols, x, ldx, m, y, ldy, r0, r1);
-    else if (nibbles)
-      fusedNibbles(dt == DType::I4, cols, x, ldx, m, y, ldy, r0, r1);
+      return;
+    x.fused = nibbles ? (kernelIsa() == KernelIsa::Avx512 ? kFusedNibbles512 : kFusedNibbles)
+                      : kFusedBytes;
+    int64_t cols = x.cols, nb = matrix_.colBlocks;
+    if (nibbles) {
+      x.permuted.resize(static_cast<size_t>(x.m * cols));
+      for (int64_t i = 0; i < x.m; ++i)
+        (x.fused == kFusedNibbles512 ? permuteForNibbles512 : permuteForIntNibbles)(
+            x.x + i * x.ldx, cols, x.permuted.data() + i * cols);
+    }
+    // The AVX-512 nibble kernel takes offsets into its per-block tables.
+    if (!offsetF_.empty() && x.fused != kFusedNibbles512) {
+      x.blockSums.resize(static_cast<size_t>(x.m * nb));
+      for (int64_t i = 0; i < x.m; ++i)
+        blockSums(x.x + i * x.ldx, x.blockSums.data() + i * nb);
+    }
+#endif
+  }
+
+  void dotRowsFused(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                    int64_t r1) const override {
+#if defined(__x86_64__)
+    DType dt = data_.tensor.dtype();
+    bool isSigned = dt == DType::I4 || dt == DType::I8;
+    if (x.fused == kFusedNibbles512)
+      fusedNibbles512(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedNibbles)
+      fusedNibbles(isSigned, x, y, ldy, r0, r1);
     else
-      fusedBytes(dt == DType::I8, cols, x, ldx, m, y, ldy, r0, r1);
-    return true;
-#else
-    return false;
+      fusedBytes(isSigned, x, y, ldy, r0, r1);
 #endif
   }
 
 private:
 #if defined(__x86_64__)
   /// Per x row: sum of x over each column block (for the offsets).
-  void blockSums(const float *x, int64_t cols, float *sums) const {
+  void blockSums(const float *x, float *sums) const {
     for (int64_t b = 0; b < matrix_.colBlocks; ++b) {
       float s = 0;
       for (int64_t k = 0; k < matrix_.colBlock; ++k)
@@ -428,8 +442,7 @@ private:
     }
   }
 
-  __attribute__((target("avx2,fma,f16c"))) void fusedNibbles(bool isSigned, int64_t cols,
-                                                             const float *x, int64_t ldx, int64_t m,
+  __attribute__((target("avx2,fma,f16c"))) void fusedNibbles(bool isSigned, const DotOperand &x,
                                                              float *y, int64_t ldy, int64_t r0,
                                                              int64_t r1) const {
     // The top two bytes of fp32(v) for every nibble value.
@@ -442,14 +455,8 @@ private:
       planes.bytes[16 + v] = static_cast<uint8_t>(bits >> 24);
     }
     NibbleTable top = nibbleTable(planes);
-    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
-    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
-    float *sums = scratchFloats(static_cast<size_t>(m * nb), 1);
-    for (int64_t i = 0; i < m; ++i) {
-      permuteForIntNibbles(x + i * ldx, cols, xp + i * cols);
-      if (!offsetF_.empty())
-        blockSums(x + i * ldx, cols, sums + i * nb);
-    }
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
+    const float *xp = x.permuted.data(), *sums = x.blockSums.data();
     const uint8_t *data = data_.tensor.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data + r * cols / 2;
@@ -502,16 +509,14 @@ private:
   /// Each block's 16 weight values ((q - offset) * scale, exact in fp32) in a
   /// register; nibbles pick from it.
   __attribute__((target("avx512f,avx512bw,avx512vl"))) void
-  fusedNibbles512(bool isSigned, int64_t cols, const float *x, int64_t ldx, int64_t m, float *y,
-                  int64_t ldy, int64_t r0, int64_t r1) const {
+  fusedNibbles512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                  int64_t r1) const {
     alignas(64) float q[16];
     for (int v = 0; v < 16; ++v)
       q[v] = static_cast<float>(isSigned && v >= 8 ? v - 16 : v);
     const __m512 qs = _mm512_load_ps(q);
-    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
-    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
-    for (int64_t i = 0; i < m; ++i)
-      permuteForNibbles512(x + i * ldx, cols, xp + i * cols);
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
+    const float *xp = x.permuted.data();
     const uint8_t *data = data_.tensor.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data + r * cols / 2;
@@ -538,21 +543,17 @@ private:
     }
   }
 
-  __attribute__((target("avx2,fma"))) void fusedBytes(bool isSigned, int64_t cols, const float *x,
-                                                      int64_t ldx, int64_t m, float *y, int64_t ldy,
-                                                      int64_t r0, int64_t r1) const {
-    int64_t nb = matrix_.colBlocks, bl = matrix_.colBlock;
-    float *sums = scratchFloats(static_cast<size_t>(m * nb), 1);
-    if (!offsetF_.empty())
-      for (int64_t i = 0; i < m; ++i)
-        blockSums(x + i * ldx, cols, sums + i * nb);
+  __attribute__((target("avx2,fma"))) void fusedBytes(bool isSigned, const DotOperand &x, float *y,
+                                                      int64_t ldy, int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, bl = matrix_.colBlock, cols = x.cols, m = x.m;
+    const float *sums = x.blockSums.data();
     const uint8_t *data = data_.tensor.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data + r * cols;
       const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
       const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < m; ++i) {
-        const float *xr = x + i * ldx;
+        const float *xr = x.x + i * x.ldx;
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
           __m256 part = isSigned
@@ -662,33 +663,39 @@ protected:
     }
   }
 
-  bool dotRowsFused(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
-                    int64_t r0, int64_t r1) const override {
+  void prepareFused(DotOperand &x) const override {
 #if defined(__x86_64__)
-    if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != cols || matrix_.colBlock % 32)
-      return false;
-    if (kernelIsa() == KernelIsa::Avx512) {
-      fusedNibbles512(cols, x, ldx, m, y, ldy, r0, r1);
-      return true;
-    }
-    if (planes_.empty())
-      return false;
-    fusedNibbles(cols, x, ldx, m, y, ldy, r0, r1);
-    return true;
-#else
-    return false;
+    if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32)
+      return;
+    if (kernelIsa() == KernelIsa::Avx512)
+      x.fused = kFusedNibbles512;
+    else if (!planes_.empty())
+      x.fused = kFusedNibbles;
+    else
+      return;
+    x.permuted.resize(static_cast<size_t>(x.m * x.cols));
+    for (int64_t i = 0; i < x.m; ++i)
+      (x.fused == kFusedNibbles512 ? permuteForNibbles512 : permuteForIntNibbles)(
+          x.x + i * x.ldx, x.cols, x.permuted.data() + i * x.cols);
+#endif
+  }
+
+  void dotRowsFused(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                    int64_t r1) const override {
+#if defined(__x86_64__)
+    if (x.fused == kFusedNibbles512)
+      fusedNibbles512(x, y, ldy, r0, r1);
+    else
+      fusedNibbles(x, y, ldy, r0, r1);
 #endif
   }
 
 private:
 #if defined(__x86_64__)
-  __attribute__((target("avx2,fma"))) void fusedNibbles(int64_t cols, const float *x, int64_t ldx,
-                                                        int64_t m, float *y, int64_t ldy,
+  __attribute__((target("avx2,fma"))) void fusedNibbles(const DotOperand &x, float *y, int64_t ldy,
                                                         int64_t r0, int64_t r1) const {
-    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
-    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
-    for (int64_t i = 0; i < m; ++i)
-      permuteForIntNibbles(x + i * ldx, cols, xp + i * cols);
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
+    const float *xp = x.permuted.data();
     const uint8_t *data = indices_.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const PalettePlanes *planes = planes_.data() + (r / matrix_.rowBlock) * nb;
@@ -729,12 +736,9 @@ private:
   MatrixBlocks matrix_;
 #if defined(__x86_64__)
   __attribute__((target("avx512f,avx512bw,avx512vl"))) void
-  fusedNibbles512(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
-                  int64_t r0, int64_t r1) const {
-    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32;
-    float *xp = scratchFloats(static_cast<size_t>(m * cols), 0);
-    for (int64_t i = 0; i < m; ++i)
-      permuteForNibbles512(x + i * ldx, cols, xp + i * cols);
+  fusedNibbles512(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
+    const float *xp = x.permuted.data();
     const uint8_t *data = indices_.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const float *palettes = lut_.data() + (r / matrix_.rowBlock) * nb * 16;

@@ -177,16 +177,29 @@ Tensor CompressedValue::materialize() const {
   return out;
 }
 
-void CompressedValue::dotRows(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y,
-                              int64_t ldy, int64_t r0, int64_t r1) const {
-  if (!roundHalf_ && kernelIsa() != KernelIsa::Portable &&
-      dotRowsFused(cols, x, ldx, m, y, ldy, r0, r1))
+CompressedValue::DotOperand CompressedValue::prepareDot(int64_t cols, const float *x, int64_t ldx,
+                                                        int64_t m) const {
+  DotOperand op;
+  op.x = x;
+  op.ldx = ldx;
+  op.m = m;
+  op.cols = cols;
+  if (!roundHalf_ && kernelIsa() != KernelIsa::Portable)
+    prepareFused(op);
+  return op;
+}
+
+void CompressedValue::dotRows(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                              int64_t r1) const {
+  if (x.fused) {
+    dotRowsFused(x, y, ldy, r0, r1);
     return;
-  float *row = rowBuffer(static_cast<size_t>(cols));
+  }
+  float *row = rowBuffer(static_cast<size_t>(x.cols));
   for (int64_t r = r0; r < r1; ++r) {
-    decode(r * cols, cols, row);
-    for (int64_t i = 0; i < m; ++i)
-      y[i * ldy + r] = dotF32(row, x + i * ldx, cols);
+    decode(r * x.cols, x.cols, row);
+    for (int64_t i = 0; i < x.m; ++i)
+      y[i * ldy + r] = dotF32(row, x.x + i * x.ldx, x.cols);
   }
 }
 

@@ -16,6 +16,7 @@
 
 #include <memory>
 #include <optional>
+#include <vector>
 
 namespace anefit::runtime {
 
@@ -63,23 +64,42 @@ public:
   bool roundHalf() const { return roundHalf_; }
   /// Writes elements [begin, begin + n) (row-major) as fp32 to dst.
   void decode(int64_t begin, int64_t n, float *dst) const;
-  /// y[i * ldy + r] = sum_c W[r, c] * x[i * ldx + c] for rows [r0, r1) of the
-  /// matrix W = this value seen as [numElements / cols, cols], i < m. The
-  /// formats with a fused kernel (int4/uint4/int8/uint8 blocks, 1-8 bit
-  /// palettes) dequantize in registers; the rest decode a row at a time.
+  /// The x of a product y = W x as the row kernels read it, prepared once
+  /// per product by the calling thread and then read by every thread's rows:
+  /// for the fused kernels, x in the order their shuffles give and the sums
+  /// of x over each column block (for offsets).
+  struct DotOperand {
+    const float *x = nullptr;
+    int64_t ldx = 0, m = 0, cols = 0;
+    int fused = 0;                ///< which fused kernel reads it; 0: none
+    std::vector<float> permuted;  ///< m rows of cols values, when the kernel needs them
+    std::vector<float> blockSums; ///< m rows of one sum per column block
+  };
+  /// x (m rows of `cols` values, ldx apart) for dotRows with W = this value
+  /// seen as [numElements / cols, cols].
+  DotOperand prepareDot(int64_t cols, const float *x, int64_t ldx, int64_t m) const;
+  /// y[i * ldy + r] = sum_c W[r, c] * x[i * ldx + c] for rows [r0, r1) of W,
+  /// i < m. The formats with a fused kernel (int4/uint4/int8/uint8 blocks,
+  /// 4-bit palettes) dequantize in registers; the rest decode a row at a time.
+  /// Safe to call from several threads on disjoint rows.
+  void dotRows(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const;
+  /// prepareDot and dotRows in one (one thread, or a caller that runs once).
   void dotRows(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
-               int64_t r0, int64_t r1) const;
+               int64_t r0, int64_t r1) const {
+    dotRows(prepareDot(cols, x, ldx, m), y, ldy, r0, r1);
+  }
   /// Bytes of the packed data (for reports and tests).
   virtual uint64_t storedBytes() const = 0;
 
 protected:
   /// decode() without the fp16 rounding.
   virtual void decodeRaw(int64_t begin, int64_t n, float *dst) const = 0;
-  /// A fused dotRows for this view, or false to use decode().
-  virtual bool dotRowsFused(int64_t cols, const float *x, int64_t ldx, int64_t m, float *y,
-                            int64_t ldy, int64_t r0, int64_t r1) const {
-    return false;
-  }
+  /// Chooses the fused kernel for `x` (x.cols, x.m set) and prepares x for
+  /// it; leaves x.fused at 0 when this view has none (rows are decoded).
+  virtual void prepareFused(DotOperand &x) const {}
+  /// The fused kernel prepareFused chose.
+  virtual void dotRowsFused(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                            int64_t r1) const {}
 
 private:
   Shape shape_;

@@ -163,8 +163,9 @@ void matmulWeightT(const float *x, const Tensor &w, float *out, int64_t m, int64
   int64_t grain = rowGrain(n, k, elementBytes(w));
   if (m <= 4) {
     if (cv) {
-      parallelFor(n, grain,
-                  [&](int64_t r0, int64_t r1) { cv->dotRows(k, x, k, m, out, ldo, r0, r1); });
+      // x is permuted (and summed per block) once, not once per chunk.
+      CompressedValue::DotOperand xd = cv->prepareDot(k, x, k, m);
+      parallelFor(n, grain, [&](int64_t r0, int64_t r1) { cv->dotRows(xd, out, ldo, r0, r1); });
       return;
     }
 #if defined(__x86_64__)

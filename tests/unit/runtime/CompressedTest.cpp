@@ -223,7 +223,7 @@ struct IsaGuard {
 TEST(Compressed, LinearMatchesExpandThenMultiply) {
   for (int iter = 0; iter < 160; ++iter) {
     int64_t n = std::vector<int64_t>{1, 3, 16, 17, 64}[pick(0, 4)];
-    int64_t k = std::vector<int64_t>{7, 32, 64, 96, 160, 48, 256}[pick(0, 6)];
+    int64_t k = std::vector<int64_t>{7, 32, 64, 96, 160, 48, 256, 288, 416}[pick(0, 8)];
     int64_t m = std::vector<int64_t>{1, 2, 4, 5, 9}[pick(0, 4)];
     ProgramBuilder b;
     std::string what;
