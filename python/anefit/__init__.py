@@ -21,6 +21,7 @@ Rewrite it so the ANE takes it, proven in the interpreter, or split it
 between the ANE and the CPU::
 
     result = anefit.fix("model.mlpackage", "fixed.mlpackage")   # result.ok, .changes
+    program = anefit.fix("model.pte", "fixed.pte")      # every Core ML delegate
     plan = anefit.split("model.mlpackage")
     plan.skip_ops_for_coreml_delegation                # for ExecuTorch's CoreMLPartitioner
 
@@ -50,6 +51,7 @@ from ._core import (
     Model,
     Op,
     OpPlacement,
+    ProgramFixResult,
     Report,
     Segment,
     Session,
@@ -74,6 +76,7 @@ __all__ = [
     "Model",
     "Op",
     "OpPlacement",
+    "ProgramFixResult",
     "Report",
     "Segment",
     "Session",

@@ -1,10 +1,11 @@
 //===- TransformBindings.cpp - anefit.fix and anefit.split ----------------===//
 //
 // `fix` and `split` run the libraries behind `anefit fix` and `anefit split`
-// (transforms/Fix.h, partition/Split.h) and return what they found as
-// objects: the pipeline, the changes, the checks before and after and the
-// proof in the interpreter; the plan, its skip list for ExecuTorch's
-// CoreMLPartitioner and the proof of each split. Outputs follow the command
+// (transforms/Fix.h and FixFile.h, partition/Split.h) and return what they
+// found as objects: the pipeline, the changes, the checks before and after
+// and the proof in the interpreter (per Core ML delegate for a .pte); the
+// plan, its skip list for ExecuTorch's CoreMLPartitioner and the proof of
+// each split. Outputs follow the command
 // line's output policy (atomic, never over or inside an input).
 //
 //===----------------------------------------------------------------------===//
@@ -16,6 +17,7 @@
 #include "support/Error.h"
 #include "support/FileSystem.h"
 #include "transforms/Fix.h"
+#include "transforms/FixFile.h"
 
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
@@ -65,6 +67,7 @@ std::vector<std::string> diagnosticLines(const Diagnostics &ds) {
 
 /// What `fix` returns; the fixed model is shared with the Model it exposes.
 struct PyFixResult {
+  std::string path;
   std::string pipeline;
   std::vector<std::string> pickedFor;
   std::vector<std::string> changes;
@@ -106,53 +109,11 @@ passesOption(const std::variant<std::monostate, std::string, std::vector<std::st
   return out;
 }
 
-PyFixResult
-runFix(const ModelArg &target, const std::optional<fs::path> &out,
-       const std::variant<std::monostate, std::string, std::vector<std::string>> &passes,
-       nb::handle verify, int64_t steps, uint64_t seed, double atol, double rtol,
-       const std::string &precision, bool force) {
-  if (steps < 1)
-    throw InputError("steps: expected a positive count, found " + std::to_string(steps));
-  FixOptions options;
-  options.passes = passesOption(passes);
-  options.verify = verifyOption(verify);
-  options.steps = steps;
-  options.seed = seed;
-  options.tolerance = {atol, rtol};
-  options.precision = runtime::parsePrecision(precision);
-  PyModel original = modelOf(target, /*openWeights=*/true);
-
-  // The output policy of `anefit fix -o`, checked before the work.
-  std::string output = out ? pathText(*out) : std::string();
-  OutputOptions policy;
-  policy.force = force;
-  policy.allowStream = false;
-  policy.alsoAvoid = {splitPteSelector(original.model->sourcePath).first};
-  if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
-    failExpected("", "out",
-                 ".mlpackage, .mlmodel or .mil (`anefit fix x.pte -o y.pte` rewrites "
-                 "a program's Core ML payloads)",
-                 "'" + output + "'");
-  if (!output.empty()) {
-    policy.kind =
-        formatInfo(detectFormat(output)).directory ? OutputKind::Directory : OutputKind::File;
-    fs::path parent = fs::path(output).parent_path();
-    if (!parent.empty()) {
-      refuseInputOverlap(parent.string(), policy.alsoAvoid, /*around=*/false);
-      std::error_code ec;
-      fs::create_directories(parent, ec);
-    }
-    checkOutput(output, policy);
-  }
-
-  FixResult result;
-  {
-    nb::gil_scoped_release release;
-    result = fixModel(*original.model, options);
-  }
+/// The Python view of one fixModel result; `original` is the model fixed.
+PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> original) {
   std::shared_ptr<const Model> fixed(std::move(result.fixed));
-
   PyFixResult r;
+  r.path = original->sourcePath;
   r.pipeline = result.pipeline;
   r.pickedFor = result.pickedFor;
   r.changes = result.changes;
@@ -174,30 +135,83 @@ runFix(const ModelArg &target, const std::optional<fs::path> &out,
     if (!v.comparison.ok())
       r.firstMismatch = v.comparison.firstMismatch();
   }
-  r.before = reportObject(std::move(result.before), original.model);
+  r.before = reportObject(std::move(result.before), std::move(original));
   r.after = r.verifies ? reportObject(std::move(result.after), fixed) : nb::none();
   r.model = nb::cast(PyModel{fixed, true, {}});
-
-  // Written only when safe: it verifies and the proof found no difference.
-  if (!output.empty() && r.ok) {
-    std::string mapPath = stateMapPathFor(output);
-    OutputOptions mapPolicy = policy;
-    mapPolicy.kind = OutputKind::File;
-    if (!result.stateMap.empty())
-      checkOutput(mapPath, mapPolicy);
-    {
-      nb::gil_scoped_release release;
-      SaveOptions save;
-      save.force = force;
-      saveModel(*fixed, output, save);
-      if (!result.stateMap.empty())
-        writeFileAtomically(mapPath, r.stateMapJson + "\n", mapPolicy);
-    }
-    r.output = output;
-    if (!result.stateMap.empty())
-      r.stateMapPath = mapPath;
-  }
   return r;
+}
+
+/// What `fix` returns for a .pte written from a .pte.
+struct PyProgramFixResult {
+  std::vector<PyFixResult> delegates;
+  bool ok = false;
+  std::optional<std::string> output;
+};
+
+/// `fix(x.pte, y.pte)`: transforms/FixFile.h fixFile, as `anefit fix x.pte
+/// -o y.pte`; an in-memory delegate is fixed from the program it was read
+/// from.
+PyProgramFixResult fixProgram(const ModelArg &target, const std::string &output,
+                              const FixOptions &options, bool force) {
+  std::string input = std::holds_alternative<PyModel>(target)
+                          ? std::get<PyModel>(target).model->sourcePath
+                          : pathText(std::get<fs::path>(target));
+  FixFileOptions file;
+  file.force = force;
+  FixFileResult result;
+  {
+    nb::gil_scoped_release release;
+    result = fixFile(input, output, options, file);
+  }
+  PyProgramFixResult p;
+  for (FixedModel &m : result.models)
+    p.delegates.push_back(fixResultObject(std::move(m.result), std::move(m.original)));
+  p.ok = result.ok();
+  if (result.ok())
+    p.output = result.output;
+  return p;
+}
+
+nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
+                  const std::variant<std::monostate, std::string, std::vector<std::string>> &passes,
+                  nb::handle verify, int64_t steps, uint64_t seed, double atol, double rtol,
+                  const std::string &precision, bool force) {
+  if (steps < 1)
+    throw InputError("steps: expected a positive count, found " + std::to_string(steps));
+  FixOptions options;
+  options.passes = passesOption(passes);
+  options.verify = verifyOption(verify);
+  options.steps = steps;
+  options.seed = seed;
+  options.tolerance = {atol, rtol};
+  options.precision = runtime::parsePrecision(precision);
+  std::string output = out ? pathText(*out) : std::string();
+  if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
+    return nb::cast(fixProgram(target, output, options, force));
+  PyModel original = modelOf(target, /*openWeights=*/true);
+
+  // The output policy of `anefit fix -o`, checked before the work.
+  OutputOptions policy;
+  std::string stateMapPath;
+  if (!output.empty()) {
+    policy = fixOutputPolicy(original.model->sourcePath, output, force);
+    prepareFixOutput(output, policy);
+  }
+
+  FixResult result;
+  {
+    nb::gil_scoped_release release;
+    result = fixModel(*original.model, options);
+    // Written only when safe: it verifies and the proof found no difference.
+    if (!output.empty() && result.ok())
+      stateMapPath = writeFixedModel(result, output, policy);
+  }
+  PyFixResult r = fixResultObject(std::move(result), original.model);
+  if (!output.empty() && r.ok)
+    r.output = output;
+  if (!stateMapPath.empty())
+    r.stateMapPath = stateMapPath;
+  return nb::cast(std::move(r));
 }
 
 /// What `split` returns.
@@ -281,6 +295,8 @@ void bindTransform(nb::module_ &m) {
   nb::class_<PyFixResult>(m, "FixResult",
                           "What :func:`fix` did: the passes, the changes, the checks before and "
                           "after, and the proof in the interpreter.")
+      .def_ro("path", &PyFixResult::path,
+              "Where the fixed model was read (``'x.pte#0'`` for a delegate of a program).")
       .def_ro("pipeline", &PyFixResult::pipeline,
               "The pass pipeline that ran; empty when no pass was picked.")
       .def_ro("picked_for", &PyFixResult::pickedFor,
@@ -329,6 +345,23 @@ void bindTransform(nb::module_ &m) {
                " ok=" + (r.ok ? "True" : "False") + ">";
       });
 
+  nb::class_<PyProgramFixResult>(
+      m, "ProgramFixResult",
+      "What :func:`fix` did to an ExecuTorch program (a ``.pte`` written from a ``.pte``): one "
+      ":class:`FixResult` per Core ML delegate fixed.")
+      .def_ro("delegates", &PyProgramFixResult::delegates,
+              "One :class:`FixResult` per Core ML delegate, in program order (its ``path`` is "
+              "``'x.pte#N'``); fixing stops at the first that is not ``ok``.")
+      .def_ro("ok", &PyProgramFixResult::ok,
+              "Every delegate's rewrite verifies and gives the same outputs: the program was "
+              "written.")
+      .def_ro("output", &PyProgramFixResult::output,
+              "Where the program was written; None when it was not safe to write.")
+      .def("__repr__", [](const PyProgramFixResult &r) {
+        return "<anefit.ProgramFixResult delegates=" + std::to_string(r.delegates.size()) +
+               " ok=" + (r.ok ? "True" : "False") + ">";
+      });
+
   m.def("fix", &runFix, nb::arg("model"), nb::arg("out") = nb::none(),
         nb::arg("passes") = nb::none(), nb::arg("verify") = true, nb::arg("steps") = 8,
         nb::arg("seed") = 0, nb::arg("atol") = 1e-4, nb::arg("rtol") = 1e-3,
@@ -336,7 +369,7 @@ void bindTransform(nb::module_ &m) {
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
-                "precision: str = 'fp32', force: bool = False) -> FixResult"),
+                "precision: str = 'fp32', force: bool = False) -> FixResult | ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
         "the rewrite by stepping original and rewritten model side by side in the interpreter "
         "(``steps`` predictions, states carried, random inputs from ``seed``, within "
@@ -346,7 +379,12 @@ void bindTransform(nb::module_ &m) {
         "line: under 2 GB of weights, skipped when the interpreter cannot run the model). "
         "``out``: where to write the rewritten model (``.mlpackage``, ``.mlmodel``, ``.mil``) "
         "and its state map, only when the result is ``ok``; never over an input, an existing "
-        "output only with ``force``.");
+        "output only with ``force``. A ``.pte`` ``out`` from a ``.pte`` model (``'x.pte'``, "
+        "``'x.pte#N'`` for one delegate, or a delegate :class:`Model`) fixes each Core ML "
+        "delegate as a model of its own, ExecuTorch's buffer write-back carried through the "
+        "proof, and writes a copy of the program with the rewritten payloads (every other "
+        "byte kept); it returns a :class:`ProgramFixResult`, and a rewrite that changes a "
+        "delegate's interface raises InputError.");
 
   nb::class_<PySplitPlan>(m, "SplitPlan",
                           "What :func:`split` planned: ANE and CPU regions per function, the "

@@ -1,26 +1,23 @@
 //===- FixCommand.cpp - anefit fix: make a model ANE-friendly -------------===//
 //
-// Parses the options, runs fixModel (transforms/Fix.h: the pass pipeline,
-// the check before and after, the proof in the interpreter), prints what it
-// found and writes the fixed model plus its state map.
+// Parses the options, runs fixFile (transforms/FixFile.h: the pass pipeline,
+// the check before and after, the proof in the interpreter, the fixed model
+// and its state map written, or a .pte's Core ML payloads rewritten) and
+// prints what it found.
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
-#include "ane/Remedies.h"
 #include "io/ModelIO.h"
 #include "support/Error.h"
-#include "transforms/Fix.h"
+#include "transforms/FixFile.h"
 #include "transforms/Pass.h"
 
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 
 namespace anefit::cli {
 namespace {
-
-namespace fs = std::filesystem;
 
 struct FixCliOptions {
   std::string model;
@@ -57,15 +54,9 @@ std::string checkSummary(const ane::CheckReport &report) {
   return out;
 }
 
-void createOutputParent(const std::string &output) {
-  fs::path parent = fs::path(output).parent_path();
-  std::error_code ec;
-  if (!parent.empty())
-    fs::create_directories(parent, ec);
-}
-
-/// Prints what fixModel did; kExitOk when the rewrite may be saved.
-int report(const FixResult &result, const FixCliOptions &opts) {
+/// Prints what fixModel did, and on stderr why a rewrite that is not ok()
+/// is not saved.
+void report(const FixResult &result, const FixCliOptions &opts) {
   if (opts.passes.empty()) {
     std::string rules;
     for (const std::string &r : result.pickedFor)
@@ -86,7 +77,7 @@ int report(const FixResult &result, const FixCliOptions &opts) {
     for (const Diagnostic &d : result.verifierDiagnostics)
       std::cerr << d.str() << "\n";
     std::cerr << "anefit: error: the rewritten model does not verify; nothing written\n";
-    return kExitFindings;
+    return;
   }
   std::cout << "check before:\n"
             << checkSummary(result.before) << "check after:\n"
@@ -111,12 +102,10 @@ int report(const FixResult &result, const FixCliOptions &opts) {
     if (!v.comparison.ok()) {
       std::cerr << "anefit: error: the fixed model differs from the original: "
                 << v.comparison.firstMismatch() << "; nothing written\n";
-      return kExitFindings;
     }
     break;
   }
   }
-  return kExitOk;
 }
 
 FixOptions fixOptions(const FixCliOptions &opts) {
@@ -132,101 +121,33 @@ FixOptions fixOptions(const FixCliOptions &opts) {
   return options;
 }
 
-/// `fix x.pte -o y.pte`: every Core ML delegate (or the one of "x.pte#N") is
-/// fixed and proven as a model of its own, with ExecuTorch's buffer
-/// write-back carried between steps; the rewrites must keep each delegate's
-/// interface, and go into a copy of the program.
-int runFixPte(const FixCliOptions &opts, const OutputOptions &policy) {
-  auto [inPath, selector] = splitPteSelector(opts.model);
-  if (detectFormat(inPath) != ModelFormat::Pte)
-    throw InputError("-o " + opts.output + ": a .pte output is written from a .pte input; found '" +
-                     opts.model + "' (write a .mlpackage instead)");
-  std::vector<EmbeddedModel> models = loadPteModels(inPath);
-  createOutputParent(opts.output);
-  checkOutput(opts.output, policy);
-  if (models.empty())
-    throw InputError::at(inPath, "",
-                         "no Core ML delegate in this ExecuTorch program; nothing to fix");
-  if (selector && *selector >= models.size())
-    failExpected(inPath, "delegate selector '#" + std::to_string(*selector) + "'",
-                 "0 .. " + std::to_string(models.size() - 1), std::to_string(*selector));
-
-  std::cout << "fix: " << opts.model << " -> " << opts.output << "\n";
-  FixOptions options = fixOptions(opts);
-  std::vector<std::unique_ptr<Model>> fixed(models.size());
-  for (size_t i = 0; i < models.size(); ++i) {
-    if (selector && *selector != i)
-      continue;
-    std::string where = inPath + "#" + std::to_string(i);
-    std::cout << where << " (" << models[i].label << "):\n";
-    FixResult result = fixModel(*models[i].model, options);
-    if (int rc = report(result, opts); rc != kExitOk)
-      return rc;
-    std::string change = interfaceDifference(*models[i].model, *result.fixed);
-    if (!change.empty()) {
-      std::cerr << "anefit: error: " << where << ": the rewrite (" << result.pipeline
-                << ") changes the Core ML delegate's interface (" << change
-                << "), which the ExecuTorch program around it cannot follow; nothing written. "
-                << (result.stateMap.empty() ? std::string("Run only passes that keep it.")
-                                            : ane::stateRemedyText())
-                << "\n";
-      return kExitInputError;
-    }
-    fixed[i] = std::move(result.fixed);
-  }
-  std::vector<const Model *> replace;
-  for (const auto &m : fixed)
-    replace.push_back(m.get());
-  SaveOptions save;
-  save.force = opts.force;
-  savePteModels(inPath, replace, opts.output, save);
-  std::cout << "wrote " << opts.output
-            << " (Core ML payloads rewritten; every other byte of the program kept)\n";
-  return kExitOk;
-}
-
 int runFix(const FixCliOptions &opts) {
   if (opts.steps < 1)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   applyMaxMemory(opts.maxMemory);
-  // The output policy (never an input, an existing output only with
-  // --force), checked before the work and again when writing.
-  auto [inPath, selector] = splitPteSelector(opts.model);
-  OutputOptions policy;
-  policy.force = opts.force;
-  policy.allowStream = false;
-  policy.kind =
-      formatInfo(detectFormat(opts.output)).directory ? OutputKind::Directory : OutputKind::File;
-  policy.alsoAvoid = {inPath};
-  fs::path parent = fs::path(opts.output).parent_path();
-  if (!parent.empty())
-    refuseInputOverlap(parent.string(), {inPath}, /*around=*/false);
-  if (detectFormat(opts.output) == ModelFormat::Pte)
-    return runFixPte(opts, policy);
-
-  std::unique_ptr<Model> original = loadModel(opts.model);
-  createOutputParent(opts.output);
-  checkOutput(opts.output, policy);
-  OutputOptions mapPolicy = policy;
-  mapPolicy.kind = OutputKind::File;
-  std::string mapPath = stateMapPathFor(opts.output);
-
-  FixResult result = fixModel(*original, fixOptions(opts));
-  std::cout << "fix: " << opts.model << " -> " << opts.output << "\n";
-  if (int rc = report(result, opts); rc != kExitOk)
-    return rc;
-
-  if (!result.stateMap.empty())
-    checkOutput(mapPath, mapPolicy);
-  SaveOptions save;
-  save.force = opts.force;
-  saveModel(*result.fixed, opts.output, save);
-  std::cout << "wrote " << opts.output << "\n";
-  if (!result.stateMap.empty()) {
-    writeFileAtomically(mapPath, result.stateMap.toJson() + "\n", mapPolicy);
-    std::cout << "wrote " << mapPath << " (feed each output back into its input; start from "
-              << "zeros)\n";
+  FixFileOptions file;
+  file.force = opts.force;
+  bool first = true;
+  file.onFixed = [&](const FixedModel &m) {
+    if (first)
+      std::cout << "fix: " << opts.model << " -> " << opts.output << "\n";
+    first = false;
+    if (!m.label.empty())
+      std::cout << m.where << " (" << m.label << "):\n";
+    report(m.result, opts);
+  };
+  FixFileResult result = fixFile(opts.model, opts.output, fixOptions(opts), file);
+  if (!result.ok())
+    return kExitFindings;
+  if (result.program) {
+    std::cout << "wrote " << result.output
+              << " (Core ML payloads rewritten; every other byte of the program kept)\n";
+    return kExitOk;
   }
+  std::cout << "wrote " << result.output << "\n";
+  if (!result.stateMapPath.empty())
+    std::cout << "wrote " << result.stateMapPath
+              << " (feed each output back into its input; start from zeros)\n";
   return kExitOk;
 }
 

@@ -1,0 +1,133 @@
+//===- FixFile.cpp - Fix a model file into a model file -------------------===//
+#include "transforms/FixFile.h"
+
+#include "ane/Remedies.h"
+#include "io/ModelIO.h"
+#include "ir/StateMap.h"
+#include "support/Error.h"
+
+#include <filesystem>
+
+namespace anefit {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// Fixes `model`, hands the result to the callback and keeps it.
+FixedModel &fixOne(FixFileResult &out, std::string where, std::string label,
+                   std::shared_ptr<const Model> model, const FixOptions &options,
+                   const FixFileOptions &file) {
+  FixedModel m;
+  m.where = std::move(where);
+  m.label = std::move(label);
+  m.result = fixModel(*model, options);
+  m.original = std::move(model);
+  out.models.push_back(std::move(m));
+  if (file.onFixed)
+    file.onFixed(out.models.back());
+  return out.models.back();
+}
+
+/// A .pte from a .pte: each selected Core ML delegate fixed on its own, the
+/// rewrites written into a copy of the program.
+FixFileResult fixProgram(const std::string &input, const std::string &output,
+                         const OutputOptions &policy, const FixOptions &options,
+                         const FixFileOptions &file) {
+  auto [inPath, selector] = splitPteSelector(input);
+  if (detectFormat(inPath) != ModelFormat::Pte)
+    throw InputError("-o " + output + ": a .pte output is written from a .pte input; found '" +
+                     input + "' (write a .mlpackage instead)");
+  std::vector<EmbeddedModel> models = loadPteModels(inPath);
+  prepareFixOutput(output, policy);
+  if (models.empty())
+    throw InputError::at(inPath, "",
+                         "no Core ML delegate in this ExecuTorch program; nothing to fix");
+  if (selector && *selector >= models.size())
+    failExpected(inPath, "delegate selector '#" + std::to_string(*selector) + "'",
+                 "0 .. " + std::to_string(models.size() - 1), std::to_string(*selector));
+
+  FixFileResult out;
+  out.program = true;
+  std::vector<const Model *> replace(models.size(), nullptr);
+  for (size_t i = 0; i < models.size(); ++i) {
+    if (selector && *selector != i)
+      continue;
+    FixedModel &m = fixOne(out, inPath + "#" + std::to_string(i), models[i].label,
+                           std::move(models[i].model), options, file);
+    if (!m.result.ok())
+      return out;
+    std::string change = interfaceDifference(*m.original, *m.result.fixed);
+    if (!change.empty())
+      throw InputError(m.where + ": the rewrite (" + m.result.pipeline +
+                       ") changes the Core ML delegate's interface (" + change +
+                       "), which the ExecuTorch program around it cannot follow; nothing "
+                       "written. " +
+                       (m.result.stateMap.empty() ? std::string("Run only passes that keep it.")
+                                                  : ane::stateRemedyText()));
+    replace[i] = m.result.fixed.get();
+  }
+  SaveOptions save;
+  save.force = file.force;
+  savePteModels(inPath, replace, output, save);
+  out.output = output;
+  return out;
+}
+
+} // namespace
+
+OutputOptions fixOutputPolicy(const std::string &input, const std::string &output, bool force) {
+  OutputOptions policy;
+  policy.force = force;
+  policy.allowStream = false;
+  policy.kind =
+      formatInfo(detectFormat(output)).directory ? OutputKind::Directory : OutputKind::File;
+  policy.alsoAvoid = {splitPteSelector(input).first};
+  fs::path parent = fs::path(output).parent_path();
+  if (!parent.empty())
+    refuseInputOverlap(parent.string(), policy.alsoAvoid, /*around=*/false);
+  return policy;
+}
+
+void prepareFixOutput(const std::string &output, const OutputOptions &policy) {
+  fs::path parent = fs::path(output).parent_path();
+  std::error_code ec;
+  if (!parent.empty())
+    fs::create_directories(parent, ec);
+  checkOutput(output, policy);
+}
+
+std::string writeFixedModel(const FixResult &result, const std::string &output,
+                            const OutputOptions &policy) {
+  OutputOptions mapPolicy = policy;
+  mapPolicy.kind = OutputKind::File;
+  std::string mapPath = stateMapPathFor(output);
+  if (!result.stateMap.empty())
+    checkOutput(mapPath, mapPolicy);
+  SaveOptions save;
+  save.force = policy.force;
+  saveModel(*result.fixed, output, save);
+  if (result.stateMap.empty())
+    return "";
+  writeFileAtomically(mapPath, result.stateMap.toJson() + "\n", mapPolicy);
+  return mapPath;
+}
+
+FixFileResult fixFile(const std::string &input, const std::string &output,
+                      const FixOptions &options, const FixFileOptions &file) {
+  // The output policy, checked before the work and again when writing.
+  OutputOptions policy = fixOutputPolicy(input, output, file.force);
+  if (detectFormat(output) == ModelFormat::Pte)
+    return fixProgram(input, output, policy, options, file);
+
+  std::shared_ptr<const Model> original = loadModel(input);
+  prepareFixOutput(output, policy);
+  FixFileResult out;
+  FixedModel &m = fixOne(out, input, "", std::move(original), options, file);
+  if (!m.result.ok())
+    return out;
+  out.stateMapPath = writeFixedModel(m.result, output, policy);
+  out.output = output;
+  return out;
+}
+
+} // namespace anefit

@@ -1,0 +1,92 @@
+//===- FixFile.h - Fix a model file into a model file -----------*- C++ -*-===//
+//
+// `anefit fix IN -o OUT` as one call: reads IN, rewrites and proves it with
+// fixModel (Fix.h) and writes OUT under the output policy of
+// support/FileSystem.h, with the state map beside it when states moved.
+//
+// For a .pte output (read from a .pte): every Core ML delegate of the
+// program, or the one of "IN.pte#N", is fixed and proven as a model of its
+// own, ExecuTorch's buffer write-back carried between the steps of the
+// proof. A delegate's rewrite must keep its interface (the program around it
+// binds inputs and outputs by position); the rewritten payloads go into a
+// copy of the program in which every other byte is kept (io/ModelIO.h
+// savePteModels).
+//
+// Nothing is printed: a callback sees each model as it is fixed.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "support/FileSystem.h"
+#include "transforms/Fix.h"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace anefit {
+
+/// One model fixFile rewrote: the model of a file, or one Core ML delegate
+/// of a .pte.
+struct FixedModel {
+  /// Where the model was read: the path, or "x.pte#N" for a delegate.
+  std::string where;
+  /// A delegate's "forward/delegate 0 (CoreMLBackend)"; empty otherwise.
+  std::string label;
+  std::shared_ptr<const Model> original;
+  FixResult result;
+};
+
+struct FixFileOptions {
+  /// Replace an existing output (and its state map); never an input.
+  bool force = false;
+  /// Called after each model is fixed, before fixFile judges the result
+  /// (where a caller reports it); may be empty.
+  std::function<void(const FixedModel &)> onFixed;
+};
+
+struct FixFileResult {
+  /// The models fixed, in order. Fixing stops after the first one whose
+  /// result is not ok(); nothing is written then.
+  std::vector<FixedModel> models;
+  /// The file written; empty when nothing was.
+  std::string output;
+  /// The state map written beside a model file; empty when no state moved,
+  /// for a .pte, or when nothing was written.
+  std::string stateMapPath;
+  /// The output is an ExecuTorch program whose Core ML payloads were
+  /// rewritten.
+  bool program = false;
+
+  /// Every rewrite verifies and gives the same outputs: the output was written.
+  bool ok() const { return !output.empty(); }
+};
+
+/// The output policy of fix writing `output` from `input` ("x.pte#N" stands
+/// for x.pte): never over, inside or around the input, an existing output
+/// only with `force`, a file or a directory as the output's format is.
+/// Throws InputError when the output's folder is or lies inside the input.
+OutputOptions fixOutputPolicy(const std::string &input, const std::string &output, bool force);
+
+/// Creates the folder of `output` and checks `output` against `policy`
+/// (support/FileSystem.h checkOutput), before any work is done.
+void prepareFixOutput(const std::string &output, const OutputOptions &policy);
+
+/// Writes `result.fixed` to `output` under `policy` (made by
+/// fixOutputPolicy, prepared by prepareFixOutput) and, when states moved,
+/// the state map beside it (ir/StateMap.h stateMapPathFor); returns the
+/// state map's path, or "" when none was written. The caller writes only a
+/// result that is ok(). Throws InputError.
+std::string writeFixedModel(const FixResult &result, const std::string &output,
+                            const OutputOptions &policy);
+
+/// Reads `input`, fixes it with `options` and writes `output` when every
+/// rewrite is ok(). Throws InputError on bad input or options, an output the
+/// policy refuses, a .pte output from anything but a .pte, a delegate
+/// selector out of range, and a delegate rewrite that changes the delegate's
+/// interface (the message names the change and the export-time remedy).
+FixFileResult fixFile(const std::string &input, const std::string &output,
+                      const FixOptions &options, const FixFileOptions &file = {});
+
+} // namespace anefit

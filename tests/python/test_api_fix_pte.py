@@ -1,0 +1,149 @@
+"""anefit.fix on an ExecuTorch program: `anefit.fix("x.pte", "y.pte")` is
+`anefit fix x.pte -o y.pte` (one library call behind both), on the committed
+export_llm exports.
+
+* The result names each Core ML delegate's rewrite and its proof; the written
+  program carries the model the command line writes (the payload's
+  identifier is fresh at every write).
+* anefit.check finds no compile or runtime failure in y.pte, and the delegate
+  keeps its interface.
+* Original and fixed programs, stepped 8 decode steps at positions 0..7 in
+  anefit.Session (ExecuTorch's buffer write-back carried), give the same
+  logits in fp32 and in fp16.
+* What the command line refuses raises InputError with its line; nothing is
+  written.
+"""
+
+import os
+
+import numpy as np
+import pytest
+
+from conftest import EXAMPLES_DIR, FIXTURES_DIR
+
+PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
+EXPORTS = ["lfm2_export_llm_fp16", "lfm2_export_llm_4w"]
+STEPS = 8
+LOGITS = "aten_linear_default_112"
+
+
+def blocking(report):
+    return [f for f in report.findings if f.effect in ("compile-fail", "runtime-fail")]
+
+
+def error_line(proc):
+    """The one-line message of a failed `anefit` run, without its prefix."""
+    assert proc.returncode == 2, proc.stderr
+    return proc.stderr.strip().splitlines()[-1].removeprefix("anefit: error: ")
+
+
+def same_payload(anefit_py, a, b):
+    """Two programs carry the same Core ML models (read back as MIL text)."""
+    return [m.to_mil() for m in anefit_py.load_delegates(a)] == \
+        [m.to_mil() for m in anefit_py.load_delegates(b)]
+
+
+@pytest.fixture(scope="module")
+def fixed(anefit_py, tmp_path_factory):
+    """{name: (x.pte, y.pte, ProgramFixResult)} made once for the module."""
+    out = {}
+    d = tmp_path_factory.mktemp("fixed")
+    for name in EXPORTS:
+        x = os.path.join(PTE_DIR, name + ".pte")
+        y = d / (name + ".fixed.pte")
+        out[name] = (x, str(y), anefit_py.fix(x, y))
+    return out
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_fix_writes_the_program_the_command_line_writes(anefit_py, anefit, fixed, tmp_path, name):
+    x, y, result = fixed[name]
+    assert isinstance(result, anefit_py.ProgramFixResult)
+    assert result.ok and result.output == y and os.path.isfile(y)
+    (d,) = result.delegates
+    assert d.path == x + "#0"
+    # kv-write-static picked for the (contested, so at-risk) ANE-STATE-006.
+    assert d.picked_for == ["ANE-STATE-006"] and d.pipeline.startswith("kv-write-static")
+    assert d.verification == "same" and d.steps == STEPS and d.first_mismatch == ""
+    assert d.values_compared == 110592  # logits and 22 written-back buffers, 8 steps
+    assert d.carries == {} and d.state_map_json == ""  # no Core ML state moved
+    assert blocking(d.before) and not blocking(d.after)
+    cli = tmp_path / "cli.pte"
+    log = anefit("fix", x, "-o", cli, "--verify", check=True).stdout
+    assert f"  passes: {d.pipeline} (for ANE-STATE-006)" in log
+    assert same_payload(anefit_py, cli, y)
+
+
+@pytest.mark.parametrize("name", EXPORTS)
+def test_fixed_program_checks_clean_with_the_same_interface(anefit_py, fixed, name):
+    x, y, result = fixed[name]
+    before, after = anefit_py.check(x), anefit_py.check(y)
+    assert blocking(before) and blocking(after) == []
+    assert after.verdict not in ("ane-fails", "at-risk")
+    assert [f.rule for f in after.findings] == [f.rule for f in result.delegates[0].after.findings]
+    (a,), (b,) = anefit_py.load_delegates(x), anefit_py.load_delegates(y)
+    fa, fb = a.functions[0], b.functions[0]
+    assert [(i.name, i.shape, i.dtype) for i in fb.inputs] == \
+        [(i.name, i.shape, i.dtype) for i in fa.inputs]
+    assert [o.name for o in fb.outputs] == [o.name for o in fa.outputs]
+    assert b.to_mil() != a.to_mil()  # the rewrite is in the payload
+    assert {op.type for op in b.functions[0].ops} == \
+        {op.type for op in result.delegates[0].model.functions[0].ops}
+
+
+def decode_steps(seed):
+    """8 decode steps of random tokens at positions 0..7, as a runner feeds them."""
+    rng = np.random.default_rng(seed)
+    return [{"tokens": rng.integers(0, 256, size=(1, 1)).astype(np.int32),
+             "attn_options_input_pos": np.array([k], dtype=np.int32)} for k in range(STEPS)]
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp16"])
+@pytest.mark.parametrize("name", EXPORTS)
+def test_original_and_fixed_step_alike(anefit_py, fixed, name, precision):
+    x, y, _ = fixed[name]
+    steps = decode_steps(seed=1)
+    logits = {}
+    for tag, model in (("x", x), ("y", y)):
+        session = anefit_py.Session(model, precision=precision)
+        logits[tag] = [np.array(session.run(dict(s))[LOGITS], dtype=np.float64) for s in steps]
+    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(logits["x"], logits["y"]))
+    scale = max(float(np.max(np.abs(a))) for a in logits["x"])
+    print(f"{name} {precision}: max |diff logits| over {STEPS} steps = {diff:.3g} "
+          f"(max |logit| {scale:.3g})")
+    # The written-back caches change the logits from step to step.
+    assert not np.array_equal(logits["x"][0], logits["x"][-1])
+    assert diff <= (1e-4 if precision == "fp32" else 1e-2 * max(scale, 1.0))
+
+
+def test_fix_takes_a_delegate_model_or_a_selector(anefit_py, fixed, tmp_path):
+    x, y, _ = fixed["lfm2_export_llm_4w"]
+    (delegate,) = anefit_py.load_delegates(x)
+    by_model = anefit_py.fix(delegate, tmp_path / "m.pte", verify=False)
+    by_selector = anefit_py.fix(x + "#0", tmp_path / "s.pte", verify=False)
+    for r in (by_model, by_selector):
+        assert r.ok and r.delegates[0].verification == "not-run"
+        assert same_payload(anefit_py, r.output, y)
+
+
+def test_fix_refuses_what_the_command_line_refuses(anefit_py, anefit, tmp_path):
+    states = os.path.join(PTE_DIR, "lfm2_export_llm_states.pte")
+    out = tmp_path / "s.pte"
+    with pytest.raises(anefit_py.InputError) as e:
+        anefit_py.fix(states, out, passes="state-to-io", verify=False)
+    assert "changes the Core ML delegate's interface" in str(e.value)
+    assert str(e.value) == error_line(
+        anefit("fix", states, "-o", out, "--passes", "state-to-io", "--no-verify"))
+    assert not out.exists()
+    package = os.path.join(EXAMPLES_DIR, "lfm2_shortconv.mlpackage")
+    with pytest.raises(anefit_py.InputError, match="a .pte output is written from a .pte input"):
+        anefit_py.fix(package, tmp_path / "p.pte")
+    x = os.path.join(PTE_DIR, "lfm2_export_llm_4w.pte")
+    with pytest.raises(anefit_py.InputError, match="delegate selector '#1'"):
+        anefit_py.fix(x + "#1", tmp_path / "q.pte")
+    assert not (tmp_path / "p.pte").exists() and not (tmp_path / "q.pte").exists()
+    assert anefit_py.fix(x, tmp_path / "r.pte", verify=False).ok
+    with pytest.raises(anefit_py.InputError) as e:
+        anefit_py.fix(x, tmp_path / "r.pte", verify=False)
+    assert str(e.value) == error_line(anefit("fix", x, "-o", tmp_path / "r.pte", "--no-verify"))
+    assert anefit_py.fix(x, tmp_path / "r.pte", verify=False, force=True).ok
