@@ -10,7 +10,7 @@
 
 #include "io/ModelIO.h"
 #include "ir/AsmPrinter.h"
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 #include "support/Error.h"
 
 #include <nanobind/stl/filesystem.h>

@@ -1264,7 +1264,7 @@ static void checkQuantizedLut(RuleContext &ctx, const Operation *op) {
     return;
   const Value *lut = op->inputValue("lut");
   const Type *t = paramType(*op, "lut");
-  bool quantized = (lut && lut->definingOp && lut->definingOp->type.rfind("constexpr_", 0) == 0) ||
+  bool quantized = (lut && lut->definingOp && decompressesWeights(lut->definingOp->type)) ||
                    (t && (t->dtype() == DType::I8 || t->dtype() == DType::U8));
   if (!quantized)
     return;

@@ -10,7 +10,7 @@
 #include "ir/TorchNames.h"
 #include "ops/OpRegistry.h"
 
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 #include "support/Error.h"
 
 #include <algorithm>

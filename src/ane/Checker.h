@@ -101,7 +101,7 @@ struct FunctionReport {
   double aneFlops = 0;
   double totalFlops = 0;
   uint64_t weightBytes = 0;      ///< weights of this function as stored, from their types
-  uint64_t denseWeightBytes = 0; ///< the same weights decompressed (ir/Weights.h)
+  uint64_t denseWeightBytes = 0; ///< the same weights decompressed (ops/Weights.h)
   size_t states = 0;
   Verdict verdict = Verdict::Ane;
 };

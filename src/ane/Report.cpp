@@ -600,7 +600,7 @@ std::string rulesMarkdown(std::string_view corpusSection) {
         "suspects in the same graph, and the same op does run when it writes a state. Compiling "
         "it on a Mac settles it; moving the write to the host avoids the question.\n\n"
         "## Weights\n\n"
-        "`show`, `check` and `split` share one weight counter (src/ir/Weights.h). It counts "
+        "`show`, `check` and `split` share one weight counter (src/ops/Weights.h). It counts "
         "compressed weights as stored (palettized indices and lookup tables, sparse masks and "
         "values, blockwise and per-channel quantized data, scales and offsets, each at its own "
         "dtype) and as the dense tensors the compute ops read once decompression is folded. "

@@ -8,7 +8,7 @@
 #pragma once
 
 #include "ane/Checker.h"
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 
 #include <optional>
 #include <string>

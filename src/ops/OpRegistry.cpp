@@ -154,6 +154,16 @@ bool opHasTrait(std::string_view type, OpTrait t) {
   return def && def->has(t);
 }
 
+bool decompressesWeights(std::string_view type) {
+  const OpDef *def = findAnyOp(type);
+  if (!def || !def->has(OpTrait::ConstLike))
+    return false;
+  for (const ParamSpec &p : def->params)
+    if (p.kind == ParamKind::Tensor)
+      return true;
+  return false;
+}
+
 std::string opNamesWithTrait(OpTrait t, std::string_view conjunction) {
   std::vector<std::string_view> names;
   for (const OpDef &def : kOps)

@@ -115,6 +115,10 @@ std::span<const OpDef> allOps();
 const OpDef *findAnyOp(std::string_view type);
 /// True if op type `type` has trait `t`; false for unknown ops.
 bool opHasTrait(std::string_view type, OpTrait t);
+/// True if op type `type` is const-like and reads tensor parameters: it
+/// decompresses a weight at load time (constexpr_*), where a constant
+/// (const) holds its value as an attribute. False for unknown ops.
+bool decompressesWeights(std::string_view type);
 /// The names of every op with one of the traits `t`, in table order, each
 /// once, as prose: "read_state, write_state and coreml_update_state" (with
 /// `conjunction` "and").

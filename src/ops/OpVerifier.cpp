@@ -36,11 +36,9 @@ const Type *bindingType(const Binding &b) {
   return b.constant ? &b.constant->type : nullptr;
 }
 
-/// constexpr_* ops before iOS18 and const carry their parameters as attributes.
-bool paramsAreAttributes(const Operation &op, const OpDef &def) {
-  return op.type == "const" || op.type == "_const_symbolic" ||
-         (def.opset < 18 && op.type.rfind("constexpr_", 0) == 0);
-}
+/// Const-like ops before iOS18 (const, and constexpr_* until iOS18 made
+/// their parameters inputs) carry their parameters as attributes.
+bool paramsAreAttributes(const OpDef &def) { return def.has(OpTrait::ConstLike) && def.opset < 18; }
 
 class OpChecker {
 public:
@@ -104,7 +102,7 @@ private:
   }
 
   void checkParams(const Operation &op, const OpDef &def) {
-    bool viaAttributes = paramsAreAttributes(op, def);
+    bool viaAttributes = paramsAreAttributes(def);
     for (const OpInput &in : op.inputs)
       if (!def.param(in.name))
         error(op, op.type + ": unknown parameter '" + in.name + "'");

@@ -3,7 +3,7 @@
 
 #include "support/FileSystem.h"
 
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 
 #include <nlohmann/json.hpp>
 

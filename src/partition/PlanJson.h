@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 #include "partition/Partitioner.h"
 
 #include <string>
@@ -26,7 +26,7 @@ std::string regionFileName(const FunctionPlan &fp, const Region &r);
 std::string renderPlanJson(const Plan &plan, const CostModel &cost, bool withFiles = false,
                            int indent = 2);
 
-/// The weights a region's ops read, stored and dense (ir/Weights.h).
+/// The weights a region's ops read, stored and dense (ops/Weights.h).
 WeightCount regionWeights(const Region &r);
 
 /// Python for ExecuTorch's CoreMLPartitioner keeping the plan's skip ops out

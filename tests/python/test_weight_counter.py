@@ -1,4 +1,4 @@
-"""The one weight counter (src/ir/Weights.h) against coremltools' own sizes.
+"""The one weight counter (src/ops/Weights.h) against coremltools' own sizes.
 
 A small program is compressed by coremltools' own optimizers (4-bit blockwise,
 8-bit per-channel, 4-bit palettized, sparse) and saved. coremltools' view of

@@ -14,7 +14,7 @@
 #include "io/Package.h"
 #include "io/Pte.h"
 #include "ir/Model.h"
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 #include "support/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -194,7 +194,7 @@ struct Summary {
   std::string defaultFunction;
   std::vector<FunctionSummary> functions;
   std::vector<std::pair<std::string, uint64_t>> ops; ///< sorted by count, then name
-  WeightCount weights;                               ///< stored and dense sizes (ir/Weights.h)
+  WeightCount weights;                               ///< stored and dense sizes (ops/Weights.h)
   struct WeightFileInfo {
     std::string name;
     std::string path;

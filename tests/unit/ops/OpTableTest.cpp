@@ -68,6 +68,16 @@ TEST(OpTable, TraitsAnswerWhatCodeAsks) {
   EXPECT_TRUE(opHasTrait("constexpr_affine_dequantize", OpTrait::ConstLike));
   EXPECT_FALSE(opHasTrait("dequantize", OpTrait::ConstLike));
   EXPECT_FALSE(opHasTrait("no_such_op", OpTrait::ConstLike));
+  // Of the const-like ops, the constexpr_* ones decompress a weight (the
+  // weight counter's stored-vs-dense split); const holds its value.
+  for (const OpDef &def : allOps()) {
+    if (def.has(OpTrait::ConstLike)) {
+      EXPECT_EQ(decompressesWeights(def.name), def.name.substr(0, 10) == "constexpr_") << def.name;
+    }
+  }
+  EXPECT_FALSE(decompressesWeights("const"));
+  EXPECT_FALSE(decompressesWeights("dequantize"));
+  EXPECT_FALSE(decompressesWeights("no_such_op"));
   EXPECT_TRUE(opHasTrait("reshape", OpTrait::View));
   EXPECT_FALSE(opHasTrait("transpose", OpTrait::View));
   EXPECT_TRUE(opHasTrait("transpose", OpTrait::DataMovement));

@@ -6,7 +6,7 @@
 // against coremltools' own sizes on real compressed packages.
 //
 //===----------------------------------------------------------------------===//
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 #include "ir/AsmParser.h"
 
 #include <gtest/gtest.h>

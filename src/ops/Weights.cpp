@@ -3,10 +3,13 @@
 // Stored sizes come from the constants themselves (const values, and the
 // constants bound to constexpr_* ops or bound directly as weight-file blobs);
 // dense sizes from the values compute ops consume. Only types are read.
+// Which ops are constants and which decompress a weight is the op table's
+// trait ConstLike (Ops.def).
 //
 //===----------------------------------------------------------------------===//
-#include "ir/Weights.h"
+#include "ops/Weights.h"
 
+#include "ops/OpRegistry.h"
 #include "support/DType.h"
 
 #include <set>
@@ -23,8 +26,11 @@ std::string_view weightSchemeName(WeightScheme s) {
 
 namespace {
 
-bool isConstexpr(const Operation &op) { return op.type.rfind("constexpr_", 0) == 0; }
-bool isConstLike(const Operation &op) { return op.type == "const" || isConstexpr(op); }
+/// A constant or a weight decompressed at load time (Ops.def: ConstLike).
+bool isConstLike(const Operation &op) { return opHasTrait(op.type, OpTrait::ConstLike); }
+
+/// A const-like op that decompresses a weight (constexpr_*).
+bool isConstexpr(const Operation &op) { return decompressesWeights(op.type); }
 
 /// The type bound to `param`: an input, or an attribute (constexpr ops
 /// before iOS18 hold their parameters as attributes).
@@ -137,7 +143,7 @@ private:
   }
 
   void visit(const Operation &op) {
-    if (op.type == "const") {
+    if (isConstLike(op) && !isConstexpr(op)) {
       const Constant *val = op.attribute("val");
       if (!val || op.outputs.empty())
         return;
