@@ -263,13 +263,10 @@ PySplitPlan runSplit(const ModelArg &target, const std::optional<std::string> &f
   p.unmappedCpuOps = result.plan.unmappedCpuOps;
   p.writtenModels = result.writtenModels;
   for (const partition::FunctionPlan &fp : result.plan.functions) {
-    size_t ane = 0;
-    for (const partition::Region &r : fp.regions)
-      ane += r.target == partition::Target::Ane;
     nb::dict f;
     f["function"] = fp.function;
     f["regions"] = fp.regions.size();
-    f["ane_regions"] = ane;
+    f["ane_regions"] = fp.aneRegions();
     f["boundaries"] = fp.boundaries.size();
     f["plan_ms"] = fp.planCostMs;
     f["cpu_only_ms"] = fp.cpuOnlyCostMs;

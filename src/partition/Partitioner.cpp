@@ -253,6 +253,20 @@ FunctionPlan planFunction(const Function &fn, const ane::FunctionReport &fr,
 
 std::string_view targetName(Target t) { return t == Target::Ane ? "ane" : "cpu"; }
 
+size_t Region::absorbedOps() const {
+  size_t n = 0;
+  for (const PlacedOp &p : ops)
+    n += p.absorbed;
+  return n;
+}
+
+size_t FunctionPlan::aneRegions() const {
+  size_t n = 0;
+  for (const Region &r : regions)
+    n += r.target == Target::Ane;
+  return n;
+}
+
 Plan makePlan(const Model &model, const ane::CheckReport &report, const PartitionOptions &options) {
   Plan plan;
   plan.modelPath = model.sourcePath;

@@ -61,6 +61,9 @@ struct Region {
   std::vector<const Value *> states;  ///< state inputs the region touches
   double costMs = 0;
   double flops = 0;
+
+  /// Ops the cost model moved here from the ANE (PlacedOp::absorbed).
+  size_t absorbedOps() const;
 };
 
 struct Boundary {
@@ -79,6 +82,9 @@ struct FunctionPlan {
   double planCostMs = 0; ///< regions + boundaries
   double cpuOnlyCostMs = 0;
   std::vector<std::string> warnings;
+
+  /// The regions placed on the ANE.
+  size_t aneRegions() const;
 };
 
 /// An aten op for ExecuTorch's CoreMLPartitioner skip list.

@@ -1,33 +1,27 @@
 //===- ShowCommand.cpp - anefit show: a summary of a model ----------------===//
 //
-// Prints what a model is made of: specification version and the OS it needs,
-// functions with their opsets, inputs, outputs and states, an op-type
-// histogram, parameter counts by dtype and the weight files. Everything comes
-// from the program and the types of its constants; weight data is never read
-// (weight files are not even opened), so `show` is fast on any model size.
-// The --json form is the stable schema "anefit.show/1" (docs/show.md).
+// Prints the model summary of io/ModelSummary.h (specification version and
+// the OS it needs, functions with their opsets, inputs, outputs and states,
+// an op-type histogram, parameter counts by dtype and the weight files), and
+// for an ExecuTorch program its methods, delegates and write-back first.
+// Weight data is never read, so `show` is fast on any model size. The --json
+// form is the stable schema "anefit.show/1" (docs/show.md).
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
 #include "io/ModelIO.h"
-#include "io/Package.h"
+#include "io/ModelSummary.h"
 #include "io/Pte.h"
 #include "ir/Model.h"
 #include "ops/Weights.h"
-#include "support/Error.h"
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
-#include <map>
-#include <set>
 #include <sstream>
 
-namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
 
 namespace anefit::cli {
@@ -35,88 +29,7 @@ namespace {
 
 constexpr const char *kSchema = "anefit.show/1";
 
-/// The OS releases that introduced each Core ML specification version.
-struct SpecVersionInfo {
-  int version;
-  const char *iOS;
-  const char *macOS;
-};
-constexpr SpecVersionInfo kSpecVersions[] = {
-    {1, "11", "10.13"}, {2, "11.2", "10.13.2"}, {3, "12", "10.14"}, {4, "13", "10.15"},
-    {5, "14", "11"},    {6, "15", "12"},        {7, "16", "13"},    {8, "17", "14"},
-    {9, "18", "15"},    {10, "26", "26"},
-};
-
-const SpecVersionInfo *specVersionInfo(int version) {
-  for (const SpecVersionInfo &info : kSpecVersions)
-    if (info.version == version)
-      return &info;
-  return nullptr;
-}
-
-std::string osText(int specVersion) {
-  const SpecVersionInfo *info = specVersionInfo(specVersion);
-  if (!info)
-    return "unknown OS";
-  return std::string("iOS ") + info->iOS + ", macOS " + info->macOS;
-}
-
-/// One input, output or state as shown.
-struct Feature {
-  std::string name;
-  std::string kind; ///< "tensor", "state", "int64", "double", "string", "other"
-  std::string dtype;
-  std::vector<Dim> shape;
-  bool rankKnown = true;
-  std::vector<std::vector<int64_t>> enumeratedShapes;
-  std::vector<std::pair<uint64_t, int64_t>> shapeRange;
-  bool optional = false;
-};
-
-Feature fromDescription(const FeatureDescription &d) {
-  Feature f;
-  f.name = d.name;
-  f.optional = d.type.isOptional;
-  switch (d.type.kind) {
-  case FeatureType::Kind::MultiArray:
-  case FeatureType::Kind::State: {
-    f.kind = d.type.kind == FeatureType::Kind::State ? "state" : "tensor";
-    auto dt = dtypeOfArrayDataType(d.type.dataType);
-    f.dtype = dt ? std::string(dtypeName(*dt)) : "unknown";
-    for (int64_t n : d.type.shape)
-      f.shape.push_back(Dim::of(n));
-    f.enumeratedShapes = d.type.enumeratedShapes;
-    if (d.type.hasShapeRange)
-      f.shapeRange = d.type.shapeRange;
-    break;
-  }
-  case FeatureType::Kind::Int64:
-    f.kind = "int64";
-    break;
-  case FeatureType::Kind::Double:
-    f.kind = "double";
-    break;
-  case FeatureType::Kind::String:
-    f.kind = "string";
-    break;
-  case FeatureType::Kind::Other:
-    f.kind = "other";
-    break;
-  }
-  return f;
-}
-
-/// The program's type is more precise than the description's (symbolic
-/// dims); prefer it when the value exists.
-void refineFromType(Feature &f, const Type &t) {
-  if (!t.isTensor() && !t.isState())
-    return;
-  f.dtype = std::string(dtypeName(t.dtype()));
-  f.rankKnown = t.hasRank();
-  f.shape = t.shape();
-}
-
-std::string shapeText(const Feature &f) {
+std::string shapeText(const FeatureSummary &f) {
   if (!f.rankKnown)
     return "(*)";
   std::string s = "(";
@@ -125,7 +38,7 @@ std::string shapeText(const Feature &f) {
   return s + ")";
 }
 
-std::string flexText(const Feature &f) {
+std::string flexText(const FeatureSummary &f) {
   std::string s;
   if (!f.enumeratedShapes.empty()) {
     s += "enumerated shapes:";
@@ -147,7 +60,7 @@ std::string flexText(const Feature &f) {
   return s;
 }
 
-json featureJson(const Feature &f) {
+json featureJson(const FeatureSummary &f) {
   json j;
   j["name"] = f.name;
   j["kind"] = f.kind;
@@ -179,111 +92,6 @@ json featureJson(const Feature &f) {
   return j;
 }
 
-struct FunctionSummary {
-  std::string name;
-  std::string opset;
-  bool isDefault = false;
-  std::vector<Feature> inputs, outputs, states;
-  uint64_t opCount = 0;
-};
-
-struct Summary {
-  std::string path;
-  ModelFormat format = ModelFormat::Unknown;
-  int specVersion = 0;
-  std::string defaultFunction;
-  std::vector<FunctionSummary> functions;
-  std::vector<std::pair<std::string, uint64_t>> ops; ///< sorted by count, then name
-  WeightCount weights;                               ///< stored and dense sizes (ops/Weights.h)
-  struct WeightFileInfo {
-    std::string name;
-    std::string path;
-    std::optional<uint64_t> bytes;
-  };
-  std::vector<WeightFileInfo> weightFiles;
-  Metadata metadata;
-};
-
-/// "@model_path" for a model path, to locate weight files without opening them.
-std::string modelDirectory(const std::string &path, ModelFormat format) {
-  if (format == ModelFormat::MLPackage)
-    return openPackage(path).modelDir;
-  return fs::path(path).parent_path().string();
-}
-
-Summary summarize(const Model &model, const std::string &path) {
-  Summary s;
-  s.path = path;
-  s.format = detectFormat(path);
-  s.specVersion = model.specificationVersion;
-  s.metadata = model.description.metadata;
-  Function *def = model.defaultFunction();
-  s.defaultFunction = def ? def->name : "";
-
-  std::map<std::string, uint64_t> histogram;
-  if (model.program) {
-    for (const auto &fn : model.program->functions) {
-      FunctionSummary fs;
-      fs.name = fn->name;
-      fs.opset = fn->opset;
-      fs.isDefault = fn.get() == def;
-      FunctionDescription desc = model.description.describe(fn->name);
-      std::map<std::string, const Type *> outputTypes;
-      for (const Value *v : fn->body->outputs)
-        if (v)
-          outputTypes[v->name] = &v->type;
-      for (const FeatureDescription &d : desc.inputs) {
-        Feature f = fromDescription(d);
-        if (const Value *v = fn->findInput(d.name))
-          refineFromType(f, v->type);
-        fs.inputs.push_back(f);
-      }
-      for (const FeatureDescription &d : desc.states) {
-        Feature f = fromDescription(d);
-        if (const Value *v = fn->findInput(d.name))
-          refineFromType(f, v->type);
-        fs.states.push_back(f);
-      }
-      for (const FeatureDescription &d : desc.outputs) {
-        Feature f = fromDescription(d);
-        auto it = outputTypes.find(d.name);
-        if (it != outputTypes.end())
-          refineFromType(f, *it->second);
-        fs.outputs.push_back(f);
-      }
-      walk(*fn->body, [&](const Operation &op) {
-        ++fs.opCount;
-        ++histogram[op.type];
-      });
-      s.functions.push_back(std::move(fs));
-    }
-    s.weights = countWeights(*model.program);
-  }
-  s.ops.assign(histogram.begin(), histogram.end());
-  std::stable_sort(s.ops.begin(), s.ops.end(),
-                   [](const auto &a, const auto &b) { return a.second > b.second; });
-
-  std::string modelDir;
-  try {
-    modelDir = modelDirectory(path, s.format);
-  } catch (const InputError &) {
-  }
-  for (const auto &[name, store] : model.weightFiles) {
-    Summary::WeightFileInfo w;
-    w.name = name;
-    try {
-      w.path = resolveWeightPath(modelDir, name, path);
-      std::error_code ec;
-      uint64_t size = fs::file_size(w.path, ec);
-      if (!ec)
-        w.bytes = size;
-    } catch (const InputError &) {
-    }
-    s.weightFiles.push_back(std::move(w));
-  }
-  return s;
-}
-
 json metadataJson(const Metadata &m) {
   json j;
   j["shortDescription"] = m.shortDescription;
@@ -296,7 +104,7 @@ json metadataJson(const Metadata &m) {
   return j;
 }
 
-json toJson(const Summary &s) {
+json toJson(const ModelSummary &s) {
   json j;
   j["schema"] = kSchema;
   j["path"] = s.path;
@@ -314,7 +122,7 @@ json toJson(const Summary &s) {
     for (auto [key, list] : {std::pair{"inputs", &f.inputs}, std::pair{"outputs", &f.outputs},
                              std::pair{"states", &f.states}}) {
       fj[key] = json::array();
-      for (const Feature &feat : *list)
+      for (const FeatureSummary &feat : *list)
         fj[key].push_back(featureJson(feat));
     }
     fj["opCount"] = f.opCount;
@@ -374,14 +182,15 @@ std::string humanBytes(uint64_t n) {
   return os.str();
 }
 
-void printFeatures(std::ostream &os, const char *title, const std::vector<Feature> &features) {
+void printFeatures(std::ostream &os, const char *title,
+                   const std::vector<FeatureSummary> &features) {
   if (features.empty())
     return;
   os << "  " << title << ":\n";
   size_t width = 0;
-  for (const Feature &f : features)
+  for (const FeatureSummary &f : features)
     width = std::max(width, f.name.size());
-  for (const Feature &f : features) {
+  for (const FeatureSummary &f : features) {
     os << "    " << std::left << std::setw(static_cast<int>(width)) << f.name << "  ";
     if (f.kind == "tensor" || f.kind == "state")
       os << shapeText(f) << " " << f.dtype;
@@ -396,15 +205,15 @@ void printFeatures(std::ostream &os, const char *title, const std::vector<Featur
   }
 }
 
-void printText(const Summary &s, std::ostream &os) {
+void printText(const ModelSummary &s, std::ostream &os) {
   os << "model: " << s.path << " (" << formatInfo(s.format).name << ")\n";
-  os << "specification version: " << s.specVersion << " (" << osText(s.specVersion) << ")\n";
+  os << "specification version: " << s.specVersion << " (" << minimumOSText(s.specVersion) << ")\n";
   if (!s.defaultFunction.empty())
     os << "default function: " << s.defaultFunction << "\n";
   for (const FunctionSummary &f : s.functions) {
     os << "function " << f.name << ": opset " << (f.opset.empty() ? "?" : f.opset);
     if (int n = opsetNumber(f.opset))
-      os << " (" << osText(specVersionForOpset(n)) << ")";
+      os << " (" << minimumOSText(specVersionForOpset(n)) << ")";
     os << ", " << f.opCount << " ops" << (f.isDefault ? ", default" : "") << "\n";
     printFeatures(os, "inputs", f.inputs);
     printFeatures(os, "outputs", f.outputs);
@@ -496,7 +305,7 @@ int showPte(const ShowOptions &opts) {
         dj["writeBack"] = wb;
         if (!m.hostWriteBackError.empty())
           dj["writeBackError"] = m.hostWriteBackError;
-        dj["model"] = toJson(summarize(m, selector));
+        dj["model"] = toJson(summarizeModel(m, selector));
       }
       j["delegates"].push_back(dj);
     }
@@ -531,7 +340,7 @@ int showPte(const ShowOptions &opts) {
   for (size_t i = 0; i < models.size(); ++i) {
     std::string selector = opts.model + "#" + std::to_string(i);
     std::cout << "\n";
-    printText(summarize(*models[i].model, selector), std::cout);
+    printText(summarizeModel(*models[i].model, selector), std::cout);
   }
   return kExitOk;
 }
@@ -542,7 +351,7 @@ int runShow(const ShowOptions &opts) {
   LoadOptions load;
   load.openWeights = false; // show never reads weight data
   std::unique_ptr<Model> model = loadModel(opts.model, load);
-  Summary s = summarize(*model, opts.model);
+  ModelSummary s = summarizeModel(*model, opts.model);
   if (opts.json)
     std::cout << toJson(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   else

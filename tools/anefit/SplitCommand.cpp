@@ -42,16 +42,12 @@ struct SplitCliOptions {
 void printText(std::ostream &os, const partition::Plan &plan) {
   os << std::fixed << std::setprecision(3);
   for (const auto &fp : plan.functions) {
-    size_t ane = 0;
-    for (const auto &r : fp.regions)
-      ane += r.target == partition::Target::Ane;
+    size_t ane = fp.aneRegions();
     os << "function " << fp.function << ": " << fp.regions.size() << " regions (" << ane << " ANE, "
        << fp.regions.size() - ane << " CPU), " << fp.boundaries.size() << " boundaries, estimated "
        << fp.planCostMs << " ms (CPU only " << fp.cpuOnlyCostMs << " ms)\n";
     for (const auto &r : fp.regions) {
-      size_t absorbed = 0;
-      for (const auto &p : r.ops)
-        absorbed += p.absorbed;
+      size_t absorbed = r.absorbedOps();
       os << "  region " << r.index << "  " << partition::targetName(r.target) << "  "
          << r.ops.size() << " ops";
       if (absorbed)

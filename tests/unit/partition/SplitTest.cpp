@@ -43,6 +43,10 @@ TEST(Split, ProvesTheChainInMemory) {
   SplitResult r = splitModel(*model, o);
   ASSERT_EQ(r.plan.functions.size(), 1u);
   EXPECT_EQ(r.plan.functions[0].regions.size(), 3u);
+  // CPU (matmul, reduce_prod), ANE (mul), CPU (matmul): none absorbed.
+  EXPECT_EQ(r.plan.functions[0].aneRegions(), 1u);
+  for (const Region &region : r.plan.functions[0].regions)
+    EXPECT_EQ(region.absorbedOps(), 0u);
   EXPECT_TRUE(r.writtenModels.empty());
   ASSERT_EQ(r.verifications.size(), 1u);
   const SplitVerification &v = r.verifications[0];
@@ -52,6 +56,20 @@ TEST(Split, ProvesTheChainInMemory) {
   EXPECT_EQ(v.comparison.compared(), 2u * 4 * 4);
   EXPECT_EQ(v.comparison.maxAbsDiff(), 0.0);
   EXPECT_TRUE(r.ok());
+}
+
+TEST(Split, CountsAneRegionsAndAbsorbedOps) {
+  auto model = splitExample();
+  SplitResult r = splitModel(*model, SplitOptions{});
+  const FunctionPlan &fp = r.plan.functions[0];
+  size_t absorbed = 0;
+  for (const Region &region : fp.regions)
+    absorbed += region.absorbedOps();
+  // Absorbing the one-op ANE run (mul) leaves one CPU region of four ops.
+  EXPECT_EQ(fp.regions.size(), 1u);
+  EXPECT_EQ(fp.aneRegions(), 0u);
+  EXPECT_EQ(fp.regions[0].ops.size(), 4u);
+  EXPECT_EQ(absorbed, 1u);
 }
 
 TEST(Split, FindsARegionThatComputesSomethingElse) {
