@@ -1,16 +1,30 @@
 //===- ThreadPool.cpp - The interpreter's worker threads ------------------===//
 //
 // A job is (body, n, grain) plus two counters that carry the job's generation
-// in their high bits: the next chunk to hand out and the workers that joined.
-// A worker that wakes late sees another generation in them and leaves without
-// touching the job, so a job never waits for a worker that is not running.
-// Idle workers block in futex(2) (a condition variable elsewhere).
+// in their high bits: the first index not yet handed out and the workers that
+// joined. A worker that wakes late sees another generation in them and leaves
+// without touching the job, so a job never waits for a worker that is not
+// running.
+//
+// Ranges are guided: each thread takes about 1/(2 * threads) of what is left,
+// never less than grain. Weight rows are then read in a few long runs per
+// thread (a stream the hardware prefetchers follow from start to end) rather
+// than in many short ones each thread starts cold, and the shrinking tail still
+// evens out a thread that started late or was preempted.
+//
+// A worker with no job polls for the next one for a short while (kSpinMicros)
+// before it blocks in futex(2) (a condition variable elsewhere): the ops of a
+// decode step follow each other within microseconds, and on a virtual machine
+// a wake-up costs the caller a system call and the worker a halted vCPU's
+// restart (together about 20 us measured, a quarter of a typical op). The
+// caller makes the call only when a worker is blocked.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/ThreadPool.h"
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
@@ -30,6 +44,12 @@
 
 #if __has_include(<cblas.h>)
 #include <cblas.h>
+#endif
+
+#if defined(OPENBLAS_VERSION)
+/// Ends a threaded OpenBLAS's server threads (weak: absent from a serial
+/// OpenBLAS).
+extern "C" int blas_thread_shutdown_(void) __attribute__((weak));
 #endif
 
 namespace anefit::runtime {
@@ -70,6 +90,14 @@ inline void cpuRelax() {
 #endif
 }
 
+/// How long an idle worker polls for the next job before it blocks: longer
+/// than most gaps between the parallel ops of a decode step (the small
+/// element-wise ops between two products; 18 us on average in an LFM2 step),
+/// short enough that an idle interpreter costs nothing measurable. On a 4w
+/// LFM2-350M step, 0 -> 30 us took two threads from 1.13x to 1.36x one
+/// thread; 100 and 300 us gave no more.
+constexpr int64_t kSpinMicros = 50;
+
 constexpr int kGenShift = 40;
 constexpr uint64_t kIndexMask = (uint64_t(1) << kGenShift) - 1;
 
@@ -84,7 +112,7 @@ public:
            const std::function<void(int64_t, int64_t)> &body) {
     int64_t chunks = (n + grain - 1) / grain;
     std::unique_lock<std::mutex> busy(dispatch_, std::try_to_lock);
-    if (!busy.owns_lock() || threads <= 1 || chunks <= 1 || chunks > int64_t(kIndexMask)) {
+    if (!busy.owns_lock() || threads <= 1 || chunks <= 1 || n > int64_t(kIndexMask)) {
       body(0, n);
       return;
     }
@@ -94,25 +122,28 @@ public:
     body_.store(&body, std::memory_order_relaxed);
     n_.store(n, std::memory_order_relaxed);
     grain_.store(grain, std::memory_order_relaxed);
-    total_.store(chunks, std::memory_order_relaxed);
+    share_.store(2 * (helpers + 1), std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     joined_.store(gen << kGenShift | uint64_t(helpers), std::memory_order_relaxed);
     next_.store(gen << kGenShift, std::memory_order_release);
-    gen_.store(static_cast<uint32_t>(gen), std::memory_order_release);
-    futex_.wake(gen_, helpers);
+    // seq_cst against the sleepers_ count a worker raises before it blocks:
+    // either it sees this generation or this sees it asleep.
+    gen_.store(static_cast<uint32_t>(gen), std::memory_order_seq_cst);
+    if (sleepers_.load(std::memory_order_seq_cst) > 0)
+      futex_.wake(gen_, helpers);
     work(gen);
-    // The caller has no chunk left; the last ones are running on workers.
-    for (int spin = 0; done_.load(std::memory_order_acquire) < chunks; ++spin) {
+    // The caller has no range left; the last ones are running on workers.
+    for (int spin = 0; done_.load(std::memory_order_acquire) < n; ++spin) {
       if (spin < 2000) {
         cpuRelax();
         continue;
       }
       uint32_t seen = doneWord_.load(std::memory_order_acquire);
-      if (done_.load(std::memory_order_acquire) >= chunks)
+      if (done_.load(std::memory_order_acquire) >= n)
         break;
       callerWaiting_.store(true, std::memory_order_seq_cst);
-      if (done_.load(std::memory_order_seq_cst) < chunks)
+      if (done_.load(std::memory_order_seq_cst) < n)
         futex_.wait(doneWord_, seen);
       callerWaiting_.store(false, std::memory_order_relaxed);
     }
@@ -132,10 +163,14 @@ private:
     uint32_t seen = 0;
     for (;;) {
       uint32_t gen = gen_.load(std::memory_order_acquire);
-      if (gen == seen) {
-        futex_.wait(gen_, seen);
+      if (gen == seen && !poll(seen)) {
+        sleepers_.fetch_add(1, std::memory_order_seq_cst);
+        if (gen_.load(std::memory_order_seq_cst) == seen)
+          futex_.wait(gen_, seen);
+        sleepers_.fetch_sub(1, std::memory_order_relaxed);
         continue;
       }
+      gen = gen_.load(std::memory_order_acquire);
       seen = gen;
       // Join if the job still wants helpers; leave a stale or full job alone.
       uint64_t j = joined_.load(std::memory_order_acquire);
@@ -150,26 +185,45 @@ private:
     }
   }
 
-  /// Takes chunks of job `gen` until none is left.
+  /// Polls for a generation other than `seen` for up to kSpinMicros; true
+  /// when one came.
+  bool poll(uint32_t seen) {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    for (;;) {
+      for (int i = 0; i < 64; ++i) {
+        if (gen_.load(std::memory_order_acquire) != seen)
+          return true;
+        cpuRelax();
+      }
+      if (std::chrono::steady_clock::now() >= deadline)
+        return false;
+    }
+  }
+
+  /// Takes ranges of job `gen` until none is left.
   void work(uint64_t gen) {
     const auto *body = body_.load(std::memory_order_relaxed);
     int64_t n = n_.load(std::memory_order_relaxed), grain = grain_.load(std::memory_order_relaxed);
-    int64_t total = total_.load(std::memory_order_relaxed);
+    int64_t share = share_.load(std::memory_order_relaxed);
     for (;;) {
       uint64_t c = next_.load(std::memory_order_acquire);
-      if ((c >> kGenShift) != gen || int64_t(c & kIndexMask) >= total)
+      int64_t b = int64_t(c & kIndexMask);
+      if ((c >> kGenShift) != gen || b >= n)
         return;
-      if (!next_.compare_exchange_weak(c, c + 1, std::memory_order_acq_rel))
+      int64_t e = std::min(n, b + std::max(grain, (n - b) / share));
+      if (n - e < grain)
+        e = n; // no range shorter than grain left behind
+      if (!next_.compare_exchange_weak(c, (c & ~kIndexMask) | uint64_t(e),
+                                       std::memory_order_acq_rel))
         continue;
-      int64_t b = int64_t(c & kIndexMask) * grain;
       try {
-        (*body)(b, std::min(n, b + grain));
+        (*body)(b, e);
       } catch (...) {
         std::lock_guard<std::mutex> lock(errorMutex_);
         if (!error_)
           error_ = std::current_exception();
       }
-      if (done_.fetch_add(1, std::memory_order_seq_cst) + 1 == total) {
+      if (done_.fetch_add(e - b, std::memory_order_seq_cst) + (e - b) == n) {
         doneWord_.fetch_add(1, std::memory_order_release);
         if (callerWaiting_.load(std::memory_order_seq_cst))
           futex_.wake(doneWord_, 1);
@@ -181,10 +235,11 @@ private:
   std::vector<std::thread> workers_;
   Futex futex_;
   std::atomic<uint32_t> gen_{0};
+  std::atomic<int> sleepers_{0};
   std::atomic<uint32_t> doneWord_{0};
   std::atomic<bool> callerWaiting_{false};
   std::atomic<const std::function<void(int64_t, int64_t)> *> body_{nullptr};
-  std::atomic<int64_t> n_{0}, grain_{1}, total_{0}, done_{0};
+  std::atomic<int64_t> n_{0}, grain_{1}, share_{2}, done_{0};
   std::atomic<uint64_t> next_{0}, joined_{0};
   std::mutex errorMutex_;
   std::exception_ptr error_;
@@ -209,8 +264,15 @@ ThreadScope::ThreadScope(int threads) : previous_(tlsThreads) {
   tlsThreads = std::max(1, threads);
 #if defined(OPENBLAS_VERSION)
   // BLAS runs inside parallelFor chunks: OpenBLAS's own threads would only
-  // compete with the pool for the same cores (and spin while they wait).
-  static const bool once = (openblas_set_num_threads(1), true);
+  // compete with the pool for the same cores. A threaded OpenBLAS starts them
+  // when it loads and they poll for work (about 0.1 s) before they sleep;
+  // one thread for BLAS then needs none of them, so they are ended.
+  static const bool once = [] {
+    openblas_set_num_threads(1);
+    if (blas_thread_shutdown_)
+      blas_thread_shutdown_();
+    return true;
+  }();
   (void)once;
 #endif
 }

@@ -1,9 +1,10 @@
 //===- ThreadPool.h - The interpreter's worker threads ----------*- C++ -*-===//
 //
 // One pool of worker threads for the whole process. Kernels split their work
-// with parallelFor; the calling thread takes part, workers sleep on a futex
-// between ops (no spinning), and work is handed out in small chunks so a core
-// that another process keeps busy does not hold the others back. BLAS calls
+// with parallelFor; the calling thread takes part, idle workers poll for the
+// next op for at most 50 us and then sleep on a futex, and work is handed out
+// in shrinking ranges so a core that another process keeps busy does not hold
+// the others back. BLAS calls
 // run inside those chunks, so OpenBLAS is told to use one thread: its own
 // threads would compete with these for the same cores.
 //
@@ -37,11 +38,12 @@ private:
 int currentThreads();
 
 /// Calls body(begin, end) on disjoint ranges covering [0, n) and returns when
-/// all are done. With several threads the ranges are `grain` long (the last
-/// may be shorter) and taken in increasing order by whichever thread is free;
-/// with one thread, n <= grain, or while the pool runs another caller's job,
-/// the calling thread runs body(0, n) alone. An exception from `body` is
-/// rethrown here after the other ranges finish.
+/// all are done. With several threads the ranges are taken in increasing order
+/// by whichever thread is free, each about 1/(2 * threads) of what is left and
+/// at least `grain` long (only a range ending at n may be shorter); with one
+/// thread, n <= grain, or while the pool runs another caller's job, the calling
+/// thread runs body(0, n) alone. An exception from `body` is rethrown here
+/// after the other ranges finish.
 void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body);
 
 } // namespace anefit::runtime

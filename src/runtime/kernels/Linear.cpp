@@ -75,8 +75,9 @@ double elementBytes(const Tensor &w) {
   return dtypeBits(w.dtype()) / 8.0;
 }
 
-/// Rows per parallel chunk: about 64 KB of weights, at least 4 chunks per
-/// thread when there are rows enough.
+/// The fewest rows a thread takes at once (parallelFor hands out larger
+/// ranges first): about 64 KB of weights, or less so that there are at least
+/// 4 per thread when rows are few.
 int64_t rowGrain(int64_t rows, int64_t cols, double bytesPerElement) {
   double rowBytes = std::max(1.0, double(cols) * bytesPerElement);
   int64_t grain = std::max<int64_t>(4, int64_t((64 << 10) / rowBytes));
