@@ -497,10 +497,11 @@ const ModelFormatInfo &formatInfo(ModelFormat format) {
   return unknown;
 }
 
-std::string formatExtensionsText(bool writable) {
+std::string formatExtensionsText(FormatSet set, std::string_view conjunction) {
   std::vector<std::string> exts;
   for (const ModelFormatInfo &info : modelFormats()) {
-    if (writable && !info.writable)
+    if ((set == FormatSet::Writable && !info.writable) ||
+        (set == FormatSet::ReadOnly && info.writable))
       continue;
     std::string_view all = info.extensions;
     while (!all.empty()) {
@@ -511,8 +512,15 @@ std::string formatExtensionsText(bool writable) {
   }
   std::string text;
   for (size_t i = 0; i < exts.size(); ++i)
-    text += (i == 0 ? "" : i + 1 == exts.size() ? " or " : ", ") + exts[i];
+    text += (i == 0                 ? ""
+             : i + 1 == exts.size() ? " " + std::string(conjunction) + " "
+                                    : ", ") +
+            exts[i];
   return text;
+}
+
+std::string formatExtensionsText(bool writable) {
+  return formatExtensionsText(writable ? FormatSet::Writable : FormatSet::Readable);
 }
 
 std::string modelArgumentHelp() {

@@ -50,8 +50,18 @@ std::span<const ModelFormatInfo> modelFormats();
 /// The row of `format`; for Unknown a row named "unknown".
 const ModelFormatInfo &formatInfo(ModelFormat format);
 
-/// ".mlpackage, .mlmodel, .mil or .pte": the extensions of every format that
-/// can be read (or, with `writable`, written).
+/// Which rows of ModelFormats.def a text names.
+enum class FormatSet {
+  Readable, ///< every format
+  Writable, ///< the formats saveModel writes
+  ReadOnly, ///< the formats that are only read
+};
+
+/// ".mlpackage, .mlmodel, .mil or .pte": the extensions of the formats of
+/// `set`, the last two joined by `conjunction`.
+std::string formatExtensionsText(FormatSet set, std::string_view conjunction = "or");
+/// formatExtensionsText of the readable (or, with `writable`, the writable)
+/// formats.
 std::string formatExtensionsText(bool writable = false);
 /// Help text for a model argument: "Model: .mlpackage, .mlmodel, .mil or .pte
 /// (MODEL.pte#N: one Core ML delegate)".

@@ -40,6 +40,10 @@ std::string formatFor(const std::string &format, const std::string &output);
 /// returns the exit code. Never throws: errors are printed as one line.
 int runCommandLine(int argc, const char *const *argv);
 
+/// "Convert between .mlpackage, .mlmodel and .mil; out of .pte, too": the
+/// writable and the read-only formats of ModelFormats.def.
+std::string convertSummary();
+
 #define VERB(Name, Summary, Register) void Register(CLI::App &verb, VerbResult &result);
 #include "Verbs.def"
 

@@ -41,6 +41,12 @@ int runConvert(const ConvertOptions &opts) {
 
 } // namespace
 
+std::string convertSummary() {
+  std::string readOnly = formatExtensionsText(FormatSet::ReadOnly, "and");
+  return "Convert between " + formatExtensionsText(FormatSet::Writable, "and") +
+         (readOnly.empty() ? std::string() : "; out of " + readOnly + ", too");
+}
+
 void registerConvert(CLI::App &verb, VerbResult &result) {
   auto opts = std::make_shared<ConvertOptions>();
   CLI::App *cmd = &verb;

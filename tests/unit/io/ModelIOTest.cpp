@@ -172,6 +172,8 @@ TEST(ModelFormatTable, DrivesHelpAndErrors) {
   EXPECT_FALSE(formatInfo(ModelFormat::Pte).writable);
   EXPECT_EQ(formatExtensionsText(), ".mlpackage, .mlmodel, .mil or .pte");
   EXPECT_EQ(formatExtensionsText(true), ".mlpackage, .mlmodel or .mil");
+  EXPECT_EQ(formatExtensionsText(FormatSet::Writable, "and"), ".mlpackage, .mlmodel and .mil");
+  EXPECT_EQ(formatExtensionsText(FormatSet::ReadOnly, "and"), ".pte");
   EXPECT_THAT(modelArgumentHelp(), HasSubstr(".pte (MODEL.pte#N: one Core ML delegate)"));
 }
 
