@@ -9,6 +9,7 @@
 #include "Bindings.h"
 
 #include "io/ModelIO.h"
+#include "io/ModelSummary.h"
 #include "ir/AsmPrinter.h"
 #include "ops/Weights.h"
 #include "support/Error.h"
@@ -50,37 +51,18 @@ PyFeature featureOf(const Value &v) {
   return f;
 }
 
-/// For models without an ML Program (a neural network .mlmodel).
+/// For models without an ML Program (a neural network .mlmodel): what
+/// `show` says of the description (io/ModelSummary.h), with no dtype and no
+/// rank where it knows none.
 PyFeature featureOf(const FeatureDescription &d) {
+  FeatureSummary s = summarizeFeature(d);
   PyFeature f;
-  f.name = d.name;
-  switch (d.type.kind) {
-  case FeatureType::Kind::MultiArray:
-  case FeatureType::Kind::State: {
-    f.kind = d.type.kind == FeatureType::Kind::State ? "state" : "tensor";
-    auto dt = dtypeOfArrayDataType(d.type.dataType);
-    f.dtype = dt ? std::string(dtypeName(*dt)) : "";
-    for (int64_t n : d.type.shape)
-      f.shape.push_back(Dim::of(n));
-    break;
-  }
-  case FeatureType::Kind::Int64:
-    f.kind = "int64";
-    f.rankKnown = false;
-    break;
-  case FeatureType::Kind::Double:
-    f.kind = "double";
-    f.rankKnown = false;
-    break;
-  case FeatureType::Kind::String:
-    f.kind = "string";
-    f.rankKnown = false;
-    break;
-  case FeatureType::Kind::Other:
-    f.kind = "other";
-    f.rankKnown = false;
-    break;
-  }
+  f.name = s.name;
+  f.kind = s.kind;
+  bool array = s.kind == "tensor" || s.kind == "state";
+  f.dtype = array && s.dtype != "unknown" ? s.dtype : "";
+  f.rankKnown = array;
+  f.shape = s.shape;
   return f;
 }
 

@@ -19,39 +19,6 @@ constexpr SpecVersionInfo kSpecVersions[] = {
     {9, "18", "15"},    {10, "26", "26"},
 };
 
-FeatureSummary fromDescription(const FeatureDescription &d) {
-  FeatureSummary f;
-  f.name = d.name;
-  f.optional = d.type.isOptional;
-  switch (d.type.kind) {
-  case FeatureType::Kind::MultiArray:
-  case FeatureType::Kind::State: {
-    f.kind = d.type.kind == FeatureType::Kind::State ? "state" : "tensor";
-    auto dt = dtypeOfArrayDataType(d.type.dataType);
-    f.dtype = dt ? std::string(dtypeName(*dt)) : "unknown";
-    for (int64_t n : d.type.shape)
-      f.shape.push_back(Dim::of(n));
-    f.enumeratedShapes = d.type.enumeratedShapes;
-    if (d.type.hasShapeRange)
-      f.shapeRange = d.type.shapeRange;
-    break;
-  }
-  case FeatureType::Kind::Int64:
-    f.kind = "int64";
-    break;
-  case FeatureType::Kind::Double:
-    f.kind = "double";
-    break;
-  case FeatureType::Kind::String:
-    f.kind = "string";
-    break;
-  case FeatureType::Kind::Other:
-    f.kind = "other";
-    break;
-  }
-  return f;
-}
-
 /// The program's type is more precise than the description's (symbolic
 /// dims); prefer it when the value exists.
 void refineFromType(FeatureSummary &f, const Type &t) {
@@ -85,6 +52,39 @@ std::string minimumOSText(int specVersion) {
   return std::string("iOS ") + info->iOS + ", macOS " + info->macOS;
 }
 
+FeatureSummary summarizeFeature(const FeatureDescription &d) {
+  FeatureSummary f;
+  f.name = d.name;
+  f.optional = d.type.isOptional;
+  switch (d.type.kind) {
+  case FeatureType::Kind::MultiArray:
+  case FeatureType::Kind::State: {
+    f.kind = d.type.kind == FeatureType::Kind::State ? "state" : "tensor";
+    auto dt = dtypeOfArrayDataType(d.type.dataType);
+    f.dtype = dt ? std::string(dtypeName(*dt)) : "unknown";
+    for (int64_t n : d.type.shape)
+      f.shape.push_back(Dim::of(n));
+    f.enumeratedShapes = d.type.enumeratedShapes;
+    if (d.type.hasShapeRange)
+      f.shapeRange = d.type.shapeRange;
+    break;
+  }
+  case FeatureType::Kind::Int64:
+    f.kind = "int64";
+    break;
+  case FeatureType::Kind::Double:
+    f.kind = "double";
+    break;
+  case FeatureType::Kind::String:
+    f.kind = "string";
+    break;
+  case FeatureType::Kind::Other:
+    f.kind = "other";
+    break;
+  }
+  return f;
+}
+
 ModelSummary summarizeModel(const Model &model, const std::string &path) {
   ModelSummary s;
   s.path = path;
@@ -107,19 +107,19 @@ ModelSummary summarizeModel(const Model &model, const std::string &path) {
         if (v)
           outputTypes[v->name] = &v->type;
       for (const FeatureDescription &d : desc.inputs) {
-        FeatureSummary f = fromDescription(d);
+        FeatureSummary f = summarizeFeature(d);
         if (const Value *v = fn->findInput(d.name))
           refineFromType(f, v->type);
         fs.inputs.push_back(f);
       }
       for (const FeatureDescription &d : desc.states) {
-        FeatureSummary f = fromDescription(d);
+        FeatureSummary f = summarizeFeature(d);
         if (const Value *v = fn->findInput(d.name))
           refineFromType(f, v->type);
         fs.states.push_back(f);
       }
       for (const FeatureDescription &d : desc.outputs) {
-        FeatureSummary f = fromDescription(d);
+        FeatureSummary f = summarizeFeature(d);
         auto it = outputTypes.find(d.name);
         if (it != outputTypes.end())
           refineFromType(f, *it->second);

@@ -73,6 +73,11 @@ struct ModelSummary {
   Metadata metadata;
 };
 
+/// One input, output or state as a model's description declares it (the
+/// kind, and for tensors and states the dtype, "unknown" when the
+/// description's is not one MIL has, and the shape).
+FeatureSummary summarizeFeature(const FeatureDescription &d);
+
 /// Summarizes `model`, read from `path` (weight files are located from it).
 ModelSummary summarizeModel(const Model &model, const std::string &path);
 

@@ -100,3 +100,32 @@ TEST(ModelSummary, AMissingWeightFileHasNoSize) {
   EXPECT_FALSE(s.weightFiles[0].bytes.has_value());
   EXPECT_EQ(s.weights.storedElements, 16853u) << "counted from types, not from the file";
 }
+
+TEST(ModelSummary, FeaturesAsTheDescriptionDeclaresThem) {
+  FeatureDescription array{"x", "", {}};
+  array.type.shape = {1, 3};
+  array.type.dataType = ArrayDataType::Float16;
+  array.type.shapeRange = {{1, 1}, {1, -1}};
+  array.type.hasShapeRange = true;
+  FeatureSummary a = summarizeFeature(array);
+  EXPECT_EQ(a.kind, "tensor");
+  EXPECT_EQ(a.dtype, "fp16");
+  EXPECT_EQ(shapeOf(a), "1x3");
+  EXPECT_EQ(a.shapeRange.size(), 2u);
+
+  FeatureDescription state = array;
+  state.type.kind = FeatureType::Kind::State;
+  state.type.dataType = ArrayDataType::Invalid;
+  FeatureSummary s = summarizeFeature(state);
+  EXPECT_EQ(s.kind, "state");
+  EXPECT_EQ(s.dtype, "unknown");
+
+  FeatureDescription scalar{"n", "", {}};
+  scalar.type.kind = FeatureType::Kind::Int64;
+  scalar.type.isOptional = true;
+  FeatureSummary n = summarizeFeature(scalar);
+  EXPECT_EQ(n.kind, "int64");
+  EXPECT_EQ(n.dtype, "");
+  EXPECT_TRUE(n.shape.empty());
+  EXPECT_TRUE(n.optional);
+}
