@@ -310,6 +310,21 @@ bool pathContains(const std::string &a, const std::string &b) {
   return ca == cb || (fs::is_directory(ca, ec) && isWithin(ca, cb));
 }
 
+PackageFiles buildPackageFiles(const PackageContentWriter &writeContent,
+                               const WeightWriter::Sink &weightSink,
+                               const std::string &weightName) {
+  const std::string modelDir = std::string("Data/") + kAuthor;
+  PackageFiles files;
+  WeightWriter weights(weightSink, weightName);
+  std::string modelBytes = writeContent(weights);
+  weights.finish();
+  if (weights.count() > 0)
+    files.weightFile = modelDir + "/" + kWeightsName + "/" + kWeightFileName;
+  files.small.emplace_back(modelDir + "/" + kModelName, std::move(modelBytes));
+  files.small.emplace_back("Manifest.json", manifestText(makeUuid(), makeUuid()));
+  return files;
+}
+
 void writePackage(const std::string &dest, const PackageContentWriter &writeContent,
                   const OutputOptions &options) {
   std::string trimmed = dest;
@@ -320,38 +335,33 @@ void writePackage(const std::string &dest, const PackageContentWriter &writeCont
     failExpected(dest, "", "a package path ending in a name", quote(dest));
 
   AtomicDirectory package(trimmed, options);
-  const std::string modelDir = std::string("Data/") + kAuthor;
-  const std::string weightsDir = modelDir + "/" + kWeightsName;
+  const std::string weightsDir = std::string("Data/") + kAuthor + "/" + kWeightsName;
   const std::string weightPath = weightsDir + "/" + kWeightFileName;
   package.addDirectory(weightsDir);
-  std::string modelBytes;
-  {
-    int fd = package.createFile(weightPath);
-    std::string shown = dest + "/" + weightPath;
-    WeightWriter weights(
-        [fd, shown](uint64_t offset, std::span<const uint8_t> bytes) {
-          const uint8_t *p = bytes.data();
-          size_t left = bytes.size();
-          while (left > 0) {
-            ssize_t n = ::pwrite(fd, p, left, static_cast<off_t>(offset));
-            if (n < 0 && errno == EINTR)
-              continue;
-            if (n <= 0)
-              throw InputError::at(shown, "", std::string("cannot write: ") + std::strerror(errno));
-            p += n;
-            offset += static_cast<uint64_t>(n);
-            left -= static_cast<size_t>(n);
-          }
-        },
-        shown);
-    modelBytes = writeContent(weights);
-    weights.finish();
-    package.closeFile(fd);
-    if (weights.count() == 0)
-      package.removeFile(weightPath);
-  }
-  package.addFile(modelDir + "/" + kModelName, modelBytes);
-  package.addFile("Manifest.json", manifestText(makeUuid(), makeUuid()));
+  int fd = package.createFile(weightPath);
+  std::string shown = dest + "/" + weightPath;
+  PackageFiles files = buildPackageFiles(
+      writeContent,
+      [fd, shown](uint64_t offset, std::span<const uint8_t> bytes) {
+        const uint8_t *p = bytes.data();
+        size_t left = bytes.size();
+        while (left > 0) {
+          ssize_t n = ::pwrite(fd, p, left, static_cast<off_t>(offset));
+          if (n < 0 && errno == EINTR)
+            continue;
+          if (n <= 0)
+            throw InputError::at(shown, "", std::string("cannot write: ") + std::strerror(errno));
+          p += n;
+          offset += static_cast<uint64_t>(n);
+          left -= static_cast<size_t>(n);
+        }
+      },
+      shown);
+  package.closeFile(fd);
+  if (files.weightFile.empty())
+    package.removeFile(weightPath);
+  for (const auto &[path, bytes] : files.small)
+    package.addFile(path, bytes);
   package.commit();
 }
 

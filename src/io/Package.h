@@ -71,6 +71,23 @@ std::string resolveWeightPath(const std::string &modelDir, const std::string &fi
 /// file is left out (the weights/ directory is kept).
 using PackageContentWriter = std::function<std::string(WeightWriter &weights)>;
 
+/// A package's files as writePackage lays them out, for containers that
+/// hold a package without a directory (a .pte payload): the small files in
+/// memory, the weight file written elsewhere through a sink.
+struct PackageFiles {
+  /// Path inside the package -> bytes: Manifest.json and the model protobuf.
+  std::vector<std::pair<std::string, std::string>> small;
+  /// Path of the weight file inside the package, empty if no blob was
+  /// appended (the weight file is then left out).
+  std::string weightFile;
+};
+
+/// Lays out a package's content: `writeContent` appends blobs through a
+/// WeightWriter feeding `weightSink` (named `weightName` in messages) and
+/// returns the model protobuf. Throws InputError.
+PackageFiles buildPackageFiles(const PackageContentWriter &writeContent,
+                               const WeightWriter::Sink &weightSink, const std::string &weightName);
+
 /// Writes a package to `dest` under the output policy (support/FileSystem.h):
 /// everything goes to a temporary sibling directory that is swapped into
 /// place when complete (an existing `dest` is replaced only with

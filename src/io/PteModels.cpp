@@ -6,12 +6,13 @@
 // nothing is unpacked to disk. Weight-file names are resolved with the same
 // rules as for packages on disk.
 //
-// Writing puts a new model into a payload: the package is written to a
-// temporary directory beside the output, and the payload is rebuilt from the
-// old payload's other files (ExecuTorch's metadata.json with a fresh
-// identifier, debug info) plus the new package's files, streamed into the
-// program copy. The delegate's interface must not change: ExecuTorch passes
-// the delegate its arguments by position, named in metadata.json.
+// Writing puts a new model into a payload: the package's files are laid out
+// as for a package on disk, the small ones in memory and the weight file in
+// a nameless scratch file beside the output (nothing to leave behind on an
+// interrupt), and the payload is rebuilt from the old payload's other files
+// (ExecuTorch's metadata.json with a fresh identifier, debug info) plus the
+// new package's files, streamed into the program copy. The delegate's interface must not change:
+// ExecuTorch passes the delegate its arguments by position, named in metadata.json.
 //
 //===----------------------------------------------------------------------===//
 #include "io/MilProto.h"
@@ -19,16 +20,18 @@
 #include "io/Package.h"
 #include "io/Pte.h"
 #include "io/WeightFile.h"
+#include "ir/Verifier.h"
 #include "support/DType.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <memory>
 #include <optional>
-#include <random>
 #include <set>
 
 namespace anefit {
@@ -219,42 +222,12 @@ std::string freshIdentifier() {
   return "executorch_" + uuid;
 }
 
-/// A directory removed (with its contents) when this goes out of scope.
-class ScratchDirectory {
-public:
-  explicit ScratchDirectory(const std::filesystem::path &besides) {
-    std::random_device rd;
-    std::filesystem::path parent =
-        besides.parent_path().empty() ? std::filesystem::path(".") : besides.parent_path();
-    for (int attempt = 0; attempt < 16; ++attempt) {
-      char suffix[20];
-      std::snprintf(suffix, sizeof suffix, "%08x", rd());
-      std::filesystem::path p = parent / ("." + besides.filename().string() + ".payload-" + suffix);
-      std::error_code ec;
-      if (std::filesystem::create_directory(p, ec)) {
-        path_ = p;
-        return;
-      }
-    }
-    throw InputError::at(besides.string(), "", "cannot create a scratch directory beside it");
-  }
-  ~ScratchDirectory() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  ScratchDirectory(const ScratchDirectory &) = delete;
-  ScratchDirectory &operator=(const ScratchDirectory &) = delete;
-  const std::filesystem::path &path() const { return path_; }
-
-private:
-  std::filesystem::path path_;
-};
-
 /// The payload of `d` with its model replaced by `model`: the old payload's
 /// files outside model.mlpackage's Manifest.json and Data/, the new package
-/// (written under `scratch`), and metadata.json with a fresh identifier.
+/// (its weight file written to `weights`, which must outlive the result),
+/// and metadata.json with a fresh identifier.
 ByteChunks rebuildPayload(const PteFile &pte, const PteDelegate &d, const std::string &label,
-                          const Model &model, const std::filesystem::path &scratch) {
+                          const Model &model, ScratchFile &weights) {
   std::span<const uint8_t> payload = pte.payload(d);
   std::vector<FlatFile> files = readFlattenedDirectory(payload, label);
   std::string rootName = flattenedDirectoryRootName(payload, label);
@@ -297,8 +270,13 @@ ByteChunks rebuildPayload(const PteFile &pte, const PteDelegate &d, const std::s
     failExpected(label, "metadata.json", "the identifier as a plain JSON string", "an escaped one");
   metadataText.replace(at, quoted.size(), "\"" + freshIdentifier() + "\"");
 
-  std::filesystem::path package = scratch / "model.mlpackage";
-  saveModel(model, package.string());
+  std::string why = unwritableReason(model);
+  if (!why.empty())
+    throw InputError::at(label, "", "cannot write this model: " + why);
+  PackageFiles package = buildPackageFiles(
+      [&](WeightWriter &w) { return serializeModelProto(model, &w); },
+      [&](uint64_t offset, std::span<const uint8_t> bytes) { weights.writeAt(offset, bytes); },
+      label);
 
   std::vector<FlatFileOut> out;
   for (const FlatFile &f : files) {
@@ -312,16 +290,21 @@ ByteChunks rebuildPayload(const PteFile &pte, const PteDelegate &d, const std::s
   FlatFileOut meta{"metadata.json", {}};
   meta.data.addOwned(std::move(metadataText));
   out.push_back(std::move(meta));
-  std::vector<std::filesystem::path> written;
-  for (const auto &entry : std::filesystem::recursive_directory_iterator(package))
-    if (entry.is_regular_file())
-      written.push_back(entry.path());
-  std::sort(written.begin(), written.end());
-  for (const auto &p : written) {
-    FlatFileOut o{"model.mlpackage/" + p.lexically_relative(package).generic_string(), {}};
-    o.data.addFile(p.string(), std::filesystem::file_size(p));
-    out.push_back(std::move(o));
+  std::vector<FlatFileOut> packageFiles;
+  for (auto &[path, bytes] : package.small) {
+    FlatFileOut o{std::string(kPackageDir) + path, {}};
+    o.data.addOwned(std::move(bytes));
+    packageFiles.push_back(std::move(o));
   }
+  if (!package.weightFile.empty()) {
+    FlatFileOut o{std::string(kPackageDir) + package.weightFile, {}};
+    o.data.addBorrowed(weights.bytes());
+    packageFiles.push_back(std::move(o));
+  }
+  std::sort(packageFiles.begin(), packageFiles.end(),
+            [](const FlatFileOut &a, const FlatFileOut &b) { return a.path < b.path; });
+  for (FlatFileOut &o : packageFiles)
+    out.push_back(std::move(o));
   return writeFlattenedDirectory(rootName, std::move(out));
 }
 
@@ -366,7 +349,8 @@ void savePteModels(const std::string &inPath, const std::vector<const Model *> &
   output.alsoAvoid.push_back(inPath);
   checkOutput(outPath, output);
 
-  ScratchDirectory scratch{std::filesystem::path(outPath)};
+  // The new payloads' weight files, read while the output is written.
+  std::vector<std::unique_ptr<ScratchFile>> scratch;
   std::map<uint32_t, ByteChunks> replacements;
   for (size_t i = 0; i < models.size(); ++i) {
     if (!models[i])
@@ -390,9 +374,8 @@ void savePteModels(const std::string &inPath, const std::vector<const Model *> &
                            "the rewrite changes the delegate's interface (" + diff +
                                "), but the ExecuTorch program around it passes the old one; "
                                "not written");
-    std::filesystem::path dir = scratch.path() / std::to_string(i);
-    std::filesystem::create_directory(dir);
-    replacements.emplace(*segment, rebuildPayload(*pte, d, label, *models[i], dir));
+    scratch.push_back(std::make_unique<ScratchFile>(outPath));
+    replacements.emplace(*segment, rebuildPayload(*pte, d, label, *models[i], *scratch.back()));
   }
   writePteWithSegments(*pte, replacements, outPath, output);
 }

@@ -4,7 +4,8 @@
 // with O_NOFOLLOW to walk below a trusted directory, mmap(2) for contents;
 // O_EXCL temporaries, fsync(2) and rename(2) (renameat2 RENAME_EXCHANGE for
 // directories) for outputs. Temporaries live in a fixed table that a signal
-// handler can walk with async-signal-safe calls only.
+// handler can walk with async-signal-safe calls only; scratch files are
+// unlinked as they are created (O_TMPFILE where available).
 //
 //===----------------------------------------------------------------------===//
 #include "support/FileSystem.h"
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <limits>
 #include <mutex>
 #include <random>
 
@@ -926,6 +928,75 @@ void AtomicDirectory::commit() {
     tmp_.clear();
   }
   syncDirectoryOf(target_);
+}
+
+//===----------------------------------------------------------------------===//
+// ScratchFile
+//===----------------------------------------------------------------------===//
+
+ScratchFile::ScratchFile(const std::string &besides) : name_(besides + " (scratch space)") {
+  fs::path dir = fs::path(besides).parent_path();
+  std::string where = dir.empty() ? std::string(".") : dir.string();
+#ifdef O_TMPFILE
+  // Never visible under any name.
+  fd_ = ::open(where.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+#endif
+  if (fd_ < 0) {
+    // No O_TMPFILE here (or not on this file system): a named file unlinked
+    // before a fatal signal can see it.
+    FatalSignalsHeld held;
+    for (int attempt = 0; attempt < 8 && fd_ < 0; ++attempt) {
+      fs::path tmp = fs::path(where) /
+                     ("." + fs::path(besides).filename().string() + ".scratch-" + randomSuffix());
+      fd_ = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd_ >= 0) {
+        ::unlink(tmp.c_str());
+        break;
+      }
+      if (errno != EEXIST)
+        throw InputError::at(besides, "",
+                             "cannot create a scratch file in " + where + ": " + errnoText(errno));
+    }
+  }
+  if (fd_ < 0)
+    throw InputError::at(besides, "", "cannot create a scratch file in " + where);
+}
+
+ScratchFile::~ScratchFile() {
+  if (mapping_)
+    ::munmap(mapping_, static_cast<size_t>(size_));
+  if (fd_ >= 0)
+    ::close(fd_);
+}
+
+void ScratchFile::writeAt(uint64_t offset, std::span<const uint8_t> bytes) {
+  if (mapped_)
+    throw InputError::at(name_, "", "cannot write: the scratch file is already read");
+  if (offset > static_cast<uint64_t>(std::numeric_limits<off_t>::max()) - bytes.size())
+    throw InputError::at(name_, "", "cannot write at offset " + std::to_string(offset));
+  writeAll(fd_, std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()), name_,
+           static_cast<int64_t>(offset));
+  size_ = std::max(size_, offset + bytes.size());
+}
+
+std::span<const uint8_t> ScratchFile::bytes() {
+  if (!mapped_) {
+    if (size_ > std::numeric_limits<size_t>::max())
+      throw InputError::at(name_, "", "too large to map");
+    // A trailing hole: extend the file so it reads back as zeros.
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || (static_cast<uint64_t>(st.st_size) < size_ &&
+                                   ::ftruncate(fd_, static_cast<off_t>(size_)) != 0))
+      throw InputError::at(name_, "", "cannot write: " + errnoText(errno));
+    if (size_ > 0) {
+      void *p = ::mmap(nullptr, static_cast<size_t>(size_), PROT_READ, MAP_SHARED, fd_, 0);
+      if (p == MAP_FAILED)
+        throw InputError::at(name_, "", "cannot map: " + errnoText(errno));
+      mapping_ = p;
+    }
+    mapped_ = true;
+  }
+  return {static_cast<const uint8_t *>(mapping_), static_cast<size_t>(size_)};
 }
 
 std::string randomHex(size_t digits) {

@@ -13,7 +13,8 @@
 //  * Outputs are written atomically: to a temporary sibling that is written,
 //    fsync'ed, closed (each step checked) and renamed into place. Temporaries
 //    are removed on failure and on SIGINT/SIGTERM/SIGHUP. Directory trees
-//    (packages) are assembled the same way and swapped into place.
+//    (packages) are assembled the same way and swapped into place. Scratch
+//    files for intermediate bytes have no name at all (ScratchFile).
 //  * One output policy (checkOutput): an existing output is replaced only
 //    with `force`; a character device, a FIFO or the process's own standard
 //    streams ("-", /dev/stdout, /dev/fd/N) are written through, since that
@@ -271,6 +272,36 @@ private:
   std::vector<int> slots_;
   std::vector<int> openFds_;
   bool committed_ = false;
+};
+
+/// Scratch space for intermediate bytes too large to hold in memory (the
+/// weights of a payload being rebuilt inside a .pte). The file has no name:
+/// it is created in the directory of `besides` (the output's file system,
+/// where the user made room) and unlinked at once, with fatal signals held,
+/// so neither an interrupt nor a kill can leave it behind; its space is
+/// freed when the object goes. Bytes are written at offsets, then mapped.
+class ScratchFile {
+public:
+  /// Throws InputError naming `besides` if the file cannot be created.
+  explicit ScratchFile(const std::string &besides);
+  ~ScratchFile();
+  ScratchFile(const ScratchFile &) = delete;
+  ScratchFile &operator=(const ScratchFile &) = delete;
+
+  /// Writes at an absolute offset (holes read back as zeros). Throws
+  /// InputError on a write error (a full disk) or after bytes().
+  void writeAt(uint64_t offset, std::span<const uint8_t> bytes);
+  /// Everything written so far, memory-mapped read-only; valid while this
+  /// object lives. Writing ends here. Throws InputError.
+  std::span<const uint8_t> bytes();
+  uint64_t size() const { return size_; }
+
+private:
+  std::string name_; ///< for messages
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  void *mapping_ = nullptr;
+  bool mapped_ = false;
 };
 
 /// `digits` random lower-case hex digits (for names of temporaries).
