@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
 
+#include "TestSupport.h"
 #include "TestUtil.h"
 #include "io/Package.h"
 #include "io/WeightFile.h"
@@ -19,6 +20,7 @@
 #include <filesystem>
 
 using namespace anefit;
+using anefit::test::errorOf;
 using anefit::test::ScratchDir;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -26,15 +28,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path kFixtures = fs::path(ANEFIT_TEST_DATA_DIR) / "fixtures";
-
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
-}
 
 ConstantRef ref(Constant c) { return std::make_shared<const Constant>(std::move(c)); }
 

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
 
+#include "TestSupport.h"
 #include "TestUtil.h"
 #include "io/WeightFile.h"
 #include "ir/Verifier.h"
@@ -24,20 +25,12 @@
 #include <unistd.h>
 
 using namespace anefit;
+using anefit::test::errorOf;
 using anefit::test::ScratchDir;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
-}
 
 /// main(x) -> relu(x), with the names given.
 std::unique_ptr<Model> reluModel(const std::string &opName = "y",

@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "io/MilProto.h"
+
+#include "TestSupport.h"
 #include "io/WeightFile.h"
 #include "support/Error.h"
 
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 using namespace anefit;
+using anefit::test::errorOf;
 
 namespace {
 
@@ -71,15 +74,6 @@ std::unique_ptr<Model> parse(const std::string &bytes, const WeightOpener &opene
 }
 
 /// Runs `fn` and returns the InputError message it throws ("" if none).
-template <typename Fn> std::string errorOf(Fn &&fn) {
-  try {
-    fn();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
-}
-
 FeatureDescription arrayFeature(std::string name, std::vector<int64_t> shape, ArrayDataType dt,
                                 FeatureType::Kind kind = FeatureType::Kind::MultiArray) {
   FeatureDescription f;

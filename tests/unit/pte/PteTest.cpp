@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "io/Pte.h"
+
+#include "TestSupport.h"
 #include "io/ModelIO.h"
 #include "ir/Model.h"
 #include "support/Error.h"
@@ -27,6 +29,7 @@
 #include <vector>
 
 using namespace anefit;
+using anefit::test::errorOf;
 
 namespace {
 
@@ -285,15 +288,6 @@ std::vector<uint8_t> buildSegmentedPte(const std::vector<std::string> &segments,
     w.buf.insert(w.buf.end(), segments[i].begin(), segments[i].end());
   }
   return w.buf;
-}
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
 }
 
 } // namespace

@@ -1,5 +1,7 @@
 //===- ModelRunTest.cpp - Binding inputs and stepping a model's function --===//
 #include "runtime/ModelRun.h"
+
+#include "TestSupport.h"
 #include "ir/AsmParser.h"
 #include "ir/StateMap.h"
 #include "support/Error.h"
@@ -9,6 +11,7 @@
 #include <cmath>
 
 using namespace anefit;
+using anefit::test::errorOf;
 using namespace anefit::runtime;
 
 namespace {
@@ -35,15 +38,6 @@ float first(const std::vector<NamedTensor> &outs, const std::string &name) {
     if (nt.name == name)
       return nt.tensor.floatAt(0);
   throw std::runtime_error("no output " + name);
-}
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
 }
 
 } // namespace

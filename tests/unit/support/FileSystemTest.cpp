@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "support/FileSystem.h"
 
+#include "TestSupport.h"
 #include "io/TestUtil.h"
 #include "support/Error.h"
 
@@ -25,22 +26,12 @@
 #include <unistd.h>
 
 using namespace anefit;
+using anefit::test::errorOf;
 using anefit::test::ScratchDir;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string errorOf(const std::function<void()> &f) {
-  try {
-    f();
-  } catch (const InputError &e) {
-    std::string what = e.what();
-    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
-    return what;
-  }
-  return "";
-}
 
 std::vector<std::string> listDir(const fs::path &dir) {
   std::vector<std::string> names;

@@ -5,6 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/AsmParser.h"
+
+#include "TestSupport.h"
 #include "support/Error.h"
 
 #include <gtest/gtest.h>
@@ -15,14 +17,9 @@ using namespace anefit;
 
 namespace {
 
-/// Parses `text` and returns the error message ("" if it parsed).
-std::string errorOf(const std::string &text) {
-  try {
-    parseModelText(text, "t.mil", nullptr);
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
+/// The parser's one-line error for `text`, or "" if it parses.
+std::string parseError(const std::string &text) {
+  return test::errorOf([&] { parseModelText(text, "t.mil", nullptr); });
 }
 
 /// Wraps one op line in a function so each case shows only what matters.
@@ -195,7 +192,7 @@ TEST(AsmParserErrors, EachMessage) {
   };
   for (const ErrorCase &c : cases) {
     SCOPED_TRACE(c.name);
-    std::string message = errorOf(c.text);
+    std::string message = parseError(c.text);
     ASSERT_FALSE(message.empty()) << "parsed without error:\n" << c.text;
     EXPECT_NE(message.find(c.message), std::string::npos)
         << "message: " << message << "\nwanted:  " << c.message;
@@ -205,25 +202,25 @@ TEST(AsmParserErrors, EachMessage) {
 
 TEST(AsmParserErrors, DeepNestingIsRefused) {
   std::string deepList = std::string(10000, '[') + "1" + std::string(10000, ']');
-  EXPECT_NE(errorOf(inMain("%y: (2,fp32)(Tensor) = add(x=%x, y=" + deepList + ", name=\"y\")"))
+  EXPECT_NE(parseError(inMain("%y: (2,fp32)(Tensor) = add(x=%x, y=" + deepList + ", name=\"y\")"))
                 .find("nesting deeper than 64 levels"),
             std::string::npos);
   std::string deepType;
   for (int i = 0; i < 10000; ++i)
     deepType += "Tuple[";
-  EXPECT_NE(errorOf("main[CoreML8](%x: " + deepType + ") {}").find("nesting deeper than"),
+  EXPECT_NE(parseError("main[CoreML8](%x: " + deepType + ") {}").find("nesting deeper than"),
             std::string::npos);
   std::string deepTuple;
   for (int i = 0; i < 10000; ++i)
     deepTuple += "TUPLE(";
-  EXPECT_NE(errorOf(inMain("%y: (2,fp32)(Tensor) = add(x=%x, y=" + deepTuple)).find("nesting"),
+  EXPECT_NE(parseError(inMain("%y: (2,fp32)(Tensor) = add(x=%x, y=" + deepTuple)).find("nesting"),
             std::string::npos);
   // Nested blocks: each cond op opens one more level. Blocks stop at the
   // depth the protobuf writers can write (ir/Verifier.h kMaxBlockNesting).
   std::string blocks = "main[CoreML8](%p: (bool)(Scalar)) {\n b() {\n";
   for (int i = 0; i < 100; ++i)
     blocks += "%c" + std::to_string(i) + ": (bool)(Scalar) = cond(pred=%p, name=\"c\")\n t() {\n";
-  EXPECT_NE(errorOf(blocks).find("blocks nested deeper than 32 levels"), std::string::npos);
+  EXPECT_NE(parseError(blocks).find("blocks nested deeper than 32 levels"), std::string::npos);
 }
 
 TEST(AsmParserErrors, NoCrashOnTruncations) {

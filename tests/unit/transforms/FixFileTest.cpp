@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "transforms/FixFile.h"
 
+#include "TestSupport.h"
 #include "ane/AneRules.h"
 #include "io/ModelIO.h"
 #include "io/TestUtil.h"
@@ -19,6 +20,7 @@
 #include <filesystem>
 
 using namespace anefit;
+using anefit::test::errorOf;
 using anefit::test::ScratchDir;
 
 namespace {
@@ -33,15 +35,6 @@ size_t blockingFindings(const ane::CheckReport &report) {
   for (const ane::Finding &f : report.findings)
     n += f.effect == ane::Effect::CompileFail || f.effect == ane::Effect::RuntimeFail;
   return n;
-}
-
-std::string errorOf(const std::function<void()> &body) {
-  try {
-    body();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
 }
 
 } // namespace

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestPrograms.h"
 
+#include "TestSupport.h"
 #include "transforms/Pass.h"
 #include "transforms/PatternRewriter.h"
 #include "transforms/Patterns.h"
@@ -219,15 +220,6 @@ TEST(Pipeline, ParsesNamesAndOptions) {
   EXPECT_TRUE(parsePipeline("").empty());
 }
 
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(Pipeline, RejectsBadTextWithThePlace) {
   EXPECT_EQ(errorOf([] { parsePipeline("dce,,canonicalize"); }),
             "pipeline: column 5: expected a pass name, found ','");
@@ -240,7 +232,8 @@ TEST(Pipeline, RejectsBadTextWithThePlace) {
 TEST(Pipeline, RejectsUnknownPassesAndOptions) {
   PassManager pm;
   EXPECT_EQ(errorOf([&] { pm.addPipeline("cse"); }),
-            "pipeline: unknown pass 'cse'; passes: state-to-io, kv-write-static, decompose-sdpa, canonicalize, dce");
+            "pipeline: unknown pass 'cse'; passes: state-to-io, kv-write-static, decompose-sdpa, "
+            "canonicalize, dce");
   std::string e = errorOf([&] { pm.addPipeline("state-to-io{keep}"); });
   EXPECT_NE(e.find("state-to-io: unknown option 'keep'; options: states, keep-largest"),
             std::string::npos)

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestPrograms.h"
 
+#include "TestSupport.h"
 #include "runtime/Stepper.h"
 #include "transforms/Pass.h"
 
@@ -120,15 +121,6 @@ void expectSameOverSteps(const Model &before, const Model &after, const StateMap
     EXPECT_TRUE(cmp.ok()) << cmp.firstMismatch();
     EXPECT_GT(cmp.compared(), 0u);
   }
-}
-
-std::string errorOf(const std::function<void()> &fn) {
-  try {
-    fn();
-  } catch (const InputError &e) {
-    return e.what();
-  }
-  return "";
 }
 
 TEST(StateToIO, MovesEveryStateByDefault) {
