@@ -6,10 +6,12 @@ Binaries come from the environment that ctest sets (tests/CMakeLists.txt):
   ANEFIT_BUILD_DIR  the CMake build directory
   ANEFIT_PYTHON     "1" when the build made the Python package; PYTHONPATH then
                     points at it (a wheel installed into the interpreter works too)
-A test skipped for want of something the build always has (a binary, a verb,
-coremltools, a committed fixture) fails instead (pytest_runtest_makereport);
-only the optional ExecuTorch runtime and offline schemas may skip. The Python
-package, once the build says it made it, must import.
+A skip fails instead (pytest_runtest_makereport, pytest_make_collect_report) unless
+its reason names one of the few optional things (_MAY_SKIP): the ExecuTorch
+runtime, schemas that are not available offline, a Python package the build
+did not make. Anything else - a binary, a verb, coremltools, a committed or
+generated fixture - the build always has, and a skip would hide its absence.
+The Python package, once the build says it made it, must import.
 
 Helpers other test files use:
   FIXTURES_DIR, fixture_names(), fixture_info(name), fixture_package(name),
@@ -32,21 +34,37 @@ FIXTURES_DIR = os.path.join(REPO_ROOT, "tests", "fixtures")
 GENERATED_DIR = os.path.join(FIXTURES_DIR, "generated")
 EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
 
-# Skip reasons that mean something the build and the repository always have is
-# missing: the skip would hide a broken setup, so it is reported as a failure.
-_MUST_HAVE = re.compile(r"fixture missing|is not available(?! offline)|not present|binary not found|"
-                        r"has no \w+ verb|coremltools is not installed|ANEFIT_BUILD_DIR is not set")
+# The only reasons a test may skip for: what a build may lack by design.
+_MAY_SKIP = re.compile(r"executorch is not importable|not available offline|"
+                       r"could not import 'jsonschema'|"
+                       r"the anefit Python package is not built or installed")
+
+
+def _skip_reason(report):
+    if isinstance(report.longrepr, tuple):
+        return str(report.longrepr[2])
+    return str(report.longrepr)
+
+
+def _fail_unless_optional(report):
+    if report.skipped and not hasattr(report, "wasxfail"):
+        reason = _skip_reason(report)
+        if not _MAY_SKIP.search(reason):
+            report.outcome = "failed"
+            report.longrepr = "skipped, but this must be there: " + reason
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
-    report = outcome.get_result()
-    if report.skipped and isinstance(report.longrepr, tuple):
-        reason = str(report.longrepr[2])
-        if _MUST_HAVE.search(reason):
-            report.outcome = "failed"
-            report.longrepr = "skipped, but this must be there: " + reason
+    _fail_unless_optional(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    # A whole module skipped (importorskip at import time) counts the same.
+    outcome = yield
+    _fail_unless_optional(outcome.get_result())
 
 
 # ---------------------------------------------------------------------------------
