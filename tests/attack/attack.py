@@ -185,6 +185,10 @@ def plan(kind, model, rng):
         ["split", "--json"], ["split", "--emit-models", "out/regions", "--max-memory", "512M"],
         ["split", "--verify", "--steps", "2", "--max-memory", "512M"],
     ]
+    if model.endswith(".pte"):
+        # A .pte is also fixed into a .pte: the payloads rebuilt in place.
+        verbs += [["fix", "-o", "out/fixed.pte", "--no-verify"],
+                  ["fix", "-o", "out/fixed.pte", "--steps", "2", "--max-memory", "512M"]]
     v = list(rng.choice(verbs))
     if v[0] == "convert":
         return v, [v[2]]
