@@ -10,7 +10,8 @@
 // never less than grain. Weight rows are then read in a few long runs per
 // thread (a stream the hardware prefetchers follow from start to end) rather
 // than in many short ones each thread starts cold, and the shrinking tail still
-// evens out a thread that started late or was preempted.
+// evens out a thread that started late. (The price: a worker preempted in the
+// middle of a large first range holds the job until it runs again.)
 //
 // A worker with no job polls for the next one for a short while (kSpinMicros)
 // before it blocks in futex(2) (a condition variable elsewhere): the ops of a

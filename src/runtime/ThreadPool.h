@@ -3,10 +3,10 @@
 // One pool of worker threads for the whole process. Kernels split their work
 // with parallelFor; the calling thread takes part, idle workers poll for the
 // next op for at most 50 us and then sleep on a futex, and work is handed out
-// in shrinking ranges so a core that another process keeps busy does not hold
-// the others back. BLAS calls
-// run inside those chunks, so OpenBLAS is told to use one thread: its own
-// threads would compete with these for the same cores.
+// in shrinking ranges: long runs of rows per thread, and a thread that starts
+// late (its core busy with another process) simply takes less. BLAS calls run
+// inside those ranges, so OpenBLAS is told to use one thread and its own
+// threads are ended: they would compete with these for the same cores.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
