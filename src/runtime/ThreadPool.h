@@ -39,8 +39,8 @@ int currentThreads();
 
 /// Calls body(begin, end) on disjoint ranges covering [0, n) and returns when
 /// all are done. With several threads the ranges are taken in increasing order
-/// by whichever thread is free, each about 1/(2 * threads) of what is left and
-/// at least `grain` long (only a range ending at n may be shorter); with one
+/// by whichever thread is free, each 1/threads of what is left and at least
+/// `grain` long (only a range ending at n may be shorter); with one
 /// thread, n <= grain, or while the pool runs another caller's job, the calling
 /// thread runs body(0, n) alone. An exception from `body` is rethrown here
 /// after the other ranges finish.
