@@ -24,10 +24,13 @@
 #include <mutex>
 #include <random>
 
+#include <time.h>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -118,10 +121,26 @@ struct TempSlot {
 TempSlot gTempSlots[kTempSlots];
 std::atomic<uint64_t> gTempSeq{0};
 
+/// A fatal signal is delivered to any thread that does not hold it back, so
+/// the cleanup may run on one thread while another is creating a temporary
+/// (with the signals held: FatalSignalsHeld). gCreating counts the threads
+/// doing so; once gDying is set no creation starts, and the cleanup waits for
+/// those under way to be registered before it walks the table.
+std::atomic<int> gCreating{0};
+std::atomic<bool> gDying{false};
+
 extern "C" void removeTempsOnSignal(int sig) {
+  gDying.store(true);
+  // Every thread counted in gCreating holds the signals back, so this one is
+  // not among them: they finish (register) while it waits. At most a second,
+  // in case one of them needs a lock this thread was interrupted holding.
+  for (int waited = 0; gCreating.load() != 0 && waited < 10000; ++waited) {
+    struct timespec nap = {0, 100000};
+    ::nanosleep(&nap, nullptr);
+  }
   // Files first, then directories from the most recently created up, so
-  // each directory is empty when its turn comes. Only unlink, rmdir,
-  // signal and raise: async-signal-safe.
+  // each directory is empty when its turn comes. Only atomics, nanosleep,
+  // unlink, rmdir, signal and raise: async-signal-safe.
   for (int i = 0; i < kTempSlots; ++i)
     if (gTempSlots[i].state.load() == 2 && !gTempSlots[i].isDir)
       ::unlink(gTempSlots[i].path);
@@ -188,17 +207,32 @@ void unregisterTemp(int slot) {
 
 /// Holds SIGINT, SIGTERM and SIGHUP back while a temporary is created and
 /// registered (or renamed and re-registered), so a signal never finds a
-/// temporary on disk that the cleanup table does not know.
+/// temporary on disk that the cleanup table does not know: not on this
+/// thread (the signals wait), nor on another (the cleanup waits, gCreating).
+/// The cleanup is installed first: a signal taken by another thread before
+/// the first temporary was registered used to end the process at once.
 class FatalSignalsHeld {
 public:
   FatalSignalsHeld() {
+    installSignalCleanup();
     sigset_t set;
     sigemptyset(&set);
     for (int sig : {SIGINT, SIGTERM, SIGHUP})
       sigaddset(&set, sig);
     ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+    gCreating.fetch_add(1);
+    if (gDying.load()) {
+      // Another thread is removing the temporaries and ending the process:
+      // create nothing more, wait for the end.
+      gCreating.fetch_sub(1);
+      for (;;)
+        ::pause();
+    }
   }
-  ~FatalSignalsHeld() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  ~FatalSignalsHeld() {
+    gCreating.fetch_sub(1);
+    ::pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+  }
   FatalSignalsHeld(const FatalSignalsHeld &) = delete;
   FatalSignalsHeld &operator=(const FatalSignalsHeld &) = delete;
 
