@@ -19,6 +19,7 @@
 #include <csignal>
 #include <filesystem>
 #include <memory>
+#include <span>
 #include <thread>
 #include <vector>
 
@@ -341,6 +342,36 @@ TEST(AtomicWrites, AnInterruptOnAnotherThreadRemovesTemporaries) {
     EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT) << "round " << round;
     EXPECT_EQ(listDir(dir.path()), std::vector<std::string>{}) << "round " << round;
   }
+}
+
+/// Scratch space has no name: nothing appears beside the path it is made
+/// for, bytes come back as written (holes as zeros), and a write error or an
+/// unusable directory is one error naming that path.
+TEST(ScratchFile, HasNoNameAndReadsBackWhatWasWritten) {
+  ScratchDir dir;
+  std::string besides = dir.file("y.pte");
+  {
+    ScratchFile scratch(besides);
+    const uint8_t head[] = {1, 2, 3};
+    const uint8_t tail[] = {9};
+    scratch.writeAt(0, head);
+    scratch.writeAt(4096, tail);
+    EXPECT_TRUE(listDir(dir.path()).empty());
+    std::span<const uint8_t> bytes = scratch.bytes();
+    ASSERT_EQ(bytes.size(), 4097u);
+    EXPECT_EQ(bytes[0], 1);
+    EXPECT_EQ(bytes[2], 3);
+    EXPECT_EQ(bytes[3], 0);
+    EXPECT_EQ(bytes[4095], 0);
+    EXPECT_EQ(bytes[4096], 9);
+    EXPECT_THAT(errorOf([&] { scratch.writeAt(0, head); }),
+                HasSubstr("y.pte (scratch space): cannot write"));
+  }
+  EXPECT_TRUE(listDir(dir.path()).empty());
+  ScratchFile empty(besides);
+  EXPECT_TRUE(empty.bytes().empty());
+  EXPECT_THAT(errorOf([&] { ScratchFile nowhere(dir.file("missing/y.pte")); }),
+              HasSubstr("missing/y.pte: cannot create a scratch file in"));
 }
 
 TEST(SafeFileName, MakesOneHarmlessComponent) {
