@@ -1588,4 +1588,25 @@ std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &
   return model;
 }
 
+std::vector<std::string> splitInputFile(std::string_view text) {
+  std::vector<std::string> parts(1);
+  size_t lineNo = 0;
+  while (!text.empty()) {
+    size_t end = text.find('\n');
+    std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
+    std::string_view trimmed = line;
+    while (!trimmed.empty() && (trimmed.back() == '\r' || trimmed.back() == ' '))
+      trimmed.remove_suffix(1);
+    ++lineNo;
+    if (trimmed == kSplitMarker) {
+      // Blank lines keep the next part's line numbers those of the file.
+      parts.emplace_back(lineNo, '\n');
+      continue;
+    }
+    parts.back().append(line).append("\n");
+  }
+  return parts;
+}
+
 } // namespace anefit

@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace anefit {
 
@@ -41,5 +42,15 @@ std::unique_ptr<Model> parseModelText(std::string_view text, const std::string &
 /// Fills in `model.specificationVersion` and `model.description` from its
 /// program as parseModelText does for text without a header.
 void synthesizeDescription(Model &model);
+
+/// The line that separates the test cases of one MIL text file
+/// (`anefit-opt --split-input-file`, as MLIR's).
+inline constexpr std::string_view kSplitMarker = "// -----";
+
+/// Splits `text` at every line that is kSplitMarker (trailing spaces and a
+/// '\r' allowed). Each part starts with as many blank lines as lines precede
+/// it, so a parser reports the line numbers of the whole file. Text without
+/// a marker is one part.
+std::vector<std::string> splitInputFile(std::string_view text);
 
 } // namespace anefit

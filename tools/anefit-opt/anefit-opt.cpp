@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
+#include "ir/AsmParser.h"
 #include "ir/AsmPrinter.h"
 #include "ir/Verifier.h"
 #include "ops/OpDocs.h"
@@ -22,7 +23,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <sstream>
 
 namespace fs = std::filesystem;
 using namespace anefit;
@@ -134,25 +134,12 @@ int runSplit(const Options &opts) {
   options.text.allowUndefinedValues = opts.allowUndefined;
   options.allowMissingWeights = true;
   options.checkScopes = false;
-  std::vector<std::string> parts(1);
-  std::istringstream lines(text);
-  size_t lineNo = 0;
-  for (std::string line; std::getline(lines, line); ++lineNo) {
-    std::string trimmed = line;
-    while (!trimmed.empty() && (trimmed.back() == '\r' || trimmed.back() == ' '))
-      trimmed.pop_back();
-    if (trimmed == "// -----") {
-      // Blank lines keep the next part's line numbers those of the file.
-      parts.emplace_back(lineNo + 1, '\n');
-      continue;
-    }
-    parts.back() += line + "\n";
-  }
+  std::vector<std::string> parts = splitInputFile(text);
   int worst = kExitOk;
   std::string out;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (i)
-      out += "// -----\n";
+      out += std::string(kSplitMarker) + "\n";
     try {
       std::unique_ptr<Model> model = loadModelText(
           parts[i], opts.input == "-" ? "<stdin>" : opts.input, dir.string(), options);

@@ -247,3 +247,23 @@ main[CoreML8](%x: (1, is0, fp16)(Tensor), %k: (1, 8, fp16)(State), %l: List[?, (
   }
   SUCCEED();
 }
+
+TEST(SplitInputFile, PartsKeepTheLineNumbersOfTheFile) {
+  std::vector<std::string> parts =
+      splitInputFile("a\nb\n// -----\nc\n  // -----  \r\n// -----\r\nd");
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[0], "a\nb\n");
+  // The marker is line 3: c is line 4, after three blank lines.
+  EXPECT_EQ(parts[1], "\n\n\nc\n  // -----  \r\n");
+  EXPECT_EQ(parts[2], std::string(6, '\n') + "d\n");
+  EXPECT_EQ(splitInputFile("x\n"), (std::vector<std::string>{"x\n"}));
+  EXPECT_EQ(splitInputFile(""), (std::vector<std::string>{""}));
+  // A part that does not parse names the line of the whole file.
+  try {
+    parseModelText(splitInputFile("main[CoreML8]() {\n} -> ()\n// -----\n%oops\n")[1], "t.mil",
+                   nullptr);
+    ADD_FAILURE() << "expected a parse error";
+  } catch (const InputError &e) {
+    EXPECT_NE(std::string(e.what()).find("t.mil:4:"), std::string::npos) << e.what();
+  }
+}
