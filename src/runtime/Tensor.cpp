@@ -10,6 +10,7 @@
 #include "support/Error.h"
 
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -202,6 +203,27 @@ uint64_t MemoryBudget::limit() {
 }
 
 void MemoryBudget::setLimit(uint64_t bytes) { gBudgetLimit.store(bytes); }
+
+std::optional<uint64_t> MemoryBudget::parseLimit(std::string_view text) {
+  uint64_t n = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || end == text.data())
+    return std::nullopt;
+  std::string_view unit(end, static_cast<size_t>(text.data() + text.size() - end));
+  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b'))
+    unit.remove_suffix(1);
+  if (unit.size() == 2 && unit[1] == 'i')
+    unit.remove_suffix(1);
+  int shift = unit.empty()                 ? 0
+              : unit == "K" || unit == "k" ? 10
+              : unit == "M" || unit == "m" ? 20
+              : unit == "G" || unit == "g" ? 30
+              : unit == "T" || unit == "t" ? 40
+                                           : -1;
+  if (shift < 0 || n == 0 || n > (~uint64_t(0) >> shift))
+    return std::nullopt;
+  return n << shift;
+}
 uint64_t MemoryBudget::used() { return gBudgetUsed.load(); }
 uint64_t MemoryBudget::peak() { return gBudgetPeak.load(); }
 

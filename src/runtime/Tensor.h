@@ -13,8 +13,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace anefit::runtime {
@@ -48,6 +50,10 @@ public:
   static uint64_t limit();
   /// Sets the limit; 0 restores the default.
   static void setLimit(uint64_t bytes);
+  /// Reads a limit as a user writes it: "8G", "512M", "64KiB", "1048576"
+  /// (K, M, G, T as powers of 1024, an optional "i" and "B"). nullopt for
+  /// anything else, zero, or a size past 2^64.
+  static std::optional<uint64_t> parseLimit(std::string_view text);
   /// Bytes charged now, and the most charged at once so far.
   static uint64_t used();
   static uint64_t peak();

@@ -51,27 +51,10 @@ void addMaxMemoryOption(CLI::App *cmd, std::string &value) {
 void applyMaxMemory(const std::string &value) {
   if (value.empty())
     return;
-  size_t end = 0;
-  unsigned long long n = 0;
-  try {
-    n = std::stoull(value, &end);
-  } catch (const std::exception &) {
-    end = 0;
-  }
-  std::string unit = value.substr(end);
-  if (!unit.empty() && (unit.back() == 'B' || unit.back() == 'b'))
-    unit.pop_back();
-  if (unit.size() == 2 && unit[1] == 'i')
-    unit.pop_back();
-  int shift = unit.empty()                 ? 0
-              : unit == "K" || unit == "k" ? 10
-              : unit == "M" || unit == "m" ? 20
-              : unit == "G" || unit == "g" ? 30
-              : unit == "T" || unit == "t" ? 40
-                                           : -1;
-  if (end == 0 || shift < 0 || n == 0 || n > (~0ull >> shift))
+  std::optional<uint64_t> bytes = runtime::MemoryBudget::parseLimit(value);
+  if (!bytes)
     failExpected("", "--max-memory", "a size such as 8G, 512M or 1048576", "'" + value + "'");
-  runtime::MemoryBudget::setLimit(static_cast<uint64_t>(n) << shift);
+  runtime::MemoryBudget::setLimit(*bytes);
 }
 
 bool useColor() {
