@@ -96,9 +96,9 @@ def main():
         json_out, html_out = out / f"{label[:4]}.json", out / f"{label[:4]}.html"
         jw, jc, hw, hc = [], [], [], []
         for _ in range(args.runs):
-            w, c = run_timed([anefit, "check", pkg, "--json", "-o", str(json_out)])
+            w, c = run_timed([anefit, "check", pkg, "--json", "-o", str(json_out), "--force"])
             jw.append(w), jc.append(c)
-            w, c = run_timed([anefit, "check", pkg, "--format", "html", "-o", str(html_out)])
+            w, c = run_timed([anefit, "check", pkg, "--format", "html", "-o", str(html_out), "--force"])
             hw.append(w), hc.append(c)
         html = html_out.read_text()
         nops = int(re.search(r'"ops":(\d+),"aneOps"', html).group(1))
@@ -108,8 +108,8 @@ def main():
               f"ratio html/json wall {med(hw) / max(med(jw), 1e-3):.2f}x, CPU {med(hc) / max(med(jc), 1e-3):.2f}x; "
               f"page {html_out.stat().st_size / 1e6:.2f} MB")
         if args.callgrind:
-            ji, _ = callgrind([anefit, "check", pkg, "--json", "-o", str(json_out)], out)
-            hi, li = callgrind([anefit, "check", pkg, "--format", "html", "-o", str(html_out)], out)
+            ji, _ = callgrind([anefit, "check", pkg, "--json", "-o", str(json_out), "--force"], out)
+            hi, li = callgrind([anefit, "check", pkg, "--format", "html", "-o", str(html_out), "--force"], out)
             print(f"    instructions: json {ji / 1e6:.0f} M, html {hi / 1e6:.0f} M ({hi / ji:.2f}x), "
                   f"of which graph layout {li / 1e6:.1f} M ({100 * li / hi:.1f}%)")
         pages[label] = html_out

@@ -648,7 +648,7 @@ def main():
         ref = TorchStep(ws, form, args.layers, args.context).step(feed).reshape(-1)
         out = os.path.join(workdir, f"out_{form}.npz")
         subprocess.run([os.path.abspath(args.anefit), "run", built[form][0], "--inputs", feed_npz,
-                        "-o", out], check=True, capture_output=True)
+                        "-o", out, "--force"], check=True, capture_output=True)
         with np.load(out) as z:
             got = z["logits"].astype(np.float32).reshape(-1)
         err = float(np.max(np.abs(got - ref))) / float(np.max(np.abs(ref)))
