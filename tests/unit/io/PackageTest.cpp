@@ -17,6 +17,7 @@
 #include <filesystem>
 
 using namespace anefit;
+using anefit::test::listDir;
 using anefit::test::ScratchDir;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
@@ -239,15 +240,6 @@ TEST(UuidTest, UpperCaseVersion4) {
   for (char c : u)
     EXPECT_TRUE(c == '-' || std::isdigit(static_cast<unsigned char>(c)) || (c >= 'A' && c <= 'F'));
   EXPECT_NE(makeUuid(), u);
-}
-
-/// Names of entries in `dir`, to spot leftovers.
-std::vector<std::string> listDir(const fs::path &dir) {
-  std::vector<std::string> names;
-  for (const auto &e : fs::directory_iterator(dir))
-    names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 TEST(WritePackageTest, WritesLayoutAndManifest) {

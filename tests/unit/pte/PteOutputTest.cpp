@@ -29,6 +29,7 @@
 
 using namespace anefit;
 using anefit::test::errorOf;
+using anefit::test::listDir;
 using anefit::test::ScratchDir;
 namespace fs = std::filesystem;
 
@@ -36,14 +37,6 @@ namespace {
 
 const std::string kFixture =
     std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/pte/lfm2_remedy_c4w.pte";
-
-std::vector<std::string> listDir(const fs::path &dir) {
-  std::vector<std::string> names;
-  for (const auto &e : fs::directory_iterator(dir))
-    names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 /// Limits the size of every file this process writes to `bytes`.
 void limitFileSize(uint64_t bytes) {

@@ -32,19 +32,12 @@
 
 using namespace anefit;
 using anefit::test::errorOf;
+using anefit::test::listDir;
 using anefit::test::ScratchDir;
 using ::testing::HasSubstr;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::vector<std::string> listDir(const fs::path &dir) {
-  std::vector<std::string> names;
-  for (const auto &e : fs::directory_iterator(dir))
-    names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 TEST(MappedFile, ReadsARegularFile) {
   ScratchDir dir;
