@@ -102,6 +102,12 @@ def fixture_package(name, generate=True):
     return path if os.path.isdir(path) else None
 
 
+def error_line(proc):
+    """The one-line message of a failed `anefit` run, without its prefix."""
+    assert proc.returncode == 2, proc.stderr
+    return proc.stderr.strip().splitlines()[-1].removeprefix("anefit: error: ")
+
+
 def load_npz(path):
     """Load a .npz into a plain dict {key: ndarray}."""
     with np.load(path, allow_pickle=False) as z:

@@ -19,7 +19,7 @@ import os
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES_DIR, FIXTURES_DIR
+from conftest import EXAMPLES_DIR, FIXTURES_DIR, error_line
 
 PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
 EXPORTS = ["lfm2_export_llm_fp16", "lfm2_export_llm_4w"]
@@ -29,12 +29,6 @@ LOGITS = "aten_linear_default_112"
 
 def blocking(report):
     return [f for f in report.findings if f.effect in ("compile-fail", "runtime-fail")]
-
-
-def error_line(proc):
-    """The one-line message of a failed `anefit` run, without its prefix."""
-    assert proc.returncode == 2, proc.stderr
-    return proc.stderr.strip().splitlines()[-1].removeprefix("anefit: error: ")
 
 
 def same_payload(anefit_py, a, b):

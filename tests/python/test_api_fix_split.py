@@ -9,17 +9,11 @@ import os
 
 import pytest
 
-from conftest import EXAMPLES_DIR, FIXTURES_DIR, fixture_package
+from conftest import EXAMPLES_DIR, FIXTURES_DIR, error_line, fixture_package
 
 EXAMPLE = os.path.join(EXAMPLES_DIR, "lfm2_shortconv.mlpackage")
 PTE_STATES = os.path.join(FIXTURES_DIR, "pte", "lfm2_coreml_states.pte")
 PTE_EXPORT_LLM = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_fp16.pte")
-
-
-def error_line(proc):
-    """The one-line message of a failed `anefit` run, without its prefix."""
-    assert proc.returncode == 2, proc.stderr
-    return proc.stderr.strip().splitlines()[-1].removeprefix("anefit: error: ")
 
 
 def test_fix_does_what_the_command_line_does(anefit_py, anefit, tmp_path):
