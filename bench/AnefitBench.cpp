@@ -6,9 +6,13 @@
 //                   ... threads of the interpreter's pool (read_bandwidth/
 //                   threads:N), each thread taking 4 MB chunks as the kernels
 //                   take rows.
-//   step            Interpreter::run on one model with one set of inputs (the
-//                   model is loaded and stepped once before timing), with the
-//                   peak resident memory of the process as a counter.
+//   step            one step of a model as a host steps it (runtime::Stepper
+//                   with the carries the model declares: an ExecuTorch .pte's
+//                   write-back of delegate outputs into its buffers, a fixed
+//                   model's state map), with one set of inputs; carried
+//                   inputs the set gives are their first values. The model
+//                   is loaded and stepped once before timing; the peak
+//                   resident memory of the process is a counter.
 //
 //   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--steps N]
@@ -19,6 +23,7 @@
 #include "runtime/Interpreter.h"
 #include "runtime/Npy.h"
 #include "runtime/RandomInput.h"
+#include "runtime/Stepper.h"
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Lazy.h"
 #include "support/Error.h"
@@ -145,13 +150,19 @@ void registerStep(const StepArgs &args) {
     for (runtime::NamedTensor &nt : runtime::readNpz(args.inputs))
       feed[nt.name] = std::move(nt.tensor);
   }
-  runtime::RunOptions options;
-  options.threads = args.threads;
-  auto interp = std::make_shared<runtime::Interpreter>(*fn, options);
-  interp->run(feed); // loads weight pages, expands what is expanded once
-  auto *b = benchmark::RegisterBenchmark("step", [model, interp, feed](benchmark::State &state) {
+  runtime::StepperOptions options;
+  options.run.threads = args.threads;
+  runtime::CarryMap carries = runtime::hostCarries(*model, *fn);
+  for (runtime::Carry &c : carries)
+    if (auto it = feed.find(c.input); it != feed.end()) {
+      c.initial = it->second;
+      feed.erase(it);
+    }
+  auto stepper = std::make_shared<runtime::Stepper>(*fn, std::move(carries), options);
+  stepper->step(feed); // loads weight pages, expands what is expanded once
+  auto *b = benchmark::RegisterBenchmark("step", [model, stepper, feed](benchmark::State &state) {
     for (auto _ : state)
-      benchmark::DoNotOptimize(interp->run(feed));
+      benchmark::DoNotOptimize(stepper->step(feed));
     state.counters["peak_rss_bytes"] = peakRssBytes();
   });
   b->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();

@@ -305,7 +305,9 @@ void bindRun(nb::module_ &m) {
            "Runs one step. ``inputs`` maps every tensor input (inputs a state map carries may "
            "be left out) to an array; C-contiguous arrays are read in place. Returns the "
            "outputs by name as numpy arrays in their declared dtypes, over the interpreter's "
-           "own buffers.")
+           "own buffers. A step refused for its inputs can be tried again; after one that failed "
+           "while running (an interrupt, an index out of range), the carried values are gone: "
+           "call :meth:`reset`.")
       .def_prop_ro("states", &PySession::states,
                    nb::sig("def states(self) -> dict[str, numpy.ndarray]"),
                    "Current Core ML state values by name, in their declared dtypes (copies).")

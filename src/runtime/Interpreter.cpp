@@ -22,6 +22,7 @@
 #include <cstring>
 #include <deque>
 #include <unordered_map>
+#include <utility>
 
 namespace anefit::runtime {
 namespace {
@@ -462,8 +463,10 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
   }
   // (A kept value of a folded step lives in plan.folded, not in the run's
   // slots; one that did not fit the budget is freed like any other.)
+  // Inputs too: a taken input freed after its last reader lets a value
+  // aliasing it (a cast that keeps the compute dtype) be written in place.
   plan.freedAt.assign(plan.numSlots, SIZE_MAX);
-  for (size_t s = fn.inputs.size(); s < plan.numSlots; ++s)
+  for (size_t s = 0; s < plan.numSlots; ++s)
     if (lastUse[s] != SIZE_MAX) {
       plan.steps[lastUse[s]].freeAfter.push_back(s);
       plan.freedAt[s] = lastUse[s];
@@ -512,7 +515,15 @@ std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs) {
 
 std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs, StateContext &states) {
   try {
-    return runSteps(inputs, states);
+    return runSteps(inputs, nullptr, states);
+  } catch (...) {
+    rethrowWithSource();
+  }
+}
+
+std::vector<NamedTensor> Interpreter::run(TensorMap &&inputs, StateContext &states) {
+  try {
+    return runSteps(inputs, &inputs, states);
   } catch (...) {
     rethrowWithSource();
   }
@@ -533,7 +544,8 @@ void Interpreter::rethrowWithSource() const {
   }
 }
 
-std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, StateContext &states) {
+std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMap *owned,
+                                               StateContext &states) {
   InterpreterPlan &plan = *plan_;
   ThreadScope threads(resolveThreads(options_.threads));
   std::vector<Tensor> env(plan.numSlots);
@@ -580,13 +592,25 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, StateCon
         throw InputError(where + ": input '" + in->name + "': expected shape " + type.shapeStr() +
                          ", found " + shapeStr(t.shape()));
     }
-    DType want = computeDType(type.dtype());
-    // Shared, not copied, when already in compute dtype: kernels never write
-    // their inputs (takeOrCopy copies what it does not own alone).
-    env[plan.slots.at(in.get())] =
-        t.dtype() == want && !t.isLazy() && !isSubByte(want) ? t : t.convertTo(want);
   }
   states.initialize(fn_);
+  // Bind them, checked: nothing is taken from the caller when an input is
+  // refused. Not copied when already in compute dtype: taken when the caller
+  // hands the inputs over, shared otherwise (kernels write only what they
+  // own alone: takeOrCopy copies anything else).
+  for (const auto &in : fn_.inputs) {
+    if (in->type.isState())
+      continue;
+    const Tensor &t = inputs.find(in->name)->second;
+    DType want = computeDType(in->type.dtype());
+    size_t slot = plan.slots.at(in.get());
+    if (t.dtype() != want || t.isLazy() || isSubByte(want))
+      env[slot] = t.convertTo(want);
+    else if (owned)
+      env[slot] = std::exchange(owned->find(in->name)->second, Tensor());
+    else
+      env[slot] = t;
+  }
 
   bool fp16 = options_.precision == Precision::FP16;
   // FP16 mode: slots whose values the interpreter has rounded to fp16.

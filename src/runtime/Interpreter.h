@@ -96,6 +96,12 @@ public:
   /// the function's declared output dtypes. Throws InputError on bad inputs
   /// and on runtime errors of kernels (index out of range, ...).
   std::vector<NamedTensor> run(const TensorMap &inputs, StateContext &states);
+  /// Same, taking the inputs once they are checked: a tensor the map alone
+  /// held may be written in place by the op that reads it last (a KV cache
+  /// updated by slice_update without a copy). An input error leaves `inputs`
+  /// as it was; once the run starts, each value taken is an empty tensor in
+  /// `inputs`, also when the run fails.
+  std::vector<NamedTensor> run(TensorMap &&inputs, StateContext &states);
   /// Same, for a function without states.
   std::vector<NamedTensor> run(const TensorMap &inputs);
 
@@ -106,7 +112,10 @@ public:
   const RunOptions &options() const { return options_; }
 
 private:
-  std::vector<NamedTensor> runSteps(const TensorMap &inputs, StateContext &states);
+  /// Runs the plan on `inputs`, sharing their tensors; or taking them (moved
+  /// into the run's values) when `owned` is that same map, the caller's to give.
+  std::vector<NamedTensor> runSteps(const TensorMap &inputs, TensorMap *owned,
+                                    StateContext &states);
   /// Rethrows the error being handled with RunOptions::source in front.
   [[noreturn]] void rethrowWithSource() const;
 

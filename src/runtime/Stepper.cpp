@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <set>
 
 namespace anefit::runtime {
@@ -145,40 +146,73 @@ std::optional<Tensor> Stepper::stateValue(const std::string &name) const {
   return t->clone();
 }
 
-std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
-  TensorMap values = inputs;
-  for (const auto &[name, t] : carried_)
-    values.emplace(name, t);
+std::vector<NamedTensor> Stepper::runChain(const TensorMap &inputs, TensorMap &values) {
+  if (interpreters_.size() == 1)
+    // One function: the interpreter checks names, shapes and dtypes itself,
+    // and takes nothing when it refuses an input.
+    return interpreters_.front()->run(std::move(values), states_);
+  std::set<std::string> known;
+  for (const Function *fn : chain_)
+    for (const auto &in : fn->inputs)
+      if (!in->type.isState())
+        known.insert(in->name);
+  for (const auto &[name, t] : inputs)
+    if (!known.count(name))
+      throw InputError("function '" + chain_.front()->name + "': unknown input '" + name +
+                       "' of the chain");
   std::vector<NamedTensor> all;
-  if (interpreters_.size() == 1) {
-    // One function: the interpreter checks names, shapes and dtypes itself.
-    all = interpreters_.front()->run(values, states_);
-  } else {
-    std::set<std::string> known;
-    for (const Function *fn : chain_)
-      for (const auto &in : fn->inputs)
-        if (!in->type.isState())
-          known.insert(in->name);
-    for (const auto &[name, t] : inputs)
-      if (!known.count(name))
-        throw InputError("function '" + chain_.front()->name + "': unknown input '" + name +
-                         "' of the chain");
-    for (auto &interp : interpreters_) {
-      TensorMap feed;
-      for (const auto &in : interp->function().inputs) {
-        if (in->type.isState())
-          continue;
-        auto it = values.find(in->name);
-        if (it == values.end())
-          throw InputError("function '" + interp->function().name + "': missing input '" +
-                           in->name + "' of type " + in->type.str());
-        feed.emplace(in->name, it->second);
-      }
-      for (NamedTensor &out : interp->run(feed, states_)) {
-        values[out.name] = out.tensor;
-        all.push_back(std::move(out));
-      }
+  for (auto &interp : interpreters_) {
+    TensorMap feed;
+    for (const auto &in : interp->function().inputs) {
+      if (in->type.isState())
+        continue;
+      auto it = values.find(in->name);
+      if (it == values.end())
+        throw InputError("function '" + interp->function().name + "': missing input '" + in->name +
+                         "' of type " + in->type.str());
+      feed.emplace(in->name, it->second);
     }
+    for (NamedTensor &out : interp->run(feed, states_)) {
+      values[out.name] = out.tensor;
+      all.push_back(std::move(out));
+    }
+  }
+  return all;
+}
+
+bool Stepper::isCarriedInput(const std::string &name) const {
+  for (const Carry &c : carries_)
+    if (c.input == name)
+      return true;
+  return false;
+}
+
+std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
+  if (carriedLost_)
+    throw InputError("function '" + chain_.front()->name +
+                     "': an earlier step failed after it had taken the values carried from "
+                     "outputs to inputs; start the steps again from the first");
+  // The carried values are handed over, not copied: the interpreter may
+  // write them in place (a KV cache updated by slice_update); the next ones
+  // come from this step's outputs. A value given in `inputs` wins.
+  TensorMap values = inputs;
+  for (auto it = carried_.begin(); it != carried_.end();)
+    it = values.try_emplace(it->first, std::move(it->second)).second ? carried_.erase(it)
+                                                                     : std::next(it);
+  std::vector<NamedTensor> all;
+  try {
+    all = runChain(inputs, values);
+  } catch (...) {
+    // An input the interpreter refused took nothing: the same step can be
+    // tried again. A run that failed later may have spent the values.
+    for (auto &[name, t] : values)
+      if (!inputs.count(name) && isCarriedInput(name)) {
+        if (t.valid())
+          carried_[name] = std::move(t);
+        else
+          carriedLost_ = true;
+      }
+    throw;
   }
   if (options_.roundStates)
     for (const Function *fn : chain_)

@@ -88,6 +88,9 @@ public:
   /// Runs one step. `inputs` name inputs of the chain (extra names are an
   /// error); carried inputs not in `inputs` take their carried value. Returns
   /// every stage's outputs in order (a chain's intermediate values included).
+  /// A step that fails on its inputs may be retried; one that fails while
+  /// running may have spent the carried values, and later steps then fail
+  /// (start a new stepper).
   std::vector<NamedTensor> step(const TensorMap &inputs);
 
   /// Sets the value of state `name` before the first step (checked against
@@ -106,6 +109,11 @@ public:
   int64_t stepsDone() const { return stepsDone_; }
 
 private:
+  /// One run of the chain on `values` (the step's inputs and the carried
+  /// values, which a single function's interpreter takes).
+  std::vector<NamedTensor> runChain(const TensorMap &inputs, TensorMap &values);
+  bool isCarriedInput(const std::string &name) const;
+
   std::vector<const Function *> chain_;
   std::vector<std::unique_ptr<Interpreter>> interpreters_;
   CarryMap carries_;
@@ -116,6 +124,8 @@ private:
   std::vector<const Value *> stateInputs_;
   std::vector<const Value *> externalInputs_;
   int64_t stepsDone_ = 0;
+  /// A step failed after the interpreter had taken the carried values.
+  bool carriedLost_ = false;
 };
 
 /// Random values for every tensor input of `fn` not in `skip`, in
