@@ -12,12 +12,15 @@
 #include "runtime/Interpreter.h"
 #include "ops/OpRegistry.h"
 
+#include "ops/Weights.h"
 #include "runtime/Convert.h"
 #include "runtime/Kernel.h"
+#include "runtime/Profile.h"
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -171,6 +174,10 @@ struct InterpreterPlan {
     /// each output.
     std::vector<std::vector<size_t>> inputSlots;
     std::vector<size_t> outputSlots;
+    /// With RunOptions::profile: the op type's row there and the weight
+    /// bytes the op reads.
+    size_t profileRow = 0;
+    uint64_t weightBytes = 0;
   };
   std::vector<Step> steps;
   size_t numSlots = 0;
@@ -493,6 +500,17 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
           plan.lazyOk[plan.slots.at(b.value)] &= takes;
     }
   }
+  if (options.profile)
+    for (InterpreterPlan::Step &step : plan.steps) {
+      step.profileRow = options.profile->rowOf(step.op->type);
+      const Operation *one[] = {step.op};
+      // Data-movement ops (gather, slice_update, ...) read parts of their
+      // constants: no rate would mean anything for them.
+      bool reads = !step.folded && !opHasTrait(step.op->type, OpTrait::DataMovement);
+      step.weightBytes = reads ? countWeightsOf(one).storedBytes : 0;
+      if (step.weightBytes < kMinProfiledWeightBytes)
+        step.weightBytes = 0;
+    }
   plan.folded.resize(plan.numSlots);
   plan.foldTried.assign(plan.steps.size(), 0);
   plan.foldRounded.assign(plan.numSlots, 0);
@@ -546,6 +564,9 @@ void Interpreter::rethrowWithSource() const {
 
 std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMap *owned,
                                                StateContext &states) {
+  using Clock = std::chrono::steady_clock;
+  OpProfile *profile = options_.profile;
+  Clock::time_point runStart = profile ? Clock::now() : Clock::time_point();
   InterpreterPlan &plan = *plan_;
   ThreadScope threads(resolveThreads(options_.threads));
   std::vector<Tensor> env(plan.numSlots);
@@ -624,11 +645,14 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
       for (size_t slot : step.outputSlots)
         all = all && plan.folded[slot].valid();
       if (all) {
+        if (profile)
+          profile->record(step.profileRow, 0.0, 0);
         if (options_.progress)
           options_.progress(++done, plan.steps.size());
         continue;
       }
     }
+    Clock::time_point opStart = profile ? Clock::now() : Clock::time_point();
     RunContext ctx(step, si, plan, env, states, options_, options_.foldCacheBytes);
     try {
       step.fn(ctx);
@@ -664,6 +688,10 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
       }
     }
     ctx.finish();
+    if (profile)
+      profile->record(step.profileRow,
+                      std::chrono::duration<double>(Clock::now() - opStart).count(),
+                      step.weightBytes);
     if (step.folded) {
       // Keep the values of constant-only ops for the next runs.
       plan.foldTried[si] = 1;
@@ -698,6 +726,8 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
     else
       outputs.push_back({v->name, t.materialize().convertTo(want)});
   }
+  if (profile)
+    profile->recordRun(std::chrono::duration<double>(Clock::now() - runStart).count());
   return outputs;
 }
 

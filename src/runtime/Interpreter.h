@@ -22,6 +22,8 @@
 
 namespace anefit::runtime {
 
+class OpProfile;
+
 enum class Precision { FP32, FP16 };
 
 /// "fp32" / "fp16" -> Precision; throws InputError otherwise.
@@ -42,6 +44,10 @@ struct RunOptions {
   uint64_t foldCacheBytes = uint64_t(2) << 30;
   /// Called after each top-level op with (ops done, total ops); may be empty.
   std::function<void(size_t, size_t)> progress;
+  /// When set, every run adds the time of each op to its op type's row and
+  /// its own time to the total (`anefit run --profile`); null reads no clock.
+  /// It must outlive the Interpreter.
+  OpProfile *profile = nullptr;
   /// The file the function was read from; every error the interpreter
   /// raises starts with it ("model.mil: function 'main': op ...").
   std::string source;

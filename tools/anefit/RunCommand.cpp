@@ -3,7 +3,9 @@
 // Parses the options, reads .npy/.npz inputs and runs one function with
 // runtime::ModelRun (inputs bound per step or at random, Core ML states and
 // the state map's carries kept between steps); prints a summary of every
-// output and optionally writes outputs and states to an .npz archive.
+// output (or, with --json, one JSON document), with --profile the time per
+// op type (runtime::OpProfile), and optionally writes outputs and states to
+// an .npz archive.
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
@@ -11,9 +13,13 @@
 #include "io/ModelIO.h"
 #include "runtime/ModelRun.h"
 #include "runtime/Npy.h"
+#include "runtime/Profile.h"
 #include "support/Error.h"
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <unistd.h>
@@ -23,6 +29,7 @@ namespace {
 
 using runtime::NamedTensor;
 using runtime::Tensor;
+using json = nlohmann::ordered_json;
 
 struct RunCliOptions {
   std::string model;
@@ -38,6 +45,8 @@ struct RunCliOptions {
   std::string output;
   bool force = false;
   std::string maxMemory;
+  bool json = false;
+  bool profile = false;
 };
 
 /// Splits "NAME=FILE".
@@ -67,6 +76,17 @@ void printSummary(std::ostream &os, const std::string &name, const Tensor &t) {
                   name.c_str(), typeText(t).c_str(), s.min, s.max, s.mean, (long long)s.nans,
                   (long long)s.infs);
   os << buf << "\n";
+}
+
+/// {"name", "shape", "dtype", "min", "max", "mean", "nans", "infs"} (min,
+/// max and mean null without finite values).
+json summaryJson(const std::string &name, const Tensor &t) {
+  runtime::TensorStats s = runtime::statsOf(t);
+  bool any = s.finite + s.infs > 0;
+  auto number = [&](double v) { return any && std::isfinite(v) ? json(v) : json(nullptr); };
+  return json{{"name", name},         {"shape", t.shape()},   {"dtype", dtypeName(t.dtype())},
+              {"min", number(s.min)}, {"max", number(s.max)}, {"mean", number(s.mean)},
+              {"nans", s.nans},       {"infs", s.infs}};
 }
 
 int runRun(const RunCliOptions &opts) {
@@ -104,6 +124,9 @@ int runRun(const RunCliOptions &opts) {
     throw InputError("--threads: expected a count >= 0 (0: every core), found " +
                      std::to_string(opts.threads));
   options.run.threads = opts.threads;
+  runtime::OpProfile profile;
+  if (opts.profile)
+    options.run.profile = &profile;
   bool tty = isatty(fileno(stderr));
   auto started = std::chrono::steady_clock::now();
   if (tty)
@@ -121,35 +144,56 @@ int runRun(const RunCliOptions &opts) {
   size_t moved = 0, writtenBack = 0;
   for (const runtime::Carry &c : run.carries())
     ++(c.source == "state map" ? moved : writtenBack);
+  // Text goes to `text`: stdout, or nowhere with --json.
+  std::ostream text(opts.json ? nullptr : std::cout.rdbuf());
   if (moved)
-    std::cout << "state map: carrying " << moved
-              << " moved state(s) from output to input, starting from zeros\n";
+    text << "state map: carrying " << moved
+         << " moved state(s) from output to input, starting from zeros\n";
   if (writtenBack)
-    std::cout << "ExecuTorch write-back: carrying " << writtenBack
-              << " delegate output(s) into their buffer inputs between steps, starting from "
-                 "zeros\n";
+    text << "ExecuTorch write-back: carrying " << writtenBack
+         << " delegate output(s) into their buffer inputs between steps, starting from "
+            "zeros\n";
 
   std::vector<NamedTensor> archive;
-  std::cout << "function " << run.function().name << ", " << run.steps()
-            << (run.steps() == 1 ? " step" : " steps") << ", precision " << opts.precision << "\n";
+  json results = json::array(), finalStates = json::array();
+  text << "function " << run.function().name << ", " << run.steps()
+       << (run.steps() == 1 ? " step" : " steps") << ", precision " << opts.precision << "\n";
   while (!run.done()) {
     runtime::StepRecord r = run.next();
     std::string prefix = run.stepped() ? "step" + std::to_string(r.step) + "/" : "";
     if (run.stepped())
-      std::cout << "step " << r.step << "\n";
+      text << "step " << r.step << "\n";
+    json step{{"step", r.step}, {"outputs", json::array()}};
     for (NamedTensor &o : r.outputs) {
-      printSummary(std::cout, o.name, o.tensor);
+      printSummary(text, o.name, o.tensor);
+      if (opts.json)
+        step["outputs"].push_back(summaryJson(o.name, o.tensor));
       archive.push_back({prefix + o.name, std::move(o.tensor)});
     }
     for (NamedTensor &st : r.states) {
       if (run.done())
-        printSummary(std::cout, "state " + st.name, st.tensor);
+        printSummary(text, "state " + st.name, st.tensor);
+      if (run.done() && opts.json)
+        finalStates.push_back(summaryJson(st.name, st.tensor));
       archive.push_back({prefix + "state/" + st.name, std::move(st.tensor)});
     }
+    results.push_back(std::move(step));
   }
   if (!opts.output.empty()) {
     runtime::writeNpz(opts.output, archive, outputPolicy);
-    std::cout << "wrote " << archive.size() << " arrays to " << opts.output << "\n";
+    text << "wrote " << archive.size() << " arrays to " << opts.output << "\n";
+  }
+  if (opts.profile)
+    text << profile.formatText("step");
+  if (opts.json) {
+    json j{{"schema", "anefit.run/1"},      {"function", run.function().name},
+           {"steps", run.steps()},          {"precision", opts.precision},
+           {"results", std::move(results)}, {"states", std::move(finalStates)}};
+    if (!opts.output.empty())
+      j["output"] = opts.output;
+    if (opts.profile)
+      j["profile"] = json::parse(profile.formatJson());
+    std::cout << j.dump(2) << "\n";
   }
   return kExitOk;
 }
@@ -179,6 +223,11 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                   "Write outputs (and states) to an .npz: NAME, or step<k>/NAME and "
                   "step<k>/state/NAME for stepped runs");
   cmd->add_flag("--force", opts->force, "Replace the output file if it exists (never an input)");
+  cmd->add_flag("--profile", opts->profile,
+                "Time every op and print a table per op type: count, total ms, % of the run, "
+                "weight bytes read and GB/s (summed over --steps)");
+  cmd->add_flag("--json", opts->json,
+                "Print JSON (schema anefit.run/1, see docs/run.md) instead of text");
   addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runRun(*opts); }); });

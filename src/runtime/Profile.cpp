@@ -1,0 +1,99 @@
+//===- Profile.cpp - Time per op type of interpreter runs -----------------===//
+#include "runtime/Profile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace anefit::runtime {
+
+size_t OpProfile::rowOf(std::string_view opType) {
+  auto [it, fresh] = index_.emplace(std::string(opType), rows_.size());
+  if (fresh)
+    rows_.push_back(Row{std::string(opType)});
+  return it->second;
+}
+
+std::vector<OpProfile::Row> OpProfile::sortedRows() const {
+  std::vector<Row> out = rows_;
+  std::sort(out.begin(), out.end(), [](const Row &a, const Row &b) {
+    return a.seconds != b.seconds ? a.seconds > b.seconds : a.opType < b.opType;
+  });
+  return out;
+}
+
+double OpProfile::outsideOpsSeconds() const {
+  double ops = 0;
+  for (const Row &r : rows_)
+    ops += r.seconds;
+  return std::max(0.0, runSeconds_ - ops);
+}
+
+namespace {
+
+double percentOf(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
+
+/// Weight bytes per second in GB/s (1e9 bytes), or 0 without time.
+double gbPerSecond(uint64_t bytes, double seconds) {
+  return seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
+}
+
+} // namespace
+
+std::string OpProfile::formatText(std::string_view unit) const {
+  std::string noun(unit);
+  std::string out = "profile: " + std::to_string(runs_) + " " + noun + (runs_ == 1 ? "" : "s");
+  if (runs_ > 1)
+    out += ", times summed over the " + noun + "s";
+  out += "\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "  %-28s %8s %11s %7s %11s %7s\n", "op type", "count",
+                "total ms", "% run", "weight MB", "GB/s");
+  out += line;
+  uint64_t count = 0;
+  for (const Row &r : sortedRows()) {
+    count += r.count;
+    if (r.weightBytes)
+      std::snprintf(line, sizeof line, "  %-28s %8llu %11.3f %6.1f%% %11.3f %7.1f\n",
+                    r.opType.c_str(), (unsigned long long)r.count, r.seconds * 1e3,
+                    percentOf(r.seconds, runSeconds_), double(r.weightBytes) / 1e6,
+                    gbPerSecond(r.weightBytes, r.seconds));
+    else
+      std::snprintf(line, sizeof line, "  %-28s %8llu %11.3f %6.1f%%\n", r.opType.c_str(),
+                    (unsigned long long)r.count, r.seconds * 1e3,
+                    percentOf(r.seconds, runSeconds_));
+    out += line;
+  }
+  double outside = outsideOpsSeconds();
+  std::snprintf(line, sizeof line, "  %-28s %8s %11.3f %6.1f%%\n", "(outside ops)", "",
+                outside * 1e3, percentOf(outside, runSeconds_));
+  out += line;
+  std::snprintf(line, sizeof line, "  %-28s %8llu %11.3f %6.1f%%\n", "total",
+                (unsigned long long)count, runSeconds_ * 1e3, runSeconds_ > 0 ? 100.0 : 0.0);
+  out += line;
+  return out;
+}
+
+std::string OpProfile::formatJson() const {
+  using json = nlohmann::ordered_json;
+  json j;
+  j["runs"] = runs_;
+  j["total_ms"] = runSeconds_ * 1e3;
+  j["outside_ops_ms"] = outsideOpsSeconds() * 1e3;
+  j["ops"] = json::array();
+  for (const Row &r : sortedRows()) {
+    json row{{"op_type", r.opType},
+             {"count", r.count},
+             {"total_ms", r.seconds * 1e3},
+             {"percent", percentOf(r.seconds, runSeconds_)}};
+    if (r.weightBytes) {
+      row["weight_bytes"] = r.weightBytes;
+      row["gb_per_s"] = gbPerSecond(r.weightBytes, r.seconds);
+    }
+    j["ops"].push_back(std::move(row));
+  }
+  return j.dump();
+}
+
+} // namespace anefit::runtime

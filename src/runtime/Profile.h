@@ -1,0 +1,81 @@
+//===- Profile.h - Time per op type of interpreter runs ---------*- C++ -*-===//
+//
+// `anefit run --profile` asks the interpreter to time every op it runs and
+// adds the times up per op type: how many ops of the type ran, how long they
+// took, what share of the runs that is, and for ops that read weights how many
+// weight bytes they read and at what rate. The interpreter records through
+// RunOptions::profile; without one it reads no clock.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace anefit::runtime {
+
+/// Constants an op reads below this many bytes in all (axes, shapes,
+/// scalars) are parameters, not weights, for OpProfile::Row::weightBytes.
+inline constexpr uint64_t kMinProfiledWeightBytes = 1024;
+
+/// Time per op type, summed over every run recorded into it.
+class OpProfile {
+public:
+  struct Row {
+    std::string opType;
+    /// Ops of this type the runs went through (a value computed from
+    /// constants alone and kept from an earlier run counts, at no time).
+    uint64_t count = 0;
+    double seconds = 0;
+    /// Bytes of weights the ops read, as stored (compressed weights at their
+    /// compressed size); 0 for ops that read none and for data-movement ops,
+    /// which read only part of a constant (gather's embedding rows).
+    uint64_t weightBytes = 0;
+  };
+
+  /// The row of `opType`, created empty the first time; indices are stable.
+  size_t rowOf(std::string_view opType);
+  /// Adds one op of row `row` that took `seconds` and read `weightBytes`.
+  void record(size_t row, double seconds, uint64_t weightBytes) {
+    Row &r = rows_[row];
+    ++r.count;
+    r.seconds += seconds;
+    r.weightBytes += weightBytes;
+  }
+  /// Adds one whole run (binding inputs, every op, handing outputs back).
+  void recordRun(double seconds) {
+    ++runs_;
+    runSeconds_ += seconds;
+  }
+
+  /// Rows in the order first seen.
+  const std::vector<Row> &rows() const { return rows_; }
+  /// Rows by decreasing time (then by name).
+  std::vector<Row> sortedRows() const;
+  uint64_t runs() const { return runs_; }
+  double runSeconds() const { return runSeconds_; }
+  /// Time of the runs spent outside any op's kernel (binding, outputs,
+  /// the interpreter's own work between ops).
+  double outsideOpsSeconds() const;
+
+  /// The table, one row per op type by decreasing time, a row for the time
+  /// outside ops and a total; the header says how many runs it sums, naming
+  /// a run `unit` ("step" for `anefit run`).
+  std::string formatText(std::string_view unit = "run") const;
+  /// The same as a JSON object: {"runs", "total_ms", "outside_ops_ms",
+  /// "ops": [{"op_type", "count", "total_ms", "percent", "weight_bytes",
+  /// "gb_per_s"}]} ("weight_bytes" and "gb_per_s" only for ops reading
+  /// weights).
+  std::string formatJson() const;
+
+private:
+  std::vector<Row> rows_;
+  std::unordered_map<std::string, size_t> index_;
+  uint64_t runs_ = 0;
+  double runSeconds_ = 0;
+};
+
+} // namespace anefit::runtime

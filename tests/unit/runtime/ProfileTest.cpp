@@ -1,0 +1,138 @@
+//===- ProfileTest.cpp - Time per op type recorded by the interpreter -----===//
+#include "RuntimeTestUtil.h"
+
+#include "runtime/Profile.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+
+namespace anefit::test {
+namespace {
+
+using runtime::OpProfile;
+
+/// x -> linear(x, W fp16 32x64, a weight) -> mul(., 2) -> mul(., .) -> relu.
+struct LinearProgram {
+  ProgramBuilder b;
+  uint64_t weightBytes = 32 * 64 * 2;
+  LinearProgram() {
+    Value *x = b.input("x", DType::F32, {1, 64});
+    std::vector<float> w(32 * 64);
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = float(i % 7) - 3.0f;
+    Value *weight = b.op("const", {}, DType::F16, {32, 64});
+    weight->definingOp->attributes["val"] = constF16(w, {32, 64});
+    Value *y = b.op("linear", {{"x", x}, {"weight", weight}}, DType::F32, {1, 32});
+    Value *z = b.op("mul", {{"x", y}, {"y", scalarF32(2.0f)}}, DType::F32, {1, 32});
+    Value *zz = b.op("mul", {{"x", z}, {"y", z}}, DType::F32, {1, 32});
+    b.output(b.op("relu", {{"x", zz}}, DType::F32, {1, 32}));
+  }
+};
+
+std::map<std::string, OpProfile::Row> rowsByType(const OpProfile &p) {
+  std::map<std::string, OpProfile::Row> out;
+  for (const OpProfile::Row &r : p.rows())
+    out[r.opType] = r;
+  return out;
+}
+
+TEST(ProfileTest, OffByDefault) { EXPECT_EQ(runtime::RunOptions().profile, nullptr); }
+
+TEST(ProfileTest, RecordsEveryOpOfEveryRunByType) {
+  LinearProgram prog;
+  OpProfile profile;
+  runtime::RunOptions opts;
+  opts.profile = &profile;
+  runtime::Interpreter interp(*prog.b.fn, opts);
+  runtime::TensorMap in{{"x", Tensor::zeros(DType::F32, {1, 64})}};
+  interp.run(in);
+  interp.run(in);
+  interp.run(in);
+  EXPECT_EQ(profile.runs(), 3u);
+  auto rows = rowsByType(profile);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows["const"].count, 3u);
+  EXPECT_EQ(rows["linear"].count, 3u);
+  EXPECT_EQ(rows["mul"].count, 6u);
+  EXPECT_EQ(rows["relu"].count, 3u);
+  // The linear reads its fp16 weight at every run; a scalar is no weight,
+  // and the const op itself reads nothing (its reader does).
+  EXPECT_EQ(rows["linear"].weightBytes, 3 * prog.weightBytes);
+  EXPECT_EQ(rows["mul"].weightBytes, 0u);
+  EXPECT_EQ(rows["const"].weightBytes, 0u);
+  double ops = 0;
+  for (const OpProfile::Row &r : profile.rows()) {
+    EXPECT_GE(r.seconds, 0.0) << r.opType;
+    ops += r.seconds;
+  }
+  EXPECT_GT(profile.runSeconds(), 0.0);
+  EXPECT_GE(profile.runSeconds(), ops);
+  EXPECT_NEAR(profile.outsideOpsSeconds(), profile.runSeconds() - ops, 1e-12);
+}
+
+TEST(ProfileTest, OneProfileSumsSeveralInterpreters) {
+  LinearProgram prog;
+  OpProfile profile;
+  runtime::RunOptions opts;
+  opts.profile = &profile;
+  runtime::TensorMap in{{"x", Tensor::zeros(DType::F32, {1, 64})}};
+  runtime::Interpreter(*prog.b.fn, opts).run(in);
+  runtime::Interpreter(*prog.b.fn, opts).run(in);
+  EXPECT_EQ(profile.runs(), 2u);
+  EXPECT_EQ(profile.rows().size(), 4u);
+  EXPECT_EQ(rowsByType(profile)["mul"].count, 4u);
+}
+
+TEST(ProfileTest, TextAndJsonFromRecordedTimes) {
+  OpProfile p;
+  size_t lin = p.rowOf("linear"), mul = p.rowOf("mul");
+  EXPECT_EQ(p.rowOf("linear"), lin);
+  p.record(lin, 0.006, 30'000'000);
+  p.record(lin, 0.004, 30'000'000);
+  p.record(mul, 0.002, 0);
+  p.recordRun(0.010);
+  p.recordRun(0.010);
+  std::string text = p.formatText("step");
+  EXPECT_NE(text.find("profile: 2 steps, times summed over the steps\n"), std::string::npos)
+      << text;
+  // 60 MB in 10 ms: 6 GB/s, half of the 20 ms of the two runs.
+  EXPECT_NE(
+      text.find(
+          "  linear                              2      10.000   50.0%      60.000     6.0\n"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  mul                                 1       2.000   10.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  (outside ops)                               8.000   40.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  total                               3      20.000  100.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_LT(text.find("linear"), text.find("mul")) << "rows by decreasing time";
+
+  auto j = nlohmann::json::parse(p.formatJson());
+  EXPECT_EQ(j["runs"], 2);
+  EXPECT_DOUBLE_EQ(j["total_ms"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(j["outside_ops_ms"].get<double>(), 8.0);
+  ASSERT_EQ(j["ops"].size(), 2u);
+  EXPECT_EQ(j["ops"][0]["op_type"], "linear");
+  EXPECT_EQ(j["ops"][0]["count"], 2);
+  EXPECT_EQ(j["ops"][0]["weight_bytes"], 60'000'000);
+  EXPECT_NEAR(j["ops"][0]["gb_per_s"].get<double>(), 6.0, 1e-9);
+  EXPECT_NEAR(j["ops"][0]["percent"].get<double>(), 50.0, 1e-9);
+  EXPECT_EQ(j["ops"][1]["op_type"], "mul");
+  EXPECT_FALSE(j["ops"][1].contains("weight_bytes"));
+}
+
+TEST(ProfileTest, OneSingularRunSaysSo) {
+  OpProfile p;
+  p.recordRun(0.001);
+  std::string text = p.formatText();
+  EXPECT_EQ(text.rfind("profile: 1 run\n", 0), 0u) << text;
+}
+
+} // namespace
+} // namespace anefit::test
