@@ -2,6 +2,7 @@
 #include "runtime/Stepper.h"
 
 #include "runtime/RandomInput.h"
+#include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
 #include <algorithm>
@@ -214,6 +215,8 @@ std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
       }
     throw;
   }
+  // The host's copies use the threads the interpreter does.
+  ThreadScope threads(resolveThreads(options_.run.threads));
   if (options_.roundStates)
     for (const Function *fn : chain_)
       for (const auto &in : fn->inputs)
