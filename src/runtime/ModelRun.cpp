@@ -1,12 +1,14 @@
 //===- ModelRun.cpp - Run one function of a model, step by step -----------===//
 #include "runtime/ModelRun.h"
 
+#include "runtime/Convert.h"
 #include "runtime/RandomInput.h"
 #include "support/Error.h"
 
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <vector>
 
 namespace anefit::runtime {
 
@@ -169,21 +171,84 @@ StepperOptions runStepperOptions(const RunOptions &run) {
   return options;
 }
 
-TensorStats statsOf(const Tensor &t) {
-  TensorStats s;
-  double mn = INFINITY, mx = -INFINITY, sum = 0;
-  for (int64_t i = 0; i < t.numElements(); ++i) {
-    double v = isFloat(t.dtype()) ? t.floatAt(i) : static_cast<double>(t.intAt(i));
+namespace {
+
+/// Adds the values p[0, n) to the running stats, block by block: a block
+/// with no NaN or infinity (the common case) takes a tight loop with four
+/// independent sums; any other takes the element-wise checks.
+void accumulateFloats(const float *p, int64_t n, TensorStats &s, double &mn, double &mx,
+                      double &sum) {
+  bool allFinite = true;
+  for (int64_t i = 0; i < n; ++i)
+    allFinite &= std::isfinite(p[i]);
+  if (allFinite) {
+    float lo = p[0], hi = p[0];
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+      s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3];
+      lo = std::min({lo, p[i], p[i + 1], p[i + 2], p[i + 3]});
+      hi = std::max({hi, p[i], p[i + 1], p[i + 2], p[i + 3]});
+    }
+    for (; i < n; ++i) {
+      s0 += p[i];
+      lo = std::min(lo, p[i]);
+      hi = std::max(hi, p[i]);
+    }
+    sum += (s0 + s1) + (s2 + s3);
+    mn = std::min(mn, double(lo));
+    mx = std::max(mx, double(hi));
+    s.finite += n;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    double v = p[i];
     if (std::isnan(v)) {
       ++s.nans;
       continue;
     }
     if (std::isinf(v))
       ++s.infs;
+    else
+      sum += v, ++s.finite;
     mn = std::min(mn, v);
     mx = std::max(mx, v);
-    if (std::isfinite(v))
-      sum += v, ++s.finite;
+  }
+}
+
+} // namespace
+
+TensorStats statsOf(const Tensor &t) {
+  TensorStats s;
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  Tensor dense = t.materialize();
+  int64_t n = dense.numElements();
+  if (dense.dtype() == DType::F32 || dense.dtype() == DType::F16) {
+    // Floats a block at a time (fp16 widened into a small buffer): the
+    // outputs of every step of a decode loop go through here.
+    constexpr int64_t kBlock = 4096;
+    std::vector<float> buf(dense.dtype() == DType::F16 ? size_t(std::min(n, kBlock)) : 0);
+    for (int64_t b = 0; b < n; b += kBlock) {
+      int64_t m = std::min(kBlock, n - b);
+      if (dense.dtype() == DType::F16)
+        halfToFloatN(dense.data<uint16_t>() + b, buf.data(), m);
+      const float *p = dense.dtype() == DType::F16 ? buf.data() : dense.data<float>() + b;
+      accumulateFloats(p, m, s, mn, mx, sum);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      double v = isFloat(dense.dtype()) ? dense.floatAt(i) : static_cast<double>(dense.intAt(i));
+      if (std::isnan(v)) {
+        ++s.nans;
+        continue;
+      }
+      if (std::isinf(v))
+        ++s.infs;
+      else
+        sum += v, ++s.finite;
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
+    }
   }
   s.min = mn;
   s.max = mx;

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 using namespace anefit;
 using anefit::test::errorOf;
@@ -126,4 +127,55 @@ TEST(TensorStats, CountsNaNAndInfinity) {
   EXPECT_EQ(s.infs, 1);
   EXPECT_EQ(s.finite, 2);
   EXPECT_TRUE(std::isnan(statsOf(Tensor::fromF32({NAN}, {1})).mean));
+}
+
+TEST(TensorStats, BlocksAgreeWithTheElementLoop) {
+  // Sizes around the block of 4096 and the 4-wide loop, fp32 and fp16, with
+  // and without NaN / infinity in some blocks.
+  std::mt19937 rng(3);
+  std::normal_distribution<float> value(0.5f, 3.0f);
+  for (int64_t n : {1, 3, 4, 7, 4095, 4096, 4097, 9001}) {
+    for (int special = 0; special < 3; ++special) {
+      std::vector<float> v(static_cast<size_t>(n));
+      for (float &x : v)
+        x = value(rng);
+      if (special == 1)
+        v[static_cast<size_t>(n / 2)] = NAN;
+      if (special == 2) {
+        v.back() = -INFINITY;
+        v.front() = NAN;
+      }
+      for (DType dt : {DType::F32, DType::F16}) {
+        Tensor t = Tensor::fromF32(v, {n}).convertTo(dt);
+        double mn = INFINITY, mx = -INFINITY, sum = 0;
+        int64_t nans = 0, infs = 0, finite = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          double x = t.floatAt(i);
+          if (std::isnan(x)) {
+            ++nans;
+            continue;
+          }
+          mn = std::min(mn, x);
+          mx = std::max(mx, x);
+          if (std::isinf(x))
+            ++infs;
+          else
+            sum += x, ++finite;
+        }
+        TensorStats s = statsOf(t);
+        SCOPED_TRACE("n=" + std::to_string(n) + " special=" + std::to_string(special) +
+                     " dtype=" + std::string(dtypeName(dt)));
+        EXPECT_EQ(s.min, mn);
+        EXPECT_EQ(s.max, mx);
+        EXPECT_EQ(s.nans, nans);
+        EXPECT_EQ(s.infs, infs);
+        EXPECT_EQ(s.finite, finite);
+        // Summed in another order: equal to a few ulps of the sum's size.
+        if (finite == 0)
+          EXPECT_TRUE(std::isnan(s.mean));
+        else
+          EXPECT_NEAR(s.mean, sum / double(finite), 1e-12 * (1 + std::abs(sum)));
+      }
+    }
+  }
 }
