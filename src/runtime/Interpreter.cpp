@@ -178,6 +178,10 @@ struct InterpreterPlan {
     /// bytes the op reads.
     size_t profileRow = 0;
     uint64_t weightBytes = 0;
+    /// Kept across runs, filled as the kernel asks: its parameters' bindings
+    /// and its immediate constants as tensors (deques: references stay put).
+    std::deque<ParamBinding> params;
+    std::deque<std::pair<const Constant *, Tensor>> constants;
   };
   std::vector<Step> steps;
   size_t numSlots = 0;
@@ -225,11 +229,18 @@ const LazyRule *lazyRule(std::string_view opType, std::string_view param) {
 /// One op's view of the interpreter state while its kernel runs.
 class RunContext final : public KernelContext {
 public:
-  RunContext(const InterpreterPlan::Step &step, size_t index, InterpreterPlan &plan,
+  RunContext(InterpreterPlan::Step &step, size_t index, InterpreterPlan &plan,
              std::vector<Tensor> &env, StateContext &states, const RunOptions &options,
-             uint64_t cacheBudget)
+             uint64_t cacheBudget, std::deque<Tensor> &temps)
       : KernelContext(*step.op), step_(step), index_(index), plan_(plan), env_(env),
-        states_(states), options_(options), cacheBudget_(cacheBudget) {}
+        states_(states), options_(options), cacheBudget_(cacheBudget), temps_(temps) {}
+
+  ParamBinding &binding(std::string_view param) const override {
+    for (ParamBinding &b : step_.params)
+      if (b.name == param)
+        return b;
+    return step_.params.emplace_back(ParamBinding::of(op, param));
+  }
 
   const Tensor &raw(std::string_view param) override { return dense(held(param)); }
 
@@ -246,7 +257,7 @@ public:
   const Tensor &in(std::string_view param) override { return compute(raw(param)); }
 
   Tensor takeOrCopy(std::string_view param) override {
-    const OpInput *in = op.input(param);
+    const OpInput *in = binding(param).input;
     if (in && in->bindings.size() == 1 && in->bindings[0].isValue()) {
       size_t slot = step_.inputSlots[static_cast<size_t>(in - op.inputs.data())][0];
       if (plan_.freedAt[slot] == index_ && boundOnce(in->bindings[0].value)) {
@@ -259,7 +270,7 @@ public:
   }
 
   std::vector<const Tensor *> variadic(std::string_view param) override {
-    const OpInput *in = op.input(param);
+    const OpInput *in = binding(param).input;
     if (!in)
       fail("missing input '" + std::string(param) + "'");
     std::vector<const Tensor *> out;
@@ -304,15 +315,22 @@ public:
 private:
   /// The tensor bound to `param`, as held (possibly lazy).
   const Tensor &held(std::string_view param) {
-    const OpInput *in = op.input(param);
+    const ParamBinding &pb = binding(param);
+    const OpInput *in = pb.input;
     if (!in || in->bindings.empty()) {
-      if (const Constant *attr = op.attribute(param)) {
-        temps_.push_back(constantTensor(*attr, op));
-        return temps_.back();
-      }
+      if (pb.attribute)
+        return constantOf(*pb.attribute);
       fail("missing input '" + std::string(param) + "'");
     }
     return bound(*in, 0, param);
+  }
+
+  /// Constant `c` as a tensor viewing its bytes, made once per op.
+  const Tensor &constantOf(const Constant &c) {
+    for (const auto &[k, t] : step_.constants)
+      if (k == &c)
+        return t;
+    return step_.constants.emplace_back(&c, constantTensor(c, op)).second;
   }
 
   /// Binding `i` of input `in`.
@@ -331,8 +349,7 @@ private:
     }
     if (!b.constant)
       fail("input '" + std::string(param) + "' is empty");
-    temps_.push_back(constantTensor(*b.constant, op));
-    return temps_.back();
+    return constantOf(*b.constant);
   }
 
   bool boundOnce(const Value *v) const {
@@ -374,7 +391,7 @@ private:
   }
 
   std::string stateName(std::string_view param) {
-    const OpInput *in = op.input(param);
+    const OpInput *in = binding(param).input;
     if (!in || in->bindings.size() != 1 || !in->bindings[0].isValue())
       fail("input '" + std::string(param) + "' must be a state");
     const Value *v = in->bindings[0].value;
@@ -383,14 +400,15 @@ private:
     return v->name;
   }
 
-  const InterpreterPlan::Step &step_;
+  InterpreterPlan::Step &step_;
   size_t index_;
   InterpreterPlan &plan_;
   std::vector<Tensor> &env_;
   StateContext &states_;
   const RunOptions &options_;
   uint64_t cacheBudget_;
-  std::deque<Tensor> temps_;
+  /// This op's temporaries (owned by the run, reused from op to op).
+  std::deque<Tensor> &temps_;
 };
 
 /// Op types whose results depend on more than their inputs.
@@ -637,8 +655,10 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
   // FP16 mode: slots whose values the interpreter has rounded to fp16.
   std::vector<char> rounded(fp16 ? plan.numSlots : 0, 0);
   size_t done = 0;
+  // Temporaries of the op running (cleared after each op, its memory kept).
+  std::deque<Tensor> temps;
   for (size_t si = 0; si < plan.steps.size(); ++si) {
-    const InterpreterPlan::Step &step = plan.steps[si];
+    InterpreterPlan::Step &step = plan.steps[si];
     const Operation &op = *step.op;
     if (step.folded && plan.foldTried[si]) {
       bool all = true;
@@ -653,7 +673,7 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
       }
     }
     Clock::time_point opStart = profile ? Clock::now() : Clock::time_point();
-    RunContext ctx(step, si, plan, env, states, options_, options_.foldCacheBytes);
+    RunContext ctx(step, si, plan, env, states, options_, options_.foldCacheBytes, temps);
     try {
       step.fn(ctx);
     } catch (const MemoryBudgetError &e) {
@@ -752,17 +772,48 @@ int64_t KernelContext::axis(int64_t a, int64_t rank, std::string_view what) cons
   return a < 0 ? a + r : a;
 }
 
+ParamBinding ParamBinding::of(const Operation &op, std::string_view param) {
+  ParamBinding b;
+  b.name = std::string(param);
+  b.input = op.input(param);
+  if (!b.input)
+    b.attribute = op.attribute(param);
+  b.constant = b.input ? op.constInput(param) : b.attribute;
+  return b;
+}
+
+namespace {
+
+/// The integers of a constant parameter, read the first time they are asked for.
+const std::vector<int64_t> &constInts(ParamBinding &b) {
+  if (!b.intsRead) {
+    b.ints = b.constant->asInts();
+    b.intsRead = true;
+  }
+  return b.ints;
+}
+
+} // namespace
+
 std::vector<int64_t> KernelContext::intsArg(std::string_view param) {
-  if (const Constant *c = constParam(param))
-    return c->asInts();
-  if (!has(param))
+  ParamBinding &b = binding(param);
+  if (b.constant)
+    return constInts(b);
+  if (!b.present())
     return {};
   return in(param).toInts();
 }
 
 std::optional<int64_t> KernelContext::intArgOpt(std::string_view param) {
-  if (!has(param))
+  ParamBinding &b = binding(param);
+  if (!b.present())
     return std::nullopt;
+  if (b.constant) {
+    const std::vector<int64_t> &v = constInts(b);
+    if (v.size() != 1)
+      fail("parameter '" + std::string(param) + "' must be a scalar");
+    return v[0];
+  }
   std::vector<int64_t> v = intsArg(param);
   if (v.size() != 1)
     fail("parameter '" + std::string(param) + "' must be a scalar");

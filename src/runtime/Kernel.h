@@ -21,6 +21,25 @@
 
 namespace anefit::runtime {
 
+/// What an op binds to one of its parameters, found once per op (not per
+/// run): the input, else the attribute, and the constant either holds.
+struct ParamBinding {
+  std::string name;
+  /// The parameter as an input, or null.
+  const OpInput *input = nullptr;
+  /// The attribute of that name when there is no such input, or null.
+  const Constant *attribute = nullptr;
+  /// The constant bound (immediate, const op output or attribute), or null.
+  const Constant *constant = nullptr;
+  /// `constant` read as integers, once it has been asked for.
+  bool intsRead = false;
+  std::vector<int64_t> ints;
+
+  bool present() const { return input != nullptr || attribute != nullptr; }
+  /// Resolves `param` of `op`.
+  static ParamBinding of(const Operation &op, std::string_view param);
+};
+
 class KernelContext {
 public:
   virtual ~KernelContext() = default;
@@ -29,15 +48,11 @@ public:
 
   /// True if parameter `param` is bound (as an input or, for constexpr ops
   /// written before iOS18, as an attribute).
-  bool has(std::string_view param) const {
-    return op.input(param) != nullptr || op.attribute(param) != nullptr;
-  }
+  bool has(std::string_view param) const { return binding(param).present(); }
   /// The constant bound to `param` (immediate, const op output or attribute), or null.
-  const Constant *constParam(std::string_view param) const {
-    if (const Constant *c = op.constInput(param))
-      return c;
-    return op.input(param) ? nullptr : op.attribute(param);
-  }
+  const Constant *constParam(std::string_view param) const { return binding(param).constant; }
+  /// How `param` is bound; the reference stays valid while the op runs.
+  virtual ParamBinding &binding(std::string_view param) const = 0;
   /// Input `param` in compute dtype; throws InputError if absent.
   virtual const Tensor &in(std::string_view param) = 0;
   /// Input `param` as stored (fp16 constants stay fp16, int8 stays int8).
