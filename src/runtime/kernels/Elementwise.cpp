@@ -12,30 +12,95 @@
 namespace anefit::runtime {
 namespace {
 
+/// The element-wise reference of every binary op: out[i] = f(x[i'], y[i''])
+/// with each side's offset from its broadcast walk. The fast paths of
+/// binaryMap must agree with it bit for bit.
+template <typename T, typename R, typename F>
+void binaryMapGeneral(const Shape &xs, const T *a, const Shape &ys, const T *b, const Shape &shape,
+                      R *o, F &f) {
+  std::vector<int64_t> offY = broadcastOffsets(ys, shape);
+  forEachBroadcast(xs, shape, [&](int64_t i, int64_t ox) { o[i] = f(a[ox], b[offY[i]]); });
+}
+
+/// out[r * inner + i] = f(x, y) over `outer` rows of `inner` elements, each
+/// side read as its BroadcastKind says (Same: its own row, Row: the one row,
+/// Scalar / PerRow: one value for the row): plain loops the compiler can
+/// vectorize, no index per element.
+template <BroadcastKind A, BroadcastKind B, typename T, typename R, typename F>
+void mapRows(const T *a, const T *b, R *o, int64_t outer, int64_t inner, F &f) {
+  for (int64_t r = 0; r < outer; ++r) {
+    R *out = o + r * inner;
+    const T *ar = A == BroadcastKind::Same ? a + r * inner : a;
+    const T *br = B == BroadcastKind::Same ? b + r * inner : b;
+    if constexpr (A == BroadcastKind::Scalar || A == BroadcastKind::PerRow) {
+      const T av = a[A == BroadcastKind::Scalar ? 0 : r];
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(av, br[i]);
+    } else if constexpr (B == BroadcastKind::Scalar || B == BroadcastKind::PerRow) {
+      const T bv = b[B == BroadcastKind::Scalar ? 0 : r];
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(ar[i], bv);
+    } else {
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(ar[i], br[i]);
+    }
+  }
+}
+
+/// One side of x, y is the whole output shape (`Same`), the other one of
+/// the patterns mapRows reads (the Same side's kind is `A`/`B` below).
+template <typename T, typename R, typename F>
+bool mapFast(const T *a, BroadcastPattern pa, const T *b, BroadcastPattern pb, R *o, int64_t n,
+             F &f) {
+  using K = BroadcastKind;
+  if (pa.kind == K::Same) {
+    switch (pb.kind) {
+    case K::Same:
+      mapRows<K::Same, K::Same>(a, b, o, 1, n, f);
+      return true;
+    case K::Scalar:
+      mapRows<K::Same, K::Scalar>(a, b, o, 1, n, f);
+      return true;
+    case K::Row:
+      mapRows<K::Same, K::Row>(a, b, o, n / pb.inner, pb.inner, f);
+      return true;
+    case K::PerRow:
+      mapRows<K::Same, K::PerRow>(a, b, o, n / pb.inner, pb.inner, f);
+      return true;
+    case K::General:
+      return false;
+    }
+  }
+  if (pb.kind == K::Same) {
+    switch (pa.kind) {
+    case K::Scalar:
+      mapRows<K::Scalar, K::Same>(a, b, o, 1, n, f);
+      return true;
+    case K::Row:
+      mapRows<K::Row, K::Same>(a, b, o, n / pa.inner, pa.inner, f);
+      return true;
+    case K::PerRow:
+      mapRows<K::PerRow, K::Same>(a, b, o, n / pa.inner, pa.inner, f);
+      return true;
+    default:
+      return false;
+    }
+  }
+  return false;
+}
+
 /// out[i] = f(x[i'], y[i'']) over the broadcast shape of x and y.
 template <typename T, typename R, typename F>
 Tensor binaryMap(KernelContext &ctx, const Tensor &x, const Tensor &y, DType outDType, F f) {
   Shape shape = broadcastShapes(ctx, x.shape(), y.shape());
-  Tensor out = Tensor::zeros(outDType, shape);
   const T *a = x.data<T>();
   const T *b = y.data<T>();
+  int64_t n = numElementsOf(shape);
+  Tensor out = Tensor::empty(outDType, shape);
   R *o = out.mutableData<R>();
-  int64_t n = out.numElements();
-  if (x.shape() == shape && y.shape() == shape) {
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = f(a[i], b[i]);
-  } else if (x.shape() == shape && y.numElements() == 1) {
-    T bv = b[0];
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = f(a[i], bv);
-  } else if (y.shape() == shape && x.numElements() == 1) {
-    T av = a[0];
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = f(av, b[i]);
-  } else {
-    std::vector<int64_t> offY = broadcastOffsets(y.shape(), shape);
-    forEachBroadcast(x.shape(), shape, [&](int64_t i, int64_t ox) { o[i] = f(a[ox], b[offY[i]]); });
-  }
+  if (!mapFast(a, broadcastPattern(x.shape(), shape), b, broadcastPattern(y.shape(), shape), o, n,
+               f))
+    binaryMapGeneral(x.shape(), a, y.shape(), b, shape, o, f);
   return out;
 }
 
@@ -81,7 +146,7 @@ template <typename F> void unaryFloat(KernelContext &ctx, F f) {
   const Tensor &x = ctx.in("x");
   if (x.dtype() != DType::F32)
     ctx.fail("expected a float input, found " + std::string(dtypeName(x.dtype())));
-  Tensor out = Tensor::zeros(DType::F32, x.shape());
+  Tensor out = Tensor::empty(DType::F32, x.shape());
   const float *a = x.data<float>();
   float *o = out.mutableData<float>();
   for (int64_t i = 0, n = x.numElements(); i < n; ++i)
@@ -92,7 +157,7 @@ template <typename F> void unaryFloat(KernelContext &ctx, F f) {
 /// out[i] = f(x[i]) for an op defined on fp32 and int32.
 template <typename F> void unaryNumeric(KernelContext &ctx, F f) {
   const Tensor &x = ctx.in("x");
-  Tensor out = Tensor::zeros(x.dtype(), x.shape());
+  Tensor out = Tensor::empty(x.dtype(), x.shape());
   if (x.dtype() == DType::F32) {
     const float *a = x.data<float>();
     float *o = out.mutableData<float>();

@@ -30,6 +30,46 @@ std::vector<int64_t> broadcastOffsets(const Shape &in, const Shape &out) {
   return offs;
 }
 
+BroadcastPattern broadcastPattern(const Shape &in, const Shape &out) {
+  int64_t n = numElementsOf(out);
+  if (n == 0)
+    return {BroadcastKind::General, 1};
+  if (in == out)
+    return {BroadcastKind::Same, n};
+  if (numElementsOf(in) == 1)
+    return {BroadcastKind::Scalar, n};
+  // `in` aligned to `out`'s trailing dims, 1 in front.
+  size_t rank = out.size(), off = rank - in.size();
+  auto dim = [&](size_t d) { return d < off ? int64_t(1) : in[d - off]; };
+  // Row: 1s, then out's dims (ones in out count on either side).
+  size_t k = 0;
+  while (k < rank && (dim(k) == 1 || out[k] == 1))
+    ++k;
+  bool row = true;
+  int64_t inner = 1;
+  for (size_t d = k; d < rank; ++d) {
+    row = row && dim(d) == out[d];
+    inner *= out[d];
+  }
+  if (row)
+    return {BroadcastKind::Row, inner};
+  // PerRow: out's dims, then 1s.
+  size_t e = rank;
+  while (e > 0 && (dim(e - 1) == 1 || out[e - 1] == 1))
+    --e;
+  bool perRow = true;
+  inner = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    if (d < e)
+      perRow = perRow && dim(d) == out[d];
+    else
+      inner *= out[d];
+  }
+  if (perRow)
+    return {BroadcastKind::PerRow, inner};
+  return {BroadcastKind::General, 1};
+}
+
 AxisSplit splitAt(const Shape &shape, int64_t axis) {
   AxisSplit s;
   for (int64_t d = 0; d < static_cast<int64_t>(shape.size()); ++d) {

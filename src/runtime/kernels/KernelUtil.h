@@ -22,6 +22,22 @@ Shape broadcastShapes(const KernelContext &ctx, const Shape &a, const Shape &b);
 /// `in` broadcast to `out`. Computed with an odometer, no division per element.
 std::vector<int64_t> broadcastOffsets(const Shape &in, const Shape &out);
 
+/// How a tensor of shape `in` broadcast to `out` lines up with `out`'s
+/// elements (row-major), for the cases that need no index per element.
+enum class BroadcastKind {
+  Same,    ///< in == out: element i is in[i]
+  Scalar,  ///< one element: in[0] everywhere
+  Row,     ///< in is `out`'s trailing `inner` elements, repeated: in[i % inner]
+  PerRow,  ///< one value per run of `inner` elements: in[i / inner]
+  General, ///< anything else (use broadcastOffsets / forEachBroadcast)
+};
+struct BroadcastPattern {
+  BroadcastKind kind = BroadcastKind::General;
+  int64_t inner = 1;
+};
+/// The pattern of `in` broadcast to `out` (which must be the broadcast shape).
+BroadcastPattern broadcastPattern(const Shape &in, const Shape &out);
+
 /// Walks the elements of an `outShape` tensor and yields the matching flat
 /// offset in `in` (broadcast), calling fn(outIndex, inOffset).
 template <typename Fn> void forEachBroadcast(const Shape &in, const Shape &out, Fn &&fn) {

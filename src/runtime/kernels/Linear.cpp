@@ -725,6 +725,10 @@ void sdpaOp(KernelContext &ctx) {
             const uint8_t *mb = mask->data<uint8_t>() + mo;
             for (int64_t j = 0; j < s; ++j)
               row[j] = mb[j * maskStep] ? row[j] : ninf;
+          } else if (mask->dtype() == DType::F32) {
+            const float *mf = mask->data<float>() + mo;
+            for (int64_t j = 0; j < s; ++j)
+              row[j] += mf[j * maskStep];
           } else {
             for (int64_t j = 0; j < s; ++j)
               row[j] += mask->floatAt(mo + j * maskStep);

@@ -47,19 +47,41 @@ void reduce(KernelContext &ctx, double init, Step step, Finish finish) {
   }
   std::vector<double> acc(static_cast<size_t>(numElementsOf(kept)), init);
   bool isF = x.dtype() == DType::F32;
-  // Walking x in order, the matching accumulator is x's index with reduced dims zeroed.
-  forEachBroadcast(kept, x.shape(), [&](int64_t i, int64_t o) {
-    double v = isF ? x.data<float>()[i] : static_cast<double>(x.intAt(i));
-    acc[o] = step(acc[o], v);
-  });
+  // Walking x in order, the matching accumulator is x's index with reduced
+  // dims zeroed. Reduced axes at the end (a norm's mean over the last axis)
+  // or at the front make contiguous runs: the same adds in the same order,
+  // without an index per element.
+  BroadcastPattern p = broadcastPattern(kept, x.shape());
+  const float *xf = isF ? x.data<float>() : nullptr;
+  int64_t n = x.numElements();
+  if (isF && (p.kind == BroadcastKind::PerRow || p.kind == BroadcastKind::Scalar)) {
+    for (int64_t r = 0, rows = n / p.inner; r < rows; ++r) {
+      double a = acc[static_cast<size_t>(r)];
+      for (const float *v = xf + r * p.inner, *end = v + p.inner; v != end; ++v)
+        a = step(a, static_cast<double>(*v));
+      acc[static_cast<size_t>(r)] = a;
+    }
+  } else if (isF && (p.kind == BroadcastKind::Row || p.kind == BroadcastKind::Same)) {
+    for (int64_t r = 0, rows = n / p.inner; r < rows; ++r)
+      for (int64_t i = 0; i < p.inner; ++i)
+        acc[static_cast<size_t>(i)] =
+            step(acc[static_cast<size_t>(i)], static_cast<double>(xf[r * p.inner + i]));
+  } else {
+    forEachBroadcast(kept, x.shape(), [&](int64_t i, int64_t o) {
+      double v = isF ? xf[i] : static_cast<double>(x.intAt(i));
+      acc[o] = step(acc[o], v);
+    });
+  }
   DType outT = computeDType(ctx.outputType().dtype());
-  Tensor out = Tensor::zeros(outT, outShape);
-  for (size_t i = 0; i < acc.size(); ++i) {
-    double r = finish(acc[i], count);
-    if (outT == DType::F32)
-      out.mutableData<float>()[i] = static_cast<float>(r);
-    else
-      out.mutableData<int32_t>()[i] = static_cast<int32_t>(r);
+  Tensor out = Tensor::empty(outT, outShape);
+  if (outT == DType::F32) {
+    float *o = out.mutableData<float>();
+    for (size_t i = 0; i < acc.size(); ++i)
+      o[i] = static_cast<float>(finish(acc[i], count));
+  } else {
+    int32_t *o = out.mutableData<int32_t>();
+    for (size_t i = 0; i < acc.size(); ++i)
+      o[i] = static_cast<int32_t>(finish(acc[i], count));
   }
   ctx.setOutput(0, std::move(out));
 }
