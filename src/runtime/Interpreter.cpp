@@ -189,6 +189,8 @@ struct InterpreterPlan {
   /// frees it (SIZE_MAX: never).
   std::vector<unsigned> lazyOk;
   std::vector<size_t> freedAt;
+  /// Per function output: whether the caller wants it widened too.
+  std::vector<char> widen;
 
   // Kept across runs.
   /// Values of folded steps, by slot (invalid until computed).
@@ -544,6 +546,13 @@ Interpreter::~Interpreter() = default;
 
 uint64_t Interpreter::keptBytes() const { return plan_->cachedBytes; }
 
+void Interpreter::widenOutputs(const std::vector<std::string> &names) {
+  const auto &outs = fn_.body->outputs;
+  plan_->widen.assign(outs.size(), 0);
+  for (size_t i = 0; i < outs.size(); ++i)
+    plan_->widen[i] = std::find(names.begin(), names.end(), outs[i]->name) != names.end();
+}
+
 std::vector<NamedTensor> Interpreter::run(const TensorMap &inputs) {
   StateContext states;
   return run(inputs, states);
@@ -735,15 +744,21 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
 
   std::vector<NamedTensor> outputs;
   const auto &outs = fn_.body->outputs;
-  for (const Value *v : outs) {
+  for (size_t oi = 0; oi < outs.size(); ++oi) {
+    const Value *v = outs[oi];
     size_t slot = plan.slots.at(v);
     Tensor &t = env[slot].valid() ? env[slot] : plan.folded[slot];
     DType want = v->type.isTensor() ? v->type.dtype() : t.dtype();
+    bool alone =
+        &t == &env[slot] && t.ownsUniquely() && std::count(outs.begin(), outs.end(), v) == 1;
     // A result no one else holds is handed over; anything else is copied.
-    if (&t == &env[slot] && t.dtype() == want && t.ownsUniquely() &&
-        std::count(outs.begin(), outs.end(), v) == 1)
+    if (alone && t.dtype() == want)
       outputs.push_back({v->name, std::move(t)});
-    else
+    else if (alone && !plan.widen.empty() && plan.widen[oi] && t.dtype() == DType::F32 &&
+             want == DType::F16) {
+      Tensor half = t.toHalfRoundingInPlace();
+      outputs.push_back({v->name, std::move(half), std::move(t)});
+    } else
       outputs.push_back({v->name, t.materialize().convertTo(want)});
   }
   if (profile)

@@ -59,6 +59,10 @@ using TensorMap = std::map<std::string, Tensor>;
 struct NamedTensor {
   std::string name;
   Tensor tensor;
+  /// For an output named in Interpreter::widenOutputs: the same values in
+  /// the compute dtype (fp32 for an fp16 output), when the run had them to
+  /// give; empty otherwise.
+  Tensor widened = {};
 };
 
 /// The current values of a function's states, by state input name. Values
@@ -110,6 +114,12 @@ public:
   std::vector<NamedTensor> run(TensorMap &&inputs, StateContext &states);
   /// Same, for a function without states.
   std::vector<NamedTensor> run(const TensorMap &inputs);
+
+  /// Outputs whose values the caller also wants in the compute dtype (a
+  /// host that writes an fp16 output back into an fp32 input): the run gives
+  /// them in NamedTensor::widened when it can without a copy, converting
+  /// both forms in one pass.
+  void widenOutputs(const std::vector<std::string> &names);
 
   const Function &function() const { return fn_; }
   /// Bytes of the values computed from constants alone that this

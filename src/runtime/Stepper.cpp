@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iterator>
 #include <set>
+#include <utility>
 
 namespace anefit::runtime {
 
@@ -99,6 +100,11 @@ Stepper::Stepper(std::vector<const Function *> chain, CarryMap carries, StepperO
       outputs.insert(v->name);
     }
   }
+  std::vector<std::string> carriedOutputs;
+  for (const Carry &c : carries_)
+    carriedOutputs.push_back(c.output);
+  for (auto &interp : interpreters_)
+    interp->widenOutputs(carriedOutputs);
   for (const Carry &c : carries_) {
     if (!outputs.count(c.output))
       throw InputError("function '" + chain_.front()->name + "': " + c.source + " carries '" +
@@ -224,11 +230,17 @@ std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
           if (const Tensor *t = states_.find(in->name))
             states_.set(*fn, in->name, t->convertTo(in->type.dtype()));
   // The host hands each carried value over in the input's declared dtype
-  // (ExecuTorch's copy_ into an fp32 buffer of an fp16 delegate output).
+  // (ExecuTorch's copy_ into an fp32 buffer of an fp16 delegate output): the
+  // widened output when the run gave one (the same values, already in the
+  // compute dtype the interpreter reads them in), else a conversion.
   for (size_t i = 0; i < carries_.size(); ++i)
-    for (const NamedTensor &nt : all)
-      if (nt.name == carries_[i].output)
-        carried_[carries_[i].input] = nt.tensor.convertTo(carriedDTypes_[i]);
+    for (NamedTensor &nt : all)
+      if (nt.name == carries_[i].output) {
+        if (nt.widened.valid() && nt.widened.dtype() == computeDType(carriedDTypes_[i]))
+          carried_[carries_[i].input] = std::exchange(nt.widened, Tensor());
+        else
+          carried_[carries_[i].input] = nt.tensor.convertTo(carriedDTypes_[i]);
+      }
   ++stepsDone_;
   return all;
 }

@@ -9,6 +9,7 @@
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <mutex>
 #include <new>
 #include <optional>
+#include <stdexcept>
 #include <unordered_map>
 
 #include <sys/resource.h>
@@ -449,6 +451,24 @@ std::vector<int64_t> Tensor::toInts() const {
   std::vector<int64_t> out(static_cast<size_t>(numElements_));
   for (int64_t i = 0; i < numElements_; ++i)
     out[i] = intAt(i);
+  return out;
+}
+
+Tensor Tensor::toHalfRoundingInPlace() {
+  if (dtype_ != DType::F32 || lazy_ || !ownsUniquely())
+    throw std::logic_error("toHalfRoundingInPlace: expected an fp32 tensor owned alone");
+  Tensor out = empty(DType::F16, shape_);
+  auto *half = reinterpret_cast<uint16_t *>(out.mutableBytes());
+  float *self = mutableData<float>();
+  // Blocks small enough that the halves are read back from L1.
+  constexpr int64_t kBlock = 2048;
+  parallelFor(numElements_, int64_t(1) << 16, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; i += kBlock) {
+      int64_t n = std::min(kBlock, e - i);
+      floatToHalfN(self + i, half + i, n);
+      halfToFloatN(half + i, self + i, n);
+    }
+  });
   return out;
 }
 

@@ -164,6 +164,11 @@ public:
   /// A new owned tensor of dtype `to` holding these values (float -> int
   /// truncates toward zero, like MIL cast; -> bool is "!= 0").
   Tensor convertTo(DType to) const;
+  /// convertTo(F16) of an fp32 tensor this one owns alone, which in the same
+  /// pass has its own values rounded to fp16 (each becomes the fp32 of its
+  /// fp16 value): the two forms a host keeps of an fp16 output it writes
+  /// back into an fp32 buffer, for one read of the values.
+  Tensor toHalfRoundingInPlace();
   /// An owned copy.
   Tensor clone() const;
 

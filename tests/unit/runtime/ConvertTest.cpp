@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Convert.h"
+#include "runtime/Tensor.h"
+#include "runtime/ThreadPool.h"
 #include "support/DType.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <vector>
 
 using namespace anefit;
@@ -42,7 +45,8 @@ TEST(Convert, EveryHalfWidensLikeTheScalar) {
   }
 }
 
-TEST(Convert, FloatsNarrowAndRoundLikeTheScalar) {
+/// Floats around every fp16 rounding boundary, specials and random bits.
+std::vector<float> hardFloats() {
   std::vector<float> v = {0.0f,
                           -0.0f,
                           1.0f,
@@ -77,6 +81,11 @@ TEST(Convert, FloatsNarrowAndRoundLikeTheScalar) {
     std::memcpy(&f, &u, 4);
     v.push_back(f);
   }
+  return v;
+}
+
+TEST(Convert, FloatsNarrowAndRoundLikeTheScalar) {
+  std::vector<float> v = hardFloats();
   std::vector<uint16_t> h(v.size());
   floatToHalfN(v.data(), h.data(), static_cast<int64_t>(v.size()));
   std::vector<float> r = v;
@@ -90,6 +99,31 @@ TEST(Convert, FloatsNarrowAndRoundLikeTheScalar) {
     else
       ASSERT_EQ(bitsOf(r[i]), bitsOf(wr)) << "value " << v[i];
   }
+}
+
+TEST(Convert, HalvingInPlaceGivesBothFormsOfTheScalar) {
+  // The fp16 output and the fp32 carry a host keeps, from one pass, on two
+  // threads, over a length that leaves odd tails in blocks and chunks.
+  std::vector<float> v = hardFloats();
+  v.resize(v.size() - 5);
+  ThreadScope threads(2);
+  Tensor t = Tensor::fromF32(v, {static_cast<int64_t>(v.size())});
+  Tensor h = t.toHalfRoundingInPlace();
+  ASSERT_EQ(h.dtype(), DType::F16);
+  ASSERT_EQ(h.shape(), t.shape());
+  for (size_t i = 0; i < v.size(); ++i) {
+    uint16_t want = floatToHalf(v[i]);
+    ASSERT_EQ(h.data<uint16_t>()[i], want) << "value " << v[i];
+    float wr = halfToFloat(want);
+    if (std::isnan(wr))
+      ASSERT_TRUE(std::isnan(t.data<float>()[i]));
+    else
+      ASSERT_EQ(bitsOf(t.data<float>()[i]), bitsOf(wr)) << "value " << v[i];
+  }
+  // Only an fp32 tensor nobody else holds may be rounded in place.
+  Tensor shared = t;
+  EXPECT_THROW(t.toHalfRoundingInPlace(), std::logic_error);
+  EXPECT_THROW(h.toHalfRoundingInPlace(), std::logic_error);
 }
 
 } // namespace

@@ -9,6 +9,7 @@
 #include "runtime/Stepper.h"
 #include "ir/AsmParser.h"
 #include "ir/StateMap.h"
+#include "support/DType.h"
 #include "support/Error.h"
 
 #include <gtest/gtest.h>
@@ -433,5 +434,33 @@ TEST(Stepper, AStepThatFailsWhileRunningEndsTheSteps) {
     FAIL() << "a step after a failed run succeeded";
   } catch (const InputError &e) {
     EXPECT_NE(std::string(e.what()).find("an earlier step failed"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Stepper, AnFp16OutputCarriedIntoAnFp32InputIsRoundedEachStep) {
+  // As ExecuTorch's copy_ of an fp16 delegate output into its fp32 buffer:
+  // the next step reads the fp16 value, not the fp32 sum before rounding.
+  auto m = parse(R"(
+main[CoreML7](%u: (1, 3, fp32)(Tensor), %buf: (1, 3, fp32)(Tensor)) {
+  block0() {
+    %n: (1, 3, fp32)(Tensor) = add(x=%buf, y=%u, name="n")
+    %h: (1, 3, fp16)(Tensor) = cast(x=%n, dtype="fp16", name="h")
+  } -> (%h)
+}
+)");
+  Stepper s(*m->program->functions.front(), {{"h", "buf", std::nullopt, "test"}});
+  std::vector<float> u = {0.1f, 1e-4f, 3000.7f};
+  std::vector<float> want(3, 0.0f);
+  for (int k = 0; k < 6; ++k) {
+    auto outs = s.step({{"u", Tensor::fromF32(u, {1, 3})}});
+    const Tensor &h = output(outs, "h");
+    ASSERT_EQ(h.dtype(), DType::F16);
+    for (size_t i = 0; i < 3; ++i) {
+      want[i] = halfToFloat(floatToHalf(want[i] + u[i]));
+      EXPECT_EQ(h.floatAt(static_cast<int64_t>(i)), want[i]) << "step " << k << " lane " << i;
+    }
+    // The widened form went to the carry: the caller holds no second copy.
+    for (const NamedTensor &nt : outs)
+      EXPECT_FALSE(nt.widened.valid()) << nt.name;
   }
 }
