@@ -30,6 +30,10 @@ double OpProfile::outsideOpsSeconds() const {
   return std::max(0.0, runSeconds_ - ops);
 }
 
+double OpProfile::betweenOpsSeconds() const {
+  return std::max(0.0, outsideOpsSeconds() - setupSeconds_ - outputSeconds_);
+}
+
 namespace {
 
 double percentOf(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
@@ -65,10 +69,13 @@ std::string OpProfile::formatText(std::string_view unit) const {
                     percentOf(r.seconds, runSeconds_));
     out += line;
   }
-  double outside = outsideOpsSeconds();
-  std::snprintf(line, sizeof line, "  %-28s %8s %11.3f %6.1f%%\n", "(outside ops)", "",
-                outside * 1e3, percentOf(outside, runSeconds_));
-  out += line;
+  for (auto [name, seconds] : {std::pair<const char *, double>{"(setup, inputs)", setupSeconds_},
+                               {"(returning outputs)", outputSeconds_},
+                               {"(between ops)", betweenOpsSeconds()}}) {
+    std::snprintf(line, sizeof line, "  %-28s %8s %11.3f %6.1f%%\n", name, "", seconds * 1e3,
+                  percentOf(seconds, runSeconds_));
+    out += line;
+  }
   std::snprintf(line, sizeof line, "  %-28s %8llu %11.3f %6.1f%%\n", "total",
                 (unsigned long long)count, runSeconds_ * 1e3, runSeconds_ > 0 ? 100.0 : 0.0);
   out += line;
@@ -81,6 +88,9 @@ std::string OpProfile::formatJson() const {
   j["runs"] = runs_;
   j["total_ms"] = runSeconds_ * 1e3;
   j["outside_ops_ms"] = outsideOpsSeconds() * 1e3;
+  j["setup_inputs_ms"] = setupSeconds_ * 1e3;
+  j["returning_outputs_ms"] = outputSeconds_ * 1e3;
+  j["between_ops_ms"] = betweenOpsSeconds() * 1e3;
   j["ops"] = json::array();
   for (const Row &r : sortedRows()) {
     json row{{"op_type", r.opType},

@@ -45,10 +45,14 @@ public:
     r.seconds += seconds;
     r.weightBytes += weightBytes;
   }
-  /// Adds one whole run (binding inputs, every op, handing outputs back).
-  void recordRun(double seconds) {
+  /// Adds one whole run (binding inputs, every op, handing outputs back),
+  /// of which `setup` went to taking the run's threads and binding the
+  /// inputs and `outputs` to handing the outputs back in their declared dtypes.
+  void recordRun(double seconds, double setup = 0, double outputs = 0) {
     ++runs_;
     runSeconds_ += seconds;
+    setupSeconds_ += setup;
+    outputSeconds_ += outputs;
   }
 
   /// Rows in the order first seen.
@@ -60,15 +64,20 @@ public:
   /// Time of the runs spent outside any op's kernel (binding, outputs,
   /// the interpreter's own work between ops).
   double outsideOpsSeconds() const;
+  double setupSeconds() const { return setupSeconds_; }
+  double outputSeconds() const { return outputSeconds_; }
+  /// outsideOpsSeconds() less setup and outputs: freeing values, keeping
+  /// folded ones, fp16 rounding and the loop itself.
+  double betweenOpsSeconds() const;
 
-  /// The table, one row per op type by decreasing time, a row for the time
-  /// outside ops and a total; the header says how many runs it sums, naming
-  /// a run `unit` ("step" for `anefit run`).
+  /// The table, one row per op type by decreasing time, rows for the time
+  /// outside ops (setup and inputs, returning outputs, between ops) and a total; the header says
+  /// how many runs it sums, naming a run `unit` ("step" for `anefit run`).
   std::string formatText(std::string_view unit = "run") const;
   /// The same as a JSON object: {"runs", "total_ms", "outside_ops_ms",
-  /// "ops": [{"op_type", "count", "total_ms", "percent", "weight_bytes",
-  /// "gb_per_s"}]} ("weight_bytes" and "gb_per_s" only for ops reading
-  /// weights).
+  /// "setup_inputs_ms", "returning_outputs_ms", "between_ops_ms", "ops": [{"op_type", "count",
+  /// "total_ms", "percent", "weight_bytes", "gb_per_s"}]} ("weight_bytes" and "gb_per_s" only for
+  /// ops reading weights).
   std::string formatJson() const;
 
 private:
@@ -76,6 +85,8 @@ private:
   std::unordered_map<std::string, size_t> index_;
   uint64_t runs_ = 0;
   double runSeconds_ = 0;
+  double setupSeconds_ = 0;
+  double outputSeconds_ = 0;
 };
 
 } // namespace anefit::runtime

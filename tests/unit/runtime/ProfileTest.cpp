@@ -69,6 +69,9 @@ TEST(ProfileTest, RecordsEveryOpOfEveryRunByType) {
   EXPECT_GT(profile.runSeconds(), 0.0);
   EXPECT_GE(profile.runSeconds(), ops);
   EXPECT_NEAR(profile.outsideOpsSeconds(), profile.runSeconds() - ops, 1e-12);
+  EXPECT_GE(profile.setupSeconds(), 0.0);
+  EXPECT_GE(profile.outputSeconds(), 0.0);
+  EXPECT_LE(profile.setupSeconds() + profile.outputSeconds(), profile.outsideOpsSeconds() + 1e-12);
 }
 
 TEST(ProfileTest, OneProfileSumsSeveralInterpreters) {
@@ -91,8 +94,8 @@ TEST(ProfileTest, TextAndJsonFromRecordedTimes) {
   p.record(lin, 0.006, 30'000'000);
   p.record(lin, 0.004, 30'000'000);
   p.record(mul, 0.002, 0);
-  p.recordRun(0.010);
-  p.recordRun(0.010);
+  p.recordRun(0.010, 0.001, 0.002);
+  p.recordRun(0.010, 0.001, 0.001);
   std::string text = p.formatText("step");
   EXPECT_NE(text.find("profile: 2 steps, times summed over the steps\n"), std::string::npos)
       << text;
@@ -105,7 +108,14 @@ TEST(ProfileTest, TextAndJsonFromRecordedTimes) {
   EXPECT_NE(text.find("  mul                                 1       2.000   10.0%\n"),
             std::string::npos)
       << text;
-  EXPECT_NE(text.find("  (outside ops)                               8.000   40.0%\n"),
+  // 8 ms outside ops: 2 binding inputs, 3 returning outputs, 3 between ops.
+  EXPECT_NE(text.find("  (setup, inputs)                             2.000   10.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  (returning outputs)                         3.000   15.0%\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("  (between ops)                               3.000   15.0%\n"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("  total                               3      20.000  100.0%\n"),
@@ -117,6 +127,9 @@ TEST(ProfileTest, TextAndJsonFromRecordedTimes) {
   EXPECT_EQ(j["runs"], 2);
   EXPECT_DOUBLE_EQ(j["total_ms"].get<double>(), 20.0);
   EXPECT_DOUBLE_EQ(j["outside_ops_ms"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(j["setup_inputs_ms"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(j["returning_outputs_ms"].get<double>(), 3.0);
+  EXPECT_NEAR(j["between_ops_ms"].get<double>(), 3.0, 1e-9);
   ASSERT_EQ(j["ops"].size(), 2u);
   EXPECT_EQ(j["ops"][0]["op_type"], "linear");
   EXPECT_EQ(j["ops"][0]["count"], 2);
