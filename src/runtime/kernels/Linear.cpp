@@ -632,21 +632,26 @@ void axpy(float a, const float *x, float *y, int64_t n) {
     y[i] += a * x[i];
 }
 
+/// scale * dot(q, k) over e values (`avx2`: cpuHasAvx2(), asked once by
+/// the caller).
+inline float score(const float *q, const float *k, int64_t e, float scale, bool avx2) {
+#if defined(__x86_64__)
+  if (avx2)
+    return scale * dotAvx2(q, k, e);
+#else
+  (void)avx2;
+#endif
+  float acc = 0;
+  for (int64_t c = 0; c < e; ++c)
+    acc += q[c] * k[c];
+  return scale * acc;
+}
+
 /// scores[j] = scale * dot(q, K[j]) for the rows of K.
 void scoreRow(const float *q, const float *k, int64_t s, int64_t e, float scale, float *scores) {
-#if defined(__x86_64__)
-  if (cpuHasAvx2()) {
-    for (int64_t j = 0; j < s; ++j)
-      scores[j] = scale * dotAvx2(q, k + j * e, e);
-    return;
-  }
-#endif
-  for (int64_t j = 0; j < s; ++j) {
-    float acc = 0;
-    for (int64_t c = 0; c < e; ++c)
-      acc += q[c] * k[j * e + c];
-    scores[j] = scale * acc;
-  }
+  bool avx2 = cpuHasAvx2();
+  for (int64_t j = 0; j < s; ++j)
+    scores[j] = score(q, k + j * e, e, scale, avx2);
 }
 
 } // namespace
@@ -709,9 +714,21 @@ void sdpaOp(KernelContext &ctx) {
     for (int64_t b = b0; b < b1; ++b) {
       const float *qm = q.data<float>() + qo[b] * l * e, *km = batchMatrix(k, ko[b], s * e),
                   *vm = batchMatrix(v, vo[b], s * ev);
+      // A boolean mask is applied as the scores are made: a masked key's
+      // score is -inf whatever its product, which is then not computed.
+      bool masked = false;
       if (!(l && s && e))
         std::fill(scores, scores + l * s, 0.0f);
-      else if (l <= 4)
+      else if (l <= 4 && mask && mask->dtype() == DType::Bool) {
+        masked = true;
+        bool avx2 = cpuHasAvx2();
+        for (int64_t i = 0; i < l; ++i) {
+          const uint8_t *mb = mask->data<uint8_t>() + maskRow[b * l + i];
+          for (int64_t j = 0; j < s; ++j)
+            scores[i * s + j] =
+                mb[j * maskStep] ? score(qm + i * e, km + j * e, e, scale, avx2) : ninf;
+        }
+      } else if (l <= 4)
         for (int64_t i = 0; i < l; ++i)
           scoreRow(qm + i * e, km, s, e, scale, scores + i * s);
       else
@@ -719,7 +736,7 @@ void sdpaOp(KernelContext &ctx) {
                     (int)e, km, (int)e, 0.0f, scores, (int)s);
       for (int64_t i = 0; i < l; ++i) {
         float *row = scores + i * s;
-        if (mask) {
+        if (mask && !masked) {
           int64_t mo = maskRow[b * l + i];
           if (mask->dtype() == DType::Bool) {
             const uint8_t *mb = mask->data<uint8_t>() + mo;
@@ -738,8 +755,10 @@ void sdpaOp(KernelContext &ctx) {
         for (int64_t j = 0; j < s; ++j)
           mx = std::max(mx, row[j]);
         float sum = 0;
+        // exp(-inf - mx) is 0 for every mx the max can be: masked keys
+        // need no exp.
         for (int64_t j = 0; j < s; ++j)
-          sum += (row[j] = mx == ninf ? 0.0f : std::exp(row[j] - mx));
+          sum += (row[j] = mx == ninf || row[j] == ninf ? 0.0f : std::exp(row[j] - mx));
         for (int64_t j = 0; j < s; ++j)
           row[j] = sum > 0 ? row[j] / sum : 0.0f;
       }

@@ -7,6 +7,7 @@
 #include "RuntimeTestUtil.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace anefit;
@@ -222,6 +223,42 @@ TEST(Attention, SdpaWithBoolMaskMatchesNaive) {
       }
     }
   expectNear(out[0], want, {2, l, e});
+}
+
+TEST(Attention, BoolMaskGivesTheFloatMasksResultsBitForBit) {
+  // Decode shapes (1-4 query rows, heads, odd key counts, head sizes with and
+  // without a vector tail): a boolean mask skips the masked keys' products
+  // and exps; the same mask as 0 / -inf floats computes them all and adds.
+  // Rows with every key masked come out as zeros either way.
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 24; ++trial) {
+    int64_t h = 1 + trial % 3, l = 1 + trial % 4, s = 1 + int64_t(rng() % 40),
+            e = trial % 2 ? 64 : 1 + int64_t(rng() % 20);
+    std::vector<float> q = randomValues(size_t(h * l * e), 100 + trial),
+                       k = randomValues(size_t(h * s * e), 200 + trial),
+                       v = randomValues(size_t(h * s * e), 300 + trial);
+    std::vector<bool> keep(size_t(l * s));
+    std::vector<float> additive(keep.size());
+    for (size_t i = 0; i < keep.size(); ++i) {
+      keep[i] = (trial % 5 == 0 && i < size_t(s)) ? false : rng() % 3 != 0;
+      additive[i] = keep[i] ? 0.0f : -INFINITY;
+    }
+    auto run = [&](ConstantRef mask) {
+      ProgramBuilder b;
+      Value *qi = b.input("q", DType::F32, {h, l, e});
+      b.output(b.op("scaled_dot_product_attention",
+                    {{"query", qi},
+                     {"key", constF32(k, {h, s, e})},
+                     {"value", constF32(v, {h, s, e})},
+                     {"attn_mask", std::move(mask)}},
+                    DType::F32, {h, l, e}));
+      return runOnce(b, {{"q", Tensor::fromF32(q, {h, l, e})}})[0];
+    };
+    Tensor withBool = run(constBool(keep, {l, s})), withFloat = run(constF32(additive, {l, s}));
+    ASSERT_EQ(withBool.shape(), withFloat.shape());
+    EXPECT_EQ(std::memcmp(withBool.bytes(), withFloat.bytes(), size_t(withBool.numBytes())), 0)
+        << "h " << h << " l " << l << " s " << s << " e " << e;
+  }
 }
 
 TEST(Linear, MismatchedFeaturesIsInputError) {
