@@ -238,10 +238,13 @@ void linearOp(KernelContext &ctx) {
   int64_t m = x.numElements() / std::max<int64_t>(k, 1);
   Shape outShape = x.shape();
   outShape.back() = n;
-  Tensor out = Tensor::zeros(DType::F32, outShape);
+  // Every path of matmulWeightT writes each output element; only an empty
+  // product (k == 0) leaves zeros to give.
+  bool product = m && n && k;
+  Tensor out = product ? Tensor::empty(DType::F32, outShape) : Tensor::zeros(DType::F32, outShape);
   Tensor xh;
   const float *xf = floatsOf(x, xh);
-  if (m && n && k)
+  if (product)
     matmulWeightT(xf, w, out.mutableData<float>(), m, n, k, n);
   if (ctx.has("bias")) {
     const Tensor &b = ctx.in("bias");
