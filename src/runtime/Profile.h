@@ -38,8 +38,15 @@ public:
 
   /// The row of `opType`, created empty the first time; indices are stable.
   size_t rowOf(std::string_view opType);
+  /// Keeps the first run recorded out of the table: only its total time is
+  /// kept (firstRunSeconds). The first step of a decode loop reads every
+  /// weight page from the file and computes the values kept for later steps;
+  /// the steps after it are what a loop repeats.
+  void keepFirstRunApart() { firstApart_ = true; }
   /// Adds one op of row `row` that took `seconds` and read `weightBytes`.
   void record(size_t row, double seconds, uint64_t weightBytes) {
+    if (firstApart_ && !firstDone_)
+      return;
     Row &r = rows_[row];
     ++r.count;
     r.seconds += seconds;
@@ -49,6 +56,11 @@ public:
   /// of which `setup` went to taking the run's threads and binding the
   /// inputs and `outputs` to handing the outputs back in their declared dtypes.
   void recordRun(double seconds, double setup = 0, double outputs = 0) {
+    if (firstApart_ && !firstDone_) {
+      firstDone_ = true;
+      firstRunSeconds_ = seconds;
+      return;
+    }
     ++runs_;
     runSeconds_ += seconds;
     setupSeconds_ += setup;
@@ -59,7 +71,11 @@ public:
   const std::vector<Row> &rows() const { return rows_; }
   /// Rows by decreasing time (then by name).
   std::vector<Row> sortedRows() const;
+  /// Runs in the table (the first one not counted when kept apart).
   uint64_t runs() const { return runs_; }
+  /// Whether the first run was kept apart, and its time.
+  bool firstRunApart() const { return firstApart_ && firstDone_; }
+  double firstRunSeconds() const { return firstRunSeconds_; }
   double runSeconds() const { return runSeconds_; }
   /// Time of the runs spent outside any op's kernel (binding, outputs,
   /// the interpreter's own work between ops).
@@ -85,6 +101,8 @@ private:
   std::unordered_map<std::string, size_t> index_;
   uint64_t runs_ = 0;
   double runSeconds_ = 0;
+  bool firstApart_ = false, firstDone_ = false;
+  double firstRunSeconds_ = 0;
   double setupSeconds_ = 0;
   double outputSeconds_ = 0;
 };

@@ -141,6 +141,9 @@ int runRun(const RunCliOptions &opts) {
         std::fprintf(stderr, "\r%40s\r", "");
     };
   runtime::ModelRun run(*model, std::move(options));
+  // Several steps: the table shows the steps a loop repeats, the first apart.
+  if (run.steps() > 1)
+    profile.keepFirstRunApart();
   size_t moved = 0, writtenBack = 0;
   for (const runtime::Carry &c : run.carries())
     ++(c.source == "state map" ? moved : writtenBack);
@@ -225,7 +228,8 @@ void registerRun(CLI::App &verb, VerbResult &result) {
   cmd->add_flag("--force", opts->force, "Replace the output file if it exists (never an input)");
   cmd->add_flag("--profile", opts->profile,
                 "Time every op and print a table per op type: count, total ms, % of the run, "
-                "weight bytes read and GB/s (summed over --steps)");
+                "weight bytes read and GB/s (summed over --steps; with several steps the "
+                "first, which reads the weights in, is timed apart)");
   cmd->add_flag("--json", opts->json,
                 "Print JSON (schema anefit.run/1, see docs/run.md) instead of text");
   addMaxMemoryOption(cmd, opts->maxMemory);
