@@ -173,15 +173,35 @@ StepperOptions runStepperOptions(const RunOptions &run) {
 
 namespace {
 
-/// Adds the values p[0, n) to the running stats, block by block: a block
-/// with no NaN or infinity (the common case) takes a tight loop with four
-/// independent sums; any other takes the element-wise checks.
-void accumulateFloats(const float *p, int64_t n, TensorStats &s, double &mn, double &mx,
-                      double &sum) {
-  bool allFinite = true;
-  for (int64_t i = 0; i < n; ++i)
-    allFinite &= std::isfinite(p[i]);
-  if (allFinite) {
+/// Running min, max, sum and counts of the values seen so far.
+struct StatsAccumulator {
+  TensorStats s;
+  double mn = INFINITY, mx = -INFINITY, sum = 0;
+
+  void add(double v) {
+    if (std::isnan(v)) {
+      ++s.nans;
+      return;
+    }
+    if (std::isinf(v))
+      ++s.infs;
+    else
+      sum += v, ++s.finite;
+    mn = std::min(mn, v);
+    mx = std::max(mx, v);
+  }
+
+  /// p[0, n) a block at a time: a block with no NaN or infinity (the common
+  /// case) takes a tight loop with four independent sums; any other add().
+  void addFloats(const float *p, int64_t n) {
+    bool allFinite = true;
+    for (int64_t i = 0; i < n; ++i)
+      allFinite &= std::isfinite(p[i]);
+    if (!allFinite) {
+      for (int64_t i = 0; i < n; ++i)
+        add(p[i]);
+      return;
+    }
     float lo = p[0], hi = p[0];
     double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
     int64_t i = 0;
@@ -199,28 +219,21 @@ void accumulateFloats(const float *p, int64_t n, TensorStats &s, double &mn, dou
     mn = std::min(mn, double(lo));
     mx = std::max(mx, double(hi));
     s.finite += n;
-    return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    double v = p[i];
-    if (std::isnan(v)) {
-      ++s.nans;
-      continue;
-    }
-    if (std::isinf(v))
-      ++s.infs;
-    else
-      sum += v, ++s.finite;
-    mn = std::min(mn, v);
-    mx = std::max(mx, v);
+
+  TensorStats result() const {
+    TensorStats out = s;
+    out.min = mn;
+    out.max = mx;
+    out.mean = s.finite ? sum / static_cast<double>(s.finite) : NAN;
+    return out;
   }
-}
+};
 
 } // namespace
 
 TensorStats statsOf(const Tensor &t) {
-  TensorStats s;
-  double mn = INFINITY, mx = -INFINITY, sum = 0;
+  StatsAccumulator acc;
   Tensor dense = t.materialize();
   int64_t n = dense.numElements();
   if (dense.dtype() == DType::F32 || dense.dtype() == DType::F16) {
@@ -232,28 +245,13 @@ TensorStats statsOf(const Tensor &t) {
       int64_t m = std::min(kBlock, n - b);
       if (dense.dtype() == DType::F16)
         halfToFloatN(dense.data<uint16_t>() + b, buf.data(), m);
-      const float *p = dense.dtype() == DType::F16 ? buf.data() : dense.data<float>() + b;
-      accumulateFloats(p, m, s, mn, mx, sum);
+      acc.addFloats(dense.dtype() == DType::F16 ? buf.data() : dense.data<float>() + b, m);
     }
   } else {
-    for (int64_t i = 0; i < n; ++i) {
-      double v = isFloat(dense.dtype()) ? dense.floatAt(i) : static_cast<double>(dense.intAt(i));
-      if (std::isnan(v)) {
-        ++s.nans;
-        continue;
-      }
-      if (std::isinf(v))
-        ++s.infs;
-      else
-        sum += v, ++s.finite;
-      mn = std::min(mn, v);
-      mx = std::max(mx, v);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      acc.add(isFloat(dense.dtype()) ? dense.floatAt(i) : static_cast<double>(dense.intAt(i)));
   }
-  s.min = mn;
-  s.max = mx;
-  s.mean = s.finite ? sum / static_cast<double>(s.finite) : NAN;
-  return s;
+  return acc.result();
 }
 
 } // namespace anefit::runtime
