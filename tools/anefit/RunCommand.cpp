@@ -65,8 +65,8 @@ std::string typeText(const Tensor &t) {
 }
 
 /// "name (1, 8, fp32)  min -1.2 max 3.4 mean 0.01  nan 0 inf 0".
-void printSummary(std::ostream &os, const std::string &name, const Tensor &t) {
-  runtime::TensorStats s = runtime::statsOf(t);
+void printSummary(std::ostream &os, const std::string &name, const Tensor &t,
+                  const runtime::TensorStats &s) {
   char buf[256];
   if (s.finite + s.infs == 0)
     std::snprintf(buf, sizeof buf, "  %s %s  no finite values  nan %lld inf %lld", name.c_str(),
@@ -80,8 +80,7 @@ void printSummary(std::ostream &os, const std::string &name, const Tensor &t) {
 
 /// {"name", "shape", "dtype", "min", "max", "mean", "nans", "infs"} (min,
 /// max and mean null without finite values).
-json summaryJson(const std::string &name, const Tensor &t) {
-  runtime::TensorStats s = runtime::statsOf(t);
+json summaryJson(const std::string &name, const Tensor &t, const runtime::TensorStats &s) {
   bool any = s.finite + s.infs > 0;
   auto number = [&](double v) { return any && std::isfinite(v) ? json(v) : json(nullptr); };
   return json{{"name", name},         {"shape", t.shape()},   {"dtype", dtypeName(t.dtype())},
@@ -168,16 +167,21 @@ int runRun(const RunCliOptions &opts) {
       text << "step " << r.step << "\n";
     json step{{"step", r.step}, {"outputs", json::array()}};
     for (NamedTensor &o : r.outputs) {
-      printSummary(text, o.name, o.tensor);
+      runtime::TensorStats s = runtime::statsOf(o.tensor);
       if (opts.json)
-        step["outputs"].push_back(summaryJson(o.name, o.tensor));
+        step["outputs"].push_back(summaryJson(o.name, o.tensor, s));
+      else
+        printSummary(text, o.name, o.tensor, s);
       archive.push_back({prefix + o.name, std::move(o.tensor)});
     }
     for (NamedTensor &st : r.states) {
-      if (run.done())
-        printSummary(text, "state " + st.name, st.tensor);
-      if (run.done() && opts.json)
-        finalStates.push_back(summaryJson(st.name, st.tensor));
+      if (run.done()) {
+        runtime::TensorStats s = runtime::statsOf(st.tensor);
+        if (opts.json)
+          finalStates.push_back(summaryJson(st.name, st.tensor, s));
+        else
+          printSummary(text, "state " + st.name, st.tensor, s);
+      }
       archive.push_back({prefix + "state/" + st.name, std::move(st.tensor)});
     }
     results.push_back(std::move(step));
