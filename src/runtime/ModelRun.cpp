@@ -114,17 +114,11 @@ StepRecord ModelRun::next() {
   if (given != options_.inputs.perStep.end())
     for (const auto &[name, t] : given->second)
       feed[name] = t;
-  auto isCarried = [&](const std::string &name) {
-    for (const Carry &c : stepper_->carries())
-      if (c.input == name)
-        return true;
-    return false;
-  };
   std::set<std::string> declared;
   for (const auto &in : fn_->inputs)
     if (!in->type.isState()) {
       declared.insert(in->name);
-      if (!feed.count(in->name) && !isCarried(in->name) && options_.random) {
+      if (!feed.count(in->name) && !stepper_->carriesInto(in->name) && options_.random) {
         const FeatureDescription *fd = nullptr;
         for (const FeatureDescription &d : desc_.inputs)
           if (d.name == in->name)
@@ -147,7 +141,7 @@ StepRecord ModelRun::next() {
       throw InputError(message);
     }
   for (const auto &in : fn_->inputs)
-    if (!in->type.isState() && !feed.count(in->name) && !isCarried(in->name))
+    if (!in->type.isState() && !feed.count(in->name) && !stepper_->carriesInto(in->name))
       throw InputError("missing input '" + in->name + "' of type " + in->type.str() +
                        (stepped_ ? " for step " + std::to_string(k) : "") + "; " +
                        options_.missingInputHint);

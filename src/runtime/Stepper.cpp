@@ -85,9 +85,7 @@ Stepper::Stepper(std::vector<const Function *> chain, CarryMap carries, StepperO
         if (states.insert(in->name).second)
           stateInputs_.push_back(in.get());
       } else if (!produced.count(in->name)) {
-        bool carried = false;
-        for (const Carry &c : carries_)
-          carried |= c.input == in->name;
+        bool carried = carriesInto(in->name);
         bool seen = false;
         for (const Value *v : externalInputs_)
           seen |= v->name == in->name;
@@ -187,9 +185,9 @@ std::vector<NamedTensor> Stepper::runChain(const TensorMap &inputs, TensorMap &v
   return all;
 }
 
-bool Stepper::isCarriedInput(const std::string &name) const {
+bool Stepper::carriesInto(const std::string &input) const {
   for (const Carry &c : carries_)
-    if (c.input == name)
+    if (c.input == input)
       return true;
   return false;
 }
@@ -213,7 +211,7 @@ std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
     // An input the interpreter refused took nothing: the same step can be
     // tried again. A run that failed later may have spent the values.
     for (auto &[name, t] : values)
-      if (!inputs.count(name) && isCarriedInput(name)) {
+      if (!inputs.count(name) && carriesInto(name)) {
         if (t.valid())
           carried_[name] = std::move(t);
         else

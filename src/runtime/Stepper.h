@@ -106,13 +106,14 @@ public:
   /// earlier stage, not carried, not states), in declaration order.
   const std::vector<const Value *> &externalInputs() const { return externalInputs_; }
   const CarryMap &carries() const { return carries_; }
+  /// True when a carry feeds input `input`.
+  bool carriesInto(const std::string &input) const;
   int64_t stepsDone() const { return stepsDone_; }
 
 private:
   /// One run of the chain on `values` (the step's inputs and the carried
   /// values, which a single function's interpreter takes).
   std::vector<NamedTensor> runChain(const TensorMap &inputs, TensorMap &values);
-  bool isCarriedInput(const std::string &name) const;
 
   std::vector<const Function *> chain_;
   std::vector<std::unique_ptr<Interpreter>> interpreters_;
