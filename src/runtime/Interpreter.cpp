@@ -828,13 +828,9 @@ std::optional<int64_t> KernelContext::intArgOpt(std::string_view param) {
   ParamBinding &b = binding(param);
   if (!b.present())
     return std::nullopt;
-  if (b.constant) {
-    const std::vector<int64_t> &v = constInts(b);
-    if (v.size() != 1)
-      fail("parameter '" + std::string(param) + "' must be a scalar");
-    return v[0];
-  }
-  std::vector<int64_t> v = intsArg(param);
+  // A constant's integers are read once and kept; a value's every run.
+  std::vector<int64_t> fromValue;
+  const std::vector<int64_t> &v = b.constant ? constInts(b) : (fromValue = in(param).toInts());
   if (v.size() != 1)
     fail("parameter '" + std::string(param) + "' must be a scalar");
   return v[0];
