@@ -303,7 +303,11 @@ Tensor Tensor::borrow(DType dtype, Shape shape, const void *bytes,
   t.dtype_ = dtype;
   t.numElements_ = numElementsOf(shape);
   t.shape_ = std::move(shape);
-  t.data_ = static_cast<const uint8_t *>(bytes);
+  // Bytes are never null, also for a constant without elements (an empty
+  // list has no storage): kernels hand them to memcpy with a size of 0,
+  // which must not be given a null pointer.
+  alignas(64) static const uint8_t kNoBytes[64] = {};
+  t.data_ = bytes ? static_cast<const uint8_t *>(bytes) : kNoBytes;
   t.owner_ = std::move(owner);
   t.owned_ = false;
   return t;

@@ -104,7 +104,8 @@ public:
   /// A new tensor whose bytes the caller overwrites in full (not initialized).
   /// Same checks as zeros.
   static Tensor empty(DType dtype, Shape shape);
-  /// A view of `bytes` (which must hold the whole tensor) kept alive by `owner`.
+  /// A view of `bytes` (which must hold the whole tensor) kept alive by `owner`;
+  /// null `bytes` (a tensor without elements) gives a non-null empty view.
   static Tensor borrow(DType dtype, Shape shape, const void *bytes,
                        std::shared_ptr<const void> owner);
   /// A tensor of `dtype` and `shape` held as `value` (no bytes until

@@ -18,13 +18,6 @@
 namespace anefit::runtime {
 namespace {
 
-/// memcpy that copies nothing for n == 0: a tensor without elements may
-/// have no bytes at all (a null pointer memcpy must not be given).
-inline void copyBytes(void *dst, const void *src, size_t n) {
-  if (n)
-    std::memcpy(dst, src, n);
-}
-
 /// An index read from an indices tensor, negative values counted from the
 /// end; fails when out of [0, size).
 int64_t checkedIndex(KernelContext &ctx, int64_t idx, int64_t size, std::string_view what) {
@@ -304,13 +297,13 @@ void concatOp(KernelContext &ctx) {
       for (int64_t k = 0; k < first.dim(axis); ++k)
         for (const Tensor *v : values) {
           int64_t chunk = s.inner * eb;
-          copyBytes(o + pos, v->bytes() + (b * v->dim(axis) + k) * chunk, chunk);
+          std::memcpy(o + pos, v->bytes() + (b * v->dim(axis) + k) * chunk, chunk);
           pos += chunk;
         }
     } else {
       for (const Tensor *v : values) {
         int64_t chunk = v->dim(axis) * s.inner * eb;
-        copyBytes(o + pos, v->bytes() + b * chunk, chunk);
+        std::memcpy(o + pos, v->bytes() + b * chunk, chunk);
         pos += chunk;
       }
     }
@@ -335,7 +328,7 @@ void stackOp(KernelContext &ctx) {
   int64_t chunk = s.inner * eb, pos = 0;
   for (int64_t b = 0; b < s.outer; ++b)
     for (const Tensor *v : values) {
-      copyBytes(out.mutableBytes() + pos, v->bytes() + b * chunk, chunk);
+      std::memcpy(out.mutableBytes() + pos, v->bytes() + b * chunk, chunk);
       pos += chunk;
     }
   ctx.setOutput(0, std::move(out));
@@ -382,8 +375,8 @@ void splitOp(KernelContext &ctx) {
     Tensor out = Tensor::empty(x.dtype(), shape);
     int64_t chunk = sizes[i] * s.inner * eb;
     for (int64_t b = 0; b < s.outer; ++b)
-      copyBytes(out.mutableBytes() + b * chunk, x.bytes() + ((b * dim + start) * s.inner) * eb,
-                chunk);
+      std::memcpy(out.mutableBytes() + b * chunk, x.bytes() + ((b * dim + start) * s.inner) * eb,
+                  chunk);
     start += sizes[i];
     ctx.setOutput(i, std::move(out));
   }
@@ -483,7 +476,7 @@ void gatherOp(KernelContext &ctx) {
         if (packed)
           packed->decode(from, xs.inner, reinterpret_cast<float *>(o + pos));
         else
-          copyBytes(o + pos, x.bytes() + from * eb, chunk);
+          std::memcpy(o + pos, x.bytes() + from * eb, chunk);
         pos += chunk;
       }
   setComputeOutput(ctx, 0, std::move(out));
@@ -507,8 +500,8 @@ void gatherAlongAxisOp(KernelContext &ctx) {
       for (int64_t i = 0; i < is.inner; ++i) {
         int64_t o = (b * is.size + k) * is.inner + i;
         int64_t src = checkedIndex(ctx, indices.data<int32_t>()[o], xs.size, "gather_along_axis");
-        copyBytes(out.mutableBytes() + o * eb,
-                  x.bytes() + ((b * xs.size + src) * xs.inner + i) * eb, eb);
+        std::memcpy(out.mutableBytes() + o * eb,
+                    x.bytes() + ((b * xs.size + src) * xs.inner + i) * eb, eb);
       }
   ctx.setOutput(0, std::move(out));
 }
@@ -541,7 +534,7 @@ void gatherNdOp(KernelContext &ctx) {
       off += checkedIndex(ctx, indices.data<int32_t>()[t * depth + j], x.dim(batchDims + j),
                           "gather_nd") *
              xstr[batchDims + j];
-    copyBytes(out.mutableBytes() + t * inner * eb, x.bytes() + off * eb, inner * eb);
+    std::memcpy(out.mutableBytes() + t * inner * eb, x.bytes() + off * eb, inner * eb);
   }
   ctx.setOutput(0, std::move(out));
 }
@@ -747,7 +740,7 @@ void padOp(KernelContext &ctx) {
       const float *xr = xd + src;
       for (int64_t j = 0; j < before[r - 1]; ++j)
         o[j] = from[r - 1][j] < 0 ? value : xr[from[r - 1][j]];
-      copyBytes(o + before[r - 1], xr, static_cast<size_t>(n) * 4);
+      std::memcpy(o + before[r - 1], xr, static_cast<size_t>(n) * 4);
       for (int64_t j = before[r - 1] + n; j < last; ++j)
         o[j] = from[r - 1][j] < 0 ? value : xr[from[r - 1][j]];
     }
@@ -895,12 +888,12 @@ void resampleNearest(const Tensor &x, Tensor &out, const std::vector<int64_t> &r
     for (int64_t y = 0; y < outH; ++y) {
       uint8_t *dst = out.mutableBytes() + (p * outH + y) * outW * eb;
       if (y > 0 && rowOf[y] == rowOf[y - 1]) {
-        copyBytes(dst, dst - outW * eb, static_cast<size_t>(outW * eb));
+        std::memcpy(dst, dst - outW * eb, static_cast<size_t>(outW * eb));
         continue;
       }
       const uint8_t *src = x.bytes() + (p * inH + rowOf[y]) * inW * eb;
       for (int64_t c = 0; c < outW; ++c)
-        copyBytes(dst + c * eb, src + colOf[c] * eb, static_cast<size_t>(eb));
+        std::memcpy(dst + c * eb, src + colOf[c] * eb, static_cast<size_t>(eb));
     }
 }
 
@@ -1032,8 +1025,8 @@ void slidingWindowsOp(KernelContext &ctx) {
   for (int64_t b = 0; b < s.outer; ++b)
     for (int64_t wdw = 0; wdw < windows; ++wdw)
       for (int64_t k = 0; k < size; ++k) {
-        copyBytes(out.mutableBytes() + pos,
-                  x.bytes() + ((b * s.size + wdw * stride + k) * s.inner) * eb, chunk);
+        std::memcpy(out.mutableBytes() + pos,
+                    x.bytes() + ((b * s.size + wdw * stride + k) * s.inner) * eb, chunk);
         pos += chunk;
       }
   ctx.setOutput(0, std::move(out));
@@ -1134,7 +1127,7 @@ void reverseSequenceOp(KernelContext &ctx) {
                std::to_string(x.dim(seqAxis)));
     if (s < len) {
       int64_t src = i + (len - 1 - 2 * s) * strides[seqAxis];
-      copyBytes(out.mutableBytes() + i * eb, x.bytes() + src * eb, eb);
+      std::memcpy(out.mutableBytes() + i * eb, x.bytes() + src * eb, eb);
     }
   }
   ctx.setOutput(0, std::move(out));
