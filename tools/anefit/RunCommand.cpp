@@ -172,7 +172,8 @@ int runRun(const RunCliOptions &opts) {
         step["outputs"].push_back(summaryJson(o.name, o.tensor, s));
       else
         printSummary(text, o.name, o.tensor, s);
-      archive.push_back({prefix + o.name, std::move(o.tensor)});
+      if (!opts.output.empty())
+        archive.push_back({prefix + o.name, std::move(o.tensor)});
     }
     for (NamedTensor &st : r.states) {
       if (run.done()) {
@@ -182,9 +183,13 @@ int runRun(const RunCliOptions &opts) {
         else
           printSummary(text, "state " + st.name, st.tensor, s);
       }
-      archive.push_back({prefix + "state/" + st.name, std::move(st.tensor)});
+      if (!opts.output.empty())
+        archive.push_back({prefix + "state/" + st.name, std::move(st.tensor)});
     }
-    results.push_back(std::move(step));
+    // Only what is asked for is kept from step to step: a long run without
+    // -o and --json holds one step's values at a time.
+    if (opts.json)
+      results.push_back(std::move(step));
   }
   if (!opts.output.empty()) {
     runtime::writeNpz(opts.output, archive, outputPolicy);
