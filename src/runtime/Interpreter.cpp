@@ -595,7 +595,7 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
   OpProfile *profile = options_.profile;
   Clock::time_point runStart = profile ? Clock::now() : Clock::time_point();
   InterpreterPlan &plan = *plan_;
-  ThreadScope threads(resolveThreads(options_.threads));
+  ThreadScope threads(resolveThreads(options_.threads), options_.spin);
   std::vector<Tensor> env(plan.numSlots);
   std::string where = "function '" + fn_.name + "'";
 

@@ -34,6 +34,10 @@ struct RunOptions {
   /// Threads kernels may use (the caller's thread included); 0 = every core
   /// the process may run on.
   int threads = 0;
+  /// Idle threads poll for the next parallel op for up to 50 us before they
+  /// sleep; false makes them sleep at once (no CPU time between ops, a
+  /// wake-up per parallel op). See ThreadScope.
+  bool spin = true;
   /// Compressed weights (constexpr_* results) read by linear, matmul, conv
   /// and gather are decoded where they are read, never expanded whole. False
   /// expands them like any other value (to compare the two).

@@ -220,7 +220,7 @@ std::vector<NamedTensor> Stepper::step(const TensorMap &inputs) {
     throw;
   }
   // The host's copies use the threads the interpreter does.
-  ThreadScope threads(resolveThreads(options_.run.threads));
+  ThreadScope threads(resolveThreads(options_.run.threads), options_.run.spin);
   if (options_.roundStates)
     for (const Function *fn : chain_)
       for (const auto &in : fn->inputs)

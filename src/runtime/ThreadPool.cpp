@@ -17,9 +17,22 @@
 // A worker with no job polls for the next one for a short while (kSpinMicros)
 // before it blocks in futex(2) (a condition variable elsewhere): the ops of a
 // decode step follow each other within microseconds, and on a virtual machine
-// a wake-up costs the caller a system call and the worker a halted vCPU's
-// restart (together about 20 us measured, a quarter of a typical op). The
-// caller makes the call only when a worker is blocked.
+// a wake-up costs the caller a system call (6.5 us measured) and the worker a
+// halted vCPU's restart (11-20 us before it runs, about the average gap between
+// the parallel ops of an LFM2 decode step). The caller makes the call only
+// when a worker is blocked. A job says whether its threads may poll
+// (ThreadScope's `spin`); without polling, a decode step pays a wake-up at
+// every parallel op and uses no less CPU time (bench/run_exports.py --spin
+// on,off).
+//
+// Nobody works or polls on the caller's CPU. Linux often wakes a worker on
+// its waker's CPU, even with another CPU idle (on the 2-vCPU machines we
+// measure on, 2000 wake-ups out of 2000), where it would only share the
+// caller's core until the load balancer moved it. A worker that finds itself
+// there moves itself to another CPU it may run on (two sched_setaffinity
+// calls, the second giving back its whole mask) before it takes a range; if
+// it cannot, it sleeps instead of polling, and the caller sleeps instead of
+// polling for its range.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/ThreadPool.h"
@@ -86,6 +99,16 @@ private:
 #endif
 };
 
+/// The CPU the calling thread runs on (-1 where unknown): a vDSO read, no
+/// system call.
+inline int currentCpu() {
+#if defined(__linux__)
+  return sched_getcpu();
+#else
+  return -1;
+#endif
+}
+
 inline void cpuRelax() {
 #if defined(__x86_64__)
   _mm_pause();
@@ -110,7 +133,13 @@ public:
     return *pool;
   }
 
-  void run(int threads, int64_t n, int64_t grain,
+  PoolCounters counters() const {
+    return {counters_.polls.load(std::memory_order_relaxed),
+            counters_.sleeps.load(std::memory_order_relaxed),
+            counters_.moves.load(std::memory_order_relaxed)};
+  }
+
+  void run(int threads, bool spin, int64_t n, int64_t grain,
            const std::function<void(int64_t, int64_t)> &body) {
     int64_t chunks = (n + grain - 1) / grain;
     std::unique_lock<std::mutex> busy(dispatch_, std::try_to_lock);
@@ -125,6 +154,9 @@ public:
     n_.store(n, std::memory_order_relaxed);
     grain_.store(grain, std::memory_order_relaxed);
     share_.store(helpers + 1, std::memory_order_relaxed);
+    spin_.store(spin, std::memory_order_relaxed);
+    callerCpu_.store(currentCpu(), std::memory_order_relaxed);
+    sharedCpu_.store(false, std::memory_order_relaxed);
     done_.store(0, std::memory_order_relaxed);
     error_ = nullptr;
     joined_.store(gen << kGenShift | uint64_t(helpers), std::memory_order_relaxed);
@@ -136,8 +168,8 @@ public:
       futex_.wake(gen_, helpers);
     work(gen);
     // The caller has no range left; the last ones are running on workers.
-    for (int spin = 0; done_.load(std::memory_order_acquire) < n; ++spin) {
-      if (spin < 2000) {
+    for (int polls = 0; done_.load(std::memory_order_acquire) < n; ++polls) {
+      if (spin && polls < 2000 && !sharedCpu_.load(std::memory_order_relaxed)) {
         cpuRelax();
         continue;
       }
@@ -163,17 +195,24 @@ private:
 
   void loop() {
     uint32_t seen = 0;
+    bool spin = false;
+    int callerCpu = -1;
     for (;;) {
       uint32_t gen = gen_.load(std::memory_order_acquire);
-      if (gen == seen && !poll(seen)) {
+      if (gen == seen && !(spin && currentCpu() != callerCpu && poll(seen))) {
         sleepers_.fetch_add(1, std::memory_order_seq_cst);
-        if (gen_.load(std::memory_order_seq_cst) == seen)
+        if (gen_.load(std::memory_order_seq_cst) == seen) {
+          counters_.sleeps.fetch_add(1, std::memory_order_relaxed);
           futex_.wait(gen_, seen);
+        }
         sleepers_.fetch_sub(1, std::memory_order_relaxed);
         continue;
       }
       gen = gen_.load(std::memory_order_acquire);
       seen = gen;
+      // The settings of this job, or of a later one: either is current.
+      spin = spin_.load(std::memory_order_relaxed);
+      callerCpu = callerCpu_.load(std::memory_order_relaxed);
       // Join if the job still wants helpers; leave a stale or full job alone.
       uint64_t j = joined_.load(std::memory_order_acquire);
       bool joined = false;
@@ -182,14 +221,42 @@ private:
           joined = true;
           break;
         }
-      if (joined)
+      if (joined) {
+        if (callerCpu >= 0 && currentCpu() == callerCpu) {
+          if (moveOff(callerCpu))
+            counters_.moves.fetch_add(1, std::memory_order_relaxed);
+          else
+            sharedCpu_.store(true, std::memory_order_relaxed);
+        }
         work(gen);
+      }
     }
+  }
+
+  /// Moves the calling worker to another CPU it may run on than `cpu`, and
+  /// lets it run anywhere again; false if it could not.
+  static bool moveOff(int cpu) {
+#if defined(__linux__)
+    cpu_set_t mask, others;
+    if (sched_getaffinity(0, sizeof mask, &mask) != 0 || !CPU_ISSET(cpu, &mask) ||
+        CPU_COUNT(&mask) < 2)
+      return false;
+    others = mask;
+    CPU_CLR(cpu, &others);
+    if (sched_setaffinity(0, sizeof others, &others) != 0)
+      return false;
+    sched_setaffinity(0, sizeof mask, &mask); // it stays where it now runs
+    return currentCpu() != cpu;
+#else
+    (void)cpu;
+    return false;
+#endif
   }
 
   /// Polls for a generation other than `seen` for up to kSpinMicros; true
   /// when one came.
   bool poll(uint32_t seen) {
+    counters_.polls.fetch_add(1, std::memory_order_relaxed);
     auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
     for (;;) {
       for (int i = 0; i < 64; ++i) {
@@ -242,12 +309,19 @@ private:
   std::atomic<bool> callerWaiting_{false};
   std::atomic<const std::function<void(int64_t, int64_t)> *> body_{nullptr};
   std::atomic<int64_t> n_{0}, grain_{1}, share_{2}, done_{0};
+  std::atomic<bool> spin_{true};
+  std::atomic<int> callerCpu_{-1};
+  std::atomic<bool> sharedCpu_{false}; // a worker with a range is on callerCpu_
+  struct {
+    std::atomic<uint64_t> polls{0}, sleeps{0}, moves{0};
+  } counters_;
   std::atomic<uint64_t> next_{0}, joined_{0};
   std::mutex errorMutex_;
   std::exception_ptr error_;
 };
 
 thread_local int tlsThreads = 1;
+thread_local bool tlsSpin = true;
 
 } // namespace
 
@@ -262,8 +336,10 @@ int resolveThreads(int requested) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-ThreadScope::ThreadScope(int threads) : previous_(tlsThreads) {
+ThreadScope::ThreadScope(int threads, bool spin) : previous_(tlsThreads), previousSpin_(tlsSpin) {
+  static const int cores = resolveThreads(0);
   tlsThreads = std::max(1, threads);
+  tlsSpin = spin && tlsThreads <= cores;
 #if defined(OPENBLAS_VERSION)
   // BLAS runs inside parallelFor chunks: OpenBLAS's own threads would only
   // compete with the pool for the same cores. A threaded OpenBLAS starts them
@@ -279,9 +355,14 @@ ThreadScope::ThreadScope(int threads) : previous_(tlsThreads) {
 #endif
 }
 
-ThreadScope::~ThreadScope() { tlsThreads = previous_; }
+ThreadScope::~ThreadScope() {
+  tlsThreads = previous_;
+  tlsSpin = previousSpin_;
+}
 
 int currentThreads() { return tlsThreads; }
+
+PoolCounters poolCounters() { return Pool::get().counters(); }
 
 void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body) {
   if (n <= 0)
@@ -291,7 +372,7 @@ void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int
     body(0, n);
     return;
   }
-  Pool::get().run(tlsThreads, n, grain, body);
+  Pool::get().run(tlsThreads, tlsSpin, n, grain, body);
 }
 
 } // namespace anefit::runtime

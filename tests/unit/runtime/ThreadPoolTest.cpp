@@ -3,7 +3,8 @@
 // parallelFor covers every index once whatever the thread count and grain,
 // rethrows a body's exception, runs nested and concurrent calls inline, and
 // models give the same bits on one thread and on several; idle workers stop
-// polling and sleep.
+// polling and sleep, at once without spinning or with more threads than
+// cores; with spinning, a worker polls through the short gaps of a run.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
@@ -13,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <ctime>
+#include <functional>
 #include <stdexcept>
 #include <thread>
 
@@ -105,6 +107,50 @@ TEST(ThreadPool, IdleWorkersSleep) {
   double before = processCpuMs();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_LT(processCpuMs() - before, 60.0);
+}
+
+void busyMicros(int micros) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(micros);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+/// Runs `jobs` jobs of `threads` ranges each taking `workMicros`, each
+/// followed by `gapMicros` of the caller's own work (the small ops between two
+/// products of a decode step), and returns what the workers did meanwhile.
+PoolCounters runJobs(int threads, int jobs, int workMicros, int gapMicros) {
+  PoolCounters before = poolCounters();
+  for (int i = 0; i < jobs; ++i) {
+    parallelFor(threads, 1, [&](int64_t, int64_t) { busyMicros(workMicros); });
+    busyMicros(gapMicros);
+  }
+  PoolCounters after = poolCounters();
+  return {after.polls - before.polls, after.sleeps - before.sleeps, after.moves - before.moves};
+}
+
+TEST(ThreadPool, WithoutSpinningWorkersSleepBetweenOps) {
+  ThreadScope scope(2, /*spin=*/false);
+  PoolCounters c = runJobs(2, 200, 20, 10);
+  EXPECT_EQ(c.polls, 0u);
+  EXPECT_GT(c.sleeps, 0u);
+}
+
+TEST(ThreadPool, WithMoreThreadsThanCoresNobodySpins) {
+  ThreadScope scope(resolveThreads(0) + 1);
+  PoolCounters c = runJobs(resolveThreads(0) + 1, 200, 20, 10);
+  EXPECT_EQ(c.polls, 0u);
+  EXPECT_GT(c.sleeps, 0u);
+}
+
+TEST(ThreadPool, WithSpinningWorkersPollBetweenOps) {
+  // A worker polls through a short gap rather than sleep and wait for a
+  // wake-up at the next op. It can only poll on a CPU of its own: one woken
+  // on the caller's CPU moves itself off it.
+  if (resolveThreads(0) < 2)
+    GTEST_SKIP() << "one CPU: a worker never runs beside the caller";
+  ThreadScope scope(2);
+  PoolCounters c = runJobs(2, 200, 100, 10);
+  EXPECT_GT(c.polls, 100u) << "sleeps " << c.sleeps << ", moves off the caller's CPU " << c.moves;
 }
 
 TEST(ThreadPool, ResultsDoNotDependOnTheThreadCount) {
