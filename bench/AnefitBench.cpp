@@ -15,8 +15,9 @@
 //                   resident memory of the process is a counter.
 //
 //   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
-//   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--steps N]
-//                [--isa portable|avx2|best] --benchmark_filter=step --benchmark_format=json
+//   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--no-spin]
+//                [--steps N] [--isa portable|avx2|best] --benchmark_filter=step
+//                --benchmark_format=json
 //
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
@@ -124,6 +125,7 @@ double peakRssBytes() {
 struct StepArgs {
   std::string model, inputs;
   int threads = 1;
+  bool spin = true;
   int64_t steps = 0;
 };
 
@@ -152,6 +154,7 @@ void registerStep(const StepArgs &args) {
   }
   runtime::StepperOptions options;
   options.run.threads = args.threads;
+  options.run.spin = args.spin;
   runtime::CarryMap carries = runtime::hostCarries(*model, *fn);
   for (runtime::Carry &c : carries)
     if (auto it = feed.find(c.input); it != feed.end()) {
@@ -201,6 +204,8 @@ int main(int argc, char **argv) {
       args.inputs = value();
     else if (a == "--threads")
       args.threads = std::atoi(value().c_str());
+    else if (a == "--no-spin")
+      args.spin = false;
     else if (a == "--steps")
       args.steps = std::atoll(value().c_str());
     else if (a == "--isa") {
@@ -217,7 +222,7 @@ int main(int argc, char **argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz|random] [--threads N] "
-                   "[--steps N] [--isa portable|avx2|best] [--benchmark_* flags]\n";
+                   "[--no-spin] [--steps N] [--isa portable|avx2|best] [--benchmark_* flags]\n";
       return 0;
     } else {
       std::cerr << "anefit-bench: unknown argument '" << a << "'\n";

@@ -16,7 +16,12 @@ that a table only indexed by `gather` (the token embedding, the mask and RoPE
 tables of an export) counts as the one slice a step gathers.
 
     python3 bench/run_exports.py --bench build/bench/anefit-bench \\
-        --anefit build/tools/anefit/anefit [--threads 1,2] [--rounds 3] MODEL...
+        --anefit build/tools/anefit/anefit [--threads 1,2] [--spin on,off] \\
+        [--rounds 3] MODEL...
+
+`--spin on,off` also steps each model on more than one thread with `--no-spin`
+(idle threads sleep at once between parallel ops instead of polling for up to
+50 us) and compares wall and CPU time per step with the default.
 
 Make the full-size LFM2-350M exports with
 `scripts/export_executorch_fixtures.py --set export_llm --config lfm2_350m`.
@@ -73,10 +78,11 @@ def weight_bytes_read(anefit, model):
     return read, stored
 
 
-def bench_step(bench, model, threads, steps):
+def bench_step(bench, model, threads, steps, spin=True):
     """Wall and CPU ms per step (mean of `steps`) and peak RSS of anefit-bench on one model."""
     r = run_json([bench, "--model", model, "--inputs", "random", "--threads", str(threads),
-                  "--steps", str(steps), "--benchmark_filter=^step", "--benchmark_format=json"])
+                  "--steps", str(steps), "--benchmark_filter=^step", "--benchmark_format=json"]
+                 + ([] if spin else ["--no-spin"]))
     b = r["benchmarks"][0]
     return b["real_time"], b["cpu_time"], b["peak_rss_bytes"]
 
@@ -87,23 +93,30 @@ def main():
     ap.add_argument("--bench", default=os.environ.get("ANEFIT_BENCH", "build/bench/anefit-bench"))
     ap.add_argument("--anefit", default=os.environ.get("ANEFIT_BIN", "build/tools/anefit/anefit"))
     ap.add_argument("--threads", default="1", help="anefit threads; a list runs each (1,2)")
+    ap.add_argument("--spin", default="on",
+                    help="on, off or on,off: idle threads poll between ops (on, the default) or "
+                         "sleep at once (off: anefit-bench --no-spin); off only matters for more "
+                         "than one thread")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per round, model, threads")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    spins = [{"on": True, "off": False}[s] for s in args.spin.split(",")]
+    # (threads, spin) pairs to run; one thread never waits for another.
+    configs = [(t, s) for t in threads for s in (spins if t > 1 else [spins[0]])]
     bench, anefit = os.path.abspath(args.bench), os.path.abspath(args.anefit)
 
     sizes = {m: weight_bytes_read(anefit, m) for m in args.models}
     passes = {t: [read_bandwidth(bench, threads=t)[0]] for t in threads}
-    times = {(m, t): [] for m in args.models for t in threads}
-    cpu = {(m, t): [] for m in args.models for t in threads}
+    times = {(m, c): [] for m in args.models for c in configs}
+    cpu = {(m, c): [] for m in args.models for c in configs}
     rss = {}
     for _ in range(args.rounds):
-        for t in threads:
+        for c in configs:
             for m in args.models:
-                ms, cms, peak = bench_step(bench, m, t, args.steps)
-                times[(m, t)].append(ms)
-                cpu[(m, t)].append(cms)
+                ms, cms, peak = bench_step(bench, m, c[0], args.steps, c[1])
+                times[(m, c)].append(ms)
+                cpu[(m, c)].append(cms)
                 rss[m] = max(rss.get(m, 0), peak)
     bounds = {}
     for t in threads:
@@ -118,29 +131,48 @@ def main():
         pass
     print(f"{args.rounds} rounds of {args.steps} steps, medians; wall ms/step and process CPU "
           f"ms/step")
-    print(f"{'model':34s} {'thr':>3s} {'ms/step':>8s} {'CPU ms':>7s} {'weights read':>13s} "
-          f"{'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} {'RSS/stored':>10s}")
-    for t in threads:
+    print(f"{'model':34s} {'thr':>3s} {'spin':>4s} {'ms/step':>8s} {'CPU ms':>7s} "
+          f"{'weights read':>13s} {'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} "
+          f"{'RSS/stored':>10s}")
+    for c in configs:
+        t = c[0]
         for m in args.models:
-            ms = statistics.median(times[(m, t)])
-            cms = statistics.median(cpu[(m, t)])
+            ms = statistics.median(times[(m, c)])
+            cms = statistics.median(cpu[(m, c)])
             read, stored = sizes[m]
             bound_ms = read / bounds[t] / 1e6
-            print(f"{os.path.basename(m)[:34]:34s} {t:3d} {ms:8.1f} {cms:7.1f} "
-                  f"{read / 1e6:10.0f} MB {read / ms / 1e6:6.1f} {100 * bound_ms / ms:9.0f}% "
-                  f"{rss[m] / 2**20:5.0f} MiB {rss[m] / stored:9.2f}x")
+            print(f"{os.path.basename(m)[:34]:34s} {t:3d} {'on' if c[1] else 'off':>4s} "
+                  f"{ms:8.1f} {cms:7.1f} {read / 1e6:10.0f} MB {read / ms / 1e6:6.1f} "
+                  f"{100 * bound_ms / ms:9.0f}% {rss[m] / 2**20:5.0f} MiB "
+                  f"{rss[m] / stored:9.2f}x")
+    base = {t: (t, spins[0]) for t in threads}  # each thread count as first listed
     if len(threads) > 1:
         print(f"read bandwidth, {threads[-1]} threads vs {threads[0]}: "
               f"{bounds[threads[-1]] / bounds[threads[0]]:.2f}x (the most a memory-bound step "
               f"can gain)")
         for m in args.models:
-            pairs = [a / b for a, b in zip(times[(m, threads[0])], times[(m, threads[-1])])]
-            print(f"{os.path.basename(m)}: {threads[-1]} threads vs {threads[0]}: "
-                  f"{statistics.median(pairs):.2f}x (median of round ratios)")
+            for c in configs:
+                if c[0] != threads[-1]:
+                    continue
+                pairs = [a / b for a, b in zip(times[(m, base[threads[0]])], times[(m, c)])]
+                print(f"{os.path.basename(m)}: {threads[-1]} threads (spin "
+                      f"{'on' if c[1] else 'off'}) vs {threads[0]}: "
+                      f"{statistics.median(pairs):.2f}x (median of round ratios)")
+    if len(spins) > 1:
+        for m in args.models:
+            for t in threads:
+                if t == 1:
+                    continue
+                on, off = (t, True), (t, False)
+                wall = [b / a for a, b in zip(times[(m, on)], times[(m, off)])]
+                cpus = [b / a for a, b in zip(cpu[(m, on)], cpu[(m, off)])]
+                print(f"{os.path.basename(m)}, {t} threads, spin off vs on: wall "
+                      f"{statistics.median(wall):.2f}x, CPU time {statistics.median(cpus):.2f}x "
+                      f"(median of round ratios)")
     first = args.models[0]
     for m in args.models[1:]:
         for t in threads:
-            pairs = [a / b for a, b in zip(times[(first, t)], times[(m, t)])]
+            pairs = [a / b for a, b in zip(times[(first, base[t])], times[(m, base[t])])]
             print(f"{os.path.basename(first)} / {os.path.basename(m)}, {t} thread(s): "
                   f"{statistics.median(pairs):.2f}x (median of round ratios)")
     return 0

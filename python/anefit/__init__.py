@@ -101,6 +101,8 @@ def run(
     precision: str = "fp32",
     states: Optional[Mapping[str, object]] = None,
     function: Optional[str] = None,
+    threads: int = 0,
+    spin: bool = True,
 ) -> dict:
     """Runs a model on the CPU with the reference interpreter and returns the
     outputs of the last step as ``{name: numpy.ndarray}``.
@@ -110,8 +112,8 @@ def run(
     per-step inputs; Core ML states (starting at zero, or at ``states``) and
     the values a fixed model's state map carries move from step to step.
     ``precision="fp16"`` rounds every op's float result to fp16 as the ANE
-    does. For a host loop that keeps states between calls, use
-    :class:`Session`.
+    does. ``threads`` (0: every core) and ``spin`` are :class:`Session`'s.
+    For a host loop that keeps states between calls, use :class:`Session`.
     """
     per_step = None if isinstance(inputs, Mapping) else list(inputs)
     if steps is None:
@@ -121,7 +123,8 @@ def run(
     if per_step is not None and len(per_step) < steps:
         raise InputError(f"inputs: expected {steps} per-step mappings, found {len(per_step)}")
     session = Session(model, function=function, precision=precision,
-                      states=dict(states) if states is not None else None)
+                      states=dict(states) if states is not None else None, threads=threads,
+                      spin=spin)
     outputs: dict = {}
     for k in range(steps):
         outputs = session.run(dict(per_step[k] if per_step is not None else inputs))

@@ -194,7 +194,7 @@ std::function<void(size_t, size_t)> interruptCheck() {
 class PySession {
 public:
   PySession(PyModel model, const std::string &function, const std::string &precision,
-            const std::optional<nb::dict> &states)
+            const std::optional<nb::dict> &states, int threads, bool spin)
       : model_(std::move(model)) {
     fn_ = &functionOf(model_, function);
     if (!model_.weightsOpen)
@@ -203,6 +203,11 @@ public:
                        "to run it");
     runtime::RunOptions run;
     run.precision = runtime::parsePrecision(precision);
+    if (threads < 0)
+      throw InputError("threads: expected a count >= 0 (0: every core), found " +
+                       std::to_string(threads));
+    run.threads = threads;
+    run.spin = spin;
     run.progress = interruptCheck();
     run.source = model_.model->sourcePath;
     options_ = runtime::runStepperOptions(run);
@@ -290,15 +295,19 @@ void bindRun(nb::module_ &m) {
           "__init__",
           [](PySession *self, std::variant<PyModel, std::filesystem::path> model,
              const std::optional<std::string> &function, const std::string &precision,
-             const std::optional<nb::dict> &states) {
-            new (self)
-                PySession(modelOf(std::move(model)), function.value_or(""), precision, states);
+             const std::optional<nb::dict> &states, int threads, bool spin) {
+            new (self) PySession(modelOf(std::move(model)), function.value_or(""), precision,
+                                 states, threads, spin);
           },
           nb::arg("model"), nb::arg("function") = nb::none(), nb::arg("precision") = "fp32",
-          nb::arg("states") = nb::none(),
+          nb::arg("states") = nb::none(), nb::arg("threads") = 0, nb::arg("spin") = true,
           "``model``: a :class:`Model` or a path. ``function``: default function when None. "
           "``precision``: ``'fp32'``, or ``'fp16'`` to round every op's float result to fp16 as "
-          "the ANE does. ``states``: initial Core ML state values by name (zeros otherwise).")
+          "the ANE does. ``states``: initial Core ML state values by name (zeros otherwise). "
+          "``threads``: threads the kernels use, the caller's included (0: every core). "
+          "``spin=False``: idle threads sleep at once between parallel ops instead of polling "
+          "for up to 50 us (no CPU time spent waiting, a wake-up per parallel op); like "
+          "``anefit run --no-spin``.")
       .def("run", &PySession::run, nb::arg("inputs"),
            nb::sig("def run(self, inputs: dict[str, numpy.typing.ArrayLike]) -> "
                    "dict[str, numpy.ndarray]"),

@@ -175,3 +175,27 @@ def test_bad_options_raise_input_error(anefit_py):
         anefit_py.Session(EXAMPLE, states={"layers_0_conv_state": np.zeros((1, 64, 3))})
     with pytest.raises(TypeError):
         anefit_py.Session(EXAMPLE).run([np.zeros((1, 1, 64), np.float32)])
+
+
+def test_threads_and_spinning_change_no_bit(anefit_py, anefit, tmp_path):
+    # Work is split over rows, never inside a sum; how idle threads wait
+    # changes when they start, not what they compute.
+    info, inputs, _ = fixture_io("lfm2_shortconv_d2048")
+    model = fixture_package("lfm2_shortconv_d2048")
+    runs = {}
+    for threads, spin in ((1, True), (2, True), (2, False)):
+        session = anefit_py.Session(model, threads=threads, spin=spin)
+        runs[(threads, spin)] = [session.run(feed)["out"] for feed in inputs]
+    for key, outs in runs.items():
+        for k, (got, want) in enumerate(zip(outs, runs[(1, True)])):
+            assert np.array_equal(got, want), (key, k)
+    last = anefit_py.run(model, inputs, threads=2, spin=False)
+    assert np.array_equal(last["out"], runs[(1, True)][-1])
+    np.savez(tmp_path / "in.npz", **{f"step{k}/{n}": v for k, feed in enumerate(inputs)
+                                     for n, v in feed.items()})
+    anefit("run", model, "--inputs", tmp_path / "in.npz", "--threads", "2", "--no-spin", "-o",
+           tmp_path / "out.npz", check=True)
+    cli = load_npz(tmp_path / "out.npz")
+    assert np.array_equal(cli[f"step{len(inputs) - 1}/out"], runs[(1, True)][-1])
+    with pytest.raises(anefit_py.InputError, match="threads: expected a count >= 0"):
+        anefit_py.Session(model, threads=-1)

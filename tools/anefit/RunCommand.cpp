@@ -42,6 +42,7 @@ struct RunCliOptions {
   std::vector<std::string> states;
   std::string precision = "fp32";
   int threads = 0;
+  bool noSpin = false;
   std::string output;
   bool force = false;
   std::string maxMemory;
@@ -123,6 +124,7 @@ int runRun(const RunCliOptions &opts) {
     throw InputError("--threads: expected a count >= 0 (0: every core), found " +
                      std::to_string(opts.threads));
   options.run.threads = opts.threads;
+  options.run.spin = !opts.noSpin;
   runtime::OpProfile profile;
   if (opts.profile)
     options.run.profile = &profile;
@@ -231,6 +233,10 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                   "fp32 (default) or fp16: round every op's float result to fp16 like the ANE");
   cmd->add_option("--threads", opts->threads,
                   "Threads the interpreter uses (default 0: every core)");
+  cmd->add_flag("--no-spin", opts->noSpin,
+                "Idle threads sleep at once between parallel ops instead of polling for up to "
+                "50 us: no CPU time spent waiting, for a wake-up per parallel op (about 20 us "
+                "on a virtual machine); for a machine shared with other work");
   cmd->add_option("-o,--output", opts->output,
                   "Write outputs (and states) to an .npz: NAME, or step<k>/NAME and "
                   "step<k>/state/NAME for stepped runs");
