@@ -17,7 +17,9 @@
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <span>
 #include <thread>
@@ -46,6 +48,38 @@ TEST(MappedFile, ReadsARegularFile) {
   EXPECT_EQ(f->text(), "hello");
   test::writeText(dir.file("empty"), "");
   EXPECT_EQ(MappedFile::open(dir.file("empty"))->size(), 0u);
+}
+
+/// VmFlags of the mapping that starts at `at`, from /proc/self/smaps ("" if
+/// none is found).
+std::string vmFlagsAt(const void *at) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long start = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2 && line.find(' ') < 40)
+      inside = start == reinterpret_cast<uintptr_t>(at);
+    else if (inside && line.rfind("VmFlags:", 0) == 0)
+      return line;
+  }
+  return "";
+}
+
+/// Weights stream faster through 2 MB TLB entries: a large file is mapped with
+/// huge pages advised ("hg"), a small one is left alone.
+TEST(MappedFile, AdvisesHugePagesForLargeFiles) {
+  if (!fs::exists("/sys/kernel/mm/transparent_hugepage") || !fs::exists("/proc/self/smaps"))
+    GTEST_SKIP() << "no transparent huge pages in this kernel";
+  ScratchDir dir;
+  test::writeText(dir.file("large.bin"), std::string(size_t(9) << 20, 'w'));
+  test::writeText(dir.file("small.bin"), std::string(size_t(1) << 20, 'w'));
+  auto large = MappedFile::open(dir.file("large.bin"));
+  auto small = MappedFile::open(dir.file("small.bin"));
+  EXPECT_THAT(vmFlagsAt(large->bytes().data()), HasSubstr(" hg"));
+  std::string smallFlags = vmFlagsAt(small->bytes().data());
+  ASSERT_THAT(smallFlags, HasSubstr("VmFlags:"));
+  EXPECT_THAT(smallFlags, ::testing::Not(HasSubstr(" hg")));
 }
 
 /// A FIFO named as an input used to block the reader forever.
