@@ -19,6 +19,9 @@ tables of an export) counts as the one slice a step gathers.
         --anefit build/tools/anefit/anefit [--threads 1,2] [--spin on,off] \\
         [--rounds 3] MODEL...
 
+The last column is how much of the file the page cache gives in 2 MB pages:
+the same export steps faster in them than in 4 KB pages (docs/run.md).
+
 `--spin on,off` also steps each model on more than one thread with `--no-spin`
 (idle threads sleep at once between parallel ops instead of polling for up to
 50 us) and compares wall and CPU time per step with the default.
@@ -79,12 +82,13 @@ def weight_bytes_read(anefit, model):
 
 
 def bench_step(bench, model, threads, steps, spin=True):
-    """Wall and CPU ms per step (mean of `steps`) and peak RSS of anefit-bench on one model."""
+    """Wall and CPU ms per step (mean of `steps`), peak RSS and the model's bytes mapped with
+    2 MB pages, of anefit-bench on one model."""
     r = run_json([bench, "--model", model, "--inputs", "random", "--threads", str(threads),
                   "--steps", str(steps), "--benchmark_filter=^step", "--benchmark_format=json"]
                  + ([] if spin else ["--no-spin"]))
     b = r["benchmarks"][0]
-    return b["real_time"], b["cpu_time"], b["peak_rss_bytes"]
+    return b["real_time"], b["cpu_time"], b["peak_rss_bytes"], b.get("pmd_mapped_bytes", 0)
 
 
 def main():
@@ -110,14 +114,15 @@ def main():
     passes = {t: [read_bandwidth(bench, threads=t)[0]] for t in threads}
     times = {(m, c): [] for m in args.models for c in configs}
     cpu = {(m, c): [] for m in args.models for c in configs}
-    rss = {}
+    rss, pmd = {}, {}
     for _ in range(args.rounds):
         for c in configs:
             for m in args.models:
-                ms, cms, peak = bench_step(bench, m, c[0], args.steps, c[1])
+                ms, cms, peak, huge = bench_step(bench, m, c[0], args.steps, c[1])
                 times[(m, c)].append(ms)
                 cpu[(m, c)].append(cms)
                 rss[m] = max(rss.get(m, 0), peak)
+                pmd[m] = min(pmd.get(m, huge), huge)
     bounds = {}
     for t in threads:
         passes[t].append(read_bandwidth(bench, threads=t)[0])
@@ -133,7 +138,7 @@ def main():
           f"ms/step")
     print(f"{'model':34s} {'thr':>3s} {'spin':>4s} {'ms/step':>8s} {'CPU ms':>7s} "
           f"{'weights read':>13s} {'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} "
-          f"{'RSS/stored':>10s}")
+          f"{'RSS/stored':>10s} {'2 MB pages':>10s}")
     for c in configs:
         t = c[0]
         for m in args.models:
@@ -144,7 +149,7 @@ def main():
             print(f"{os.path.basename(m)[:34]:34s} {t:3d} {'on' if c[1] else 'off':>4s} "
                   f"{ms:8.1f} {cms:7.1f} {read / 1e6:10.0f} MB {read / ms / 1e6:6.1f} "
                   f"{100 * bound_ms / ms:9.0f}% {rss[m] / 2**20:5.0f} MiB "
-                  f"{rss[m] / stored:9.2f}x")
+                  f"{rss[m] / stored:9.2f}x {100 * pmd[m] / os.path.getsize(m):9.0f}%")
     base = {t: (t, spins[0]) for t in threads}  # each thread count as first listed
     if len(threads) > 1:
         print(f"read bandwidth, {threads[-1]} threads vs {threads[0]}: "

@@ -24,8 +24,10 @@ For each form the benchmark reports the time of one decode step (median over the
 rounds), the weight bytes one step reads per second, that rate against the read
 bandwidth the same number of threads gets on this machine (measured by
 anefit-bench in the same run; with several thread counts, the ratio of the
-bandwidths says how much more threads can give a memory-bound step), and peak
-resident memory against the weight bytes. PyTorch eager (fp32, the
+bandwidths says how much more threads can give a memory-bound step), peak
+resident memory against the weight bytes, and how much of the weight file the
+page cache gives in 2 MB pages (weights stream faster through them; see
+docs/run.md). PyTorch eager (fp32, the
 dequantized weights) runs the same step when torch is importable; without torch
 it is skipped. The forms and the baseline run in turn, round after round, so a
 drift of the machine's speed touches all of them.
@@ -529,12 +531,13 @@ def run_json(cmd):
 
 
 def bench_step(bench, model, feed_npz, threads, steps, isa):
-    """Wall and CPU ms per step (mean of `steps`) and peak RSS of anefit-bench on one model."""
+    """Wall and CPU ms per step (mean of `steps`), peak RSS and the model's bytes mapped with
+    2 MB pages, of anefit-bench on one model."""
     r = run_json([bench, "--model", model, "--inputs", feed_npz, "--threads", str(threads),
                   "--steps", str(steps), "--isa", isa, "--benchmark_filter=^step",
                   "--benchmark_format=json"])
     b = r["benchmarks"][0]
-    return b["real_time"], b["cpu_time"], b["peak_rss_bytes"]
+    return b["real_time"], b["cpu_time"], b["peak_rss_bytes"], b.get("pmd_mapped_bytes", 0)
 
 
 def read_bandwidth(bench, passes=5, threads=1):
@@ -597,16 +600,17 @@ def main():
 
     times = {(f, t): [] for f in forms for t in threads}
     cpu = {(f, t): [] for f in forms for t in threads}
-    rss = {}
+    rss, pmd = {}, {}
     base_times = []
     for r in range(args.rounds):
         for t in threads:
             for form in forms:
-                ms, cms, peak = bench_step(bench, built[form][0], feed_npz, t, args.steps,
-                                           args.isa)
+                ms, cms, peak, huge = bench_step(bench, built[form][0], feed_npz, t, args.steps,
+                                                 args.isa)
                 times[(form, t)].append(ms)
                 cpu[(form, t)].append(cms)
                 rss[form] = max(rss.get(form, 0), peak)
+                pmd[form] = min(pmd.get(form, huge), huge)
         if baseline:
             baseline.step(feed)
             for _ in range(args.steps):
@@ -617,7 +621,8 @@ def main():
     print(f"\nLFM2-350M decode step, export_llm shape, context {args.context}, position {args.pos}; "
           f"{args.rounds} rounds of {args.steps} steps, medians; kernels: {args.isa}")
     print(f"{'form':6s} {'thr':>3s} {'ms/step':>8s} {'CPU ms':>7s} {'weights read':>13s} "
-          f"{'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} {'RSS/weights':>11s}")
+          f"{'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} {'RSS/weights':>11s} "
+          f"{'2 MB pages':>10s}")
     for t in threads:
         for form in forms:
             ms = statistics.median(times[(form, t)])
@@ -629,7 +634,7 @@ def main():
             bound_ms = read / bounds[t] / 1e6
             print(f"{form:6s} {t:3d} {ms:8.1f} {cms:7.1f} {read / 1e6:10.0f} MB {gbs:6.1f} "
                   f"{100 * bound_ms / ms:9.0f}% {rss[form] / 2**20:6.0f} MiB "
-                  f"{rss[form] / wfile:10.2f}x")
+                  f"{rss[form] / wfile:10.2f}x {100 * pmd[form] / wfile:9.0f}%")
     if len(threads) > 1:
         lo, hi = threads[0], threads[-1]
         print(f"read bandwidth, {hi} threads vs {lo}: {bounds[hi] / bounds[lo]:.2f}x (the most "
