@@ -40,6 +40,10 @@ Two families of exports, both with random weights:
      lfm2_coreml_nostate.pte  take_over_mutable_buffer=False
      llama_coreml_static.pte  the static-attention path, KV cache as plain I/O
 
+3. A program with several Core ML delegates (`--set multi`): a 2-layer Llama
+   lowered with skip_ops_for_coreml_delegation=["aten.silu.default"], so
+   ExecuTorch runs silu between delegates (llama_coreml_multi.pte).
+
 Needs torch, executorch (with hydra-core, omegaconf, safetensors) and
 coremltools from PyPI; it is not part of the default test run. The small
 outputs are committed under tests/fixtures/pte/ with manifest.json (versions,
@@ -325,7 +329,7 @@ def build(args, seed):
     return model
 
 
-def coreml_partitioner(take_over_mutable_buffer):
+def coreml_partitioner(take_over_mutable_buffer, skip_ops=()):
     import coremltools as ct
     from executorch.backends.apple.coreml.compiler import CoreMLBackend
     from executorch.backends.apple.coreml.partition import CoreMLPartitioner
@@ -339,7 +343,7 @@ def coreml_partitioner(take_over_mutable_buffer):
     return CoreMLPartitioner(
         compile_specs=specs,
         take_over_mutable_buffer=take_over_mutable_buffer,
-        skip_ops_for_coreml_delegation=[],
+        skip_ops_for_coreml_delegation=list(skip_ops),
     )
 
 
@@ -405,12 +409,37 @@ def direct_set(out, only):
     return made
 
 
+MULTI_SKIP_OPS = ["aten.silu.default"]
+
+
+def multi_set(out, only):
+    """A 2-layer Llama lowered with one op kept out of Core ML
+    (skip_ops_for_coreml_delegation, as users write it or as the partitioner
+    does for an op coremltools cannot convert): ExecuTorch runs the skipped op
+    between Core ML delegates, so the program holds several of them."""
+    if only and "llama_coreml_multi" not in only:
+        return {}
+    from executorch.examples.models.llama.model_args import ModelArgs
+
+    args = ModelArgs(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, hidden_dim=128, vocab_size=256,
+                     max_seq_len=16, max_context_len=16, use_kv_cache=True,
+                     enable_dynamic_shape=False)
+    model = build(args, seed=2)
+    example = (torch.tensor([[1]], dtype=torch.long),
+               {"input_pos": torch.tensor([0], dtype=torch.long)})
+    path = os.path.join(out, "llama_coreml_multi.pte")
+    export(model, example, coreml_partitioner(False, MULTI_SKIP_OPS), path)
+    return {"llama_coreml_multi": {"skip_ops_for_coreml_delegation": MULTI_SKIP_OPS,
+                                   "take_over_mutable_buffer": False, "seed": 2,
+                                   "bytes": os.path.getsize(path)}}
+
+
 # ---------------------------------------------------------------------------------
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True, help="output directory")
-    ap.add_argument("--set", choices=["all", "export_llm", "remedies", "direct"], default="all",
+    ap.add_argument("--set", choices=["all", "export_llm", "remedies", "direct", "multi"], default="all",
                     help="which family of exports to make (default: all)")
     ap.add_argument("--config", choices=sorted(LFM2_PARAMS), default="small",
                     help="LFM2 size of the export_llm exports (default: small; lfm2_350m is "
@@ -440,6 +469,8 @@ def main():
         manifest.update(export_llm_set(out, opts.config, context, opts.seed, opts.only))
     if opts.set in ("all", "remedies"):
         manifest.update(remedy_set(out, opts.seed, opts.only))
+    if opts.set in ("all", "multi"):
+        manifest.update(multi_set(out, opts.only))
 
     import coremltools
     from executorch import version as et_version

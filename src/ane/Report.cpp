@@ -381,7 +381,9 @@ static const char *sarifLevel(Level l) {
 
 static const char *sarifLevel(Effect e) { return sarifLevel(levelOf(e, Certainty::Confirmed)); }
 
-std::string renderSarif(const CheckReport &report) {
+namespace {
+
+Json sarifRules() {
   Json rules = Json::array();
   for (const RuleInfo &r : allRules()) {
     auto urls = r.evidenceUrls();
@@ -403,8 +405,12 @@ std::string renderSarif(const CheckReport &report) {
       rule["helpUri"] = urls.front();
     rules.push_back(rule);
   }
+  return rules;
+}
+
+/// Appends the SARIF results of `report`'s findings to `results`.
+void appendSarifResults(const CheckReport &report, Json &results) {
   std::string uri = report.modelPath.empty() ? "model" : report.modelPath;
-  Json results = Json::array();
   for (const Finding &f : report.findings) {
     std::string where = f.function + (f.op.empty() ? "" : "/" + f.op);
     Json logical = {{"name", f.op.empty() ? f.function : f.op},
@@ -442,18 +448,75 @@ std::string renderSarif(const CheckReport &report) {
     }
     results.push_back(result);
   }
+}
+
+std::string sarifLog(Json results, Json properties) {
   Json run = {{"tool",
                {{"driver",
                  {{"name", "anefit"},
                   {"version", ANEFIT_VERSION},
                   {"informationUri", "https://github.com/anefit/anefit"},
-                  {"rules", rules}}}}},
-              {"results", results},
-              {"properties", {{"verdict", verdictName(report.verdict)}}}};
+                  {"rules", sarifRules()}}}}},
+              {"results", std::move(results)},
+              {"properties", std::move(properties)}};
   Json j = {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
             {"version", "2.1.0"},
             {"runs", Json::array({run})}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+/// The worst verdict of `reports`.
+Verdict worstVerdict(const std::vector<CheckReport> &reports) {
+  Verdict v = Verdict::Ane;
+  for (const CheckReport &r : reports)
+    v = std::max(v, r.verdict);
+  return v;
+}
+
+} // namespace
+
+std::string renderSarif(const CheckReport &report) {
+  Json results = Json::array();
+  appendSarifResults(report, results);
+  return sarifLog(std::move(results), {{"verdict", verdictName(report.verdict)}});
+}
+
+std::string renderProgramText(const std::vector<CheckReport> &reports, std::string_view programPath,
+                              const TextOptions &options) {
+  std::string out;
+  for (const CheckReport &r : reports)
+    out += renderText(r, options) + "\n";
+  out += "program " + std::string(programPath) + ": " + std::to_string(reports.size()) +
+         " Core ML delegates; verdict " + std::string(verdictName(worstVerdict(reports))) +
+         " (the worst delegate's)\n";
+  return out;
+}
+
+std::string renderProgramJson(const std::vector<CheckReport> &reports,
+                              std::string_view programPath) {
+  Json j;
+  j["schema"] = kCheckProgramSchema;
+  j["tool"] = {{"name", "anefit"}, {"version", ANEFIT_VERSION}};
+  j["model"] = std::string(programPath);
+  j["verdict"] = verdictName(worstVerdict(reports));
+  Json delegates = Json::array();
+  for (const CheckReport &r : reports)
+    delegates.push_back(Json::parse(renderJson(r)));
+  j["delegates"] = std::move(delegates);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string renderProgramSarif(const std::vector<CheckReport> &reports,
+                               std::string_view programPath) {
+  Json results = Json::array();
+  Json delegates = Json::array();
+  for (const CheckReport &r : reports) {
+    appendSarifResults(r, results);
+    delegates.push_back({{"model", r.modelPath}, {"verdict", verdictName(r.verdict)}});
+  }
+  return sarifLog(std::move(results), {{"verdict", verdictName(worstVerdict(reports))},
+                                       {"program", std::string(programPath)},
+                                       {"delegates", std::move(delegates)}});
 }
 
 std::string rulesText() {

@@ -10,6 +10,8 @@
 #include "ane/Checker.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace anefit::ane {
 
@@ -17,6 +19,9 @@ namespace anefit::ane {
 /// Version 2: verdict `at-risk`, finding level/certainty and both sides'
 /// evidence; `ane-fails` now means an uncontested failure.
 inline constexpr std::string_view kCheckSchema = "anefit.check/2";
+/// The JSON schema id of a program's reports: every Core ML delegate of an
+/// ExecuTorch program, each an anefit.check/2 report, in program order.
+inline constexpr std::string_view kCheckProgramSchema = "anefit.check-program/1";
 
 struct TextOptions {
   bool color = false;
@@ -31,6 +36,19 @@ struct TextOptions {
 std::string renderText(const CheckReport &report, const TextOptions &options = {});
 std::string renderJson(const CheckReport &report);
 std::string renderSarif(const CheckReport &report);
+
+/// The reports of every Core ML delegate of the program at `programPath`, in
+/// program order (each report's modelPath names its delegate, "p.pte#N"):
+/// each delegate's text report then one line with the program's verdict (the
+/// worst delegate's); JSON "anefit.check-program/1" holding each delegate's
+/// anefit.check/2 report; SARIF with one run whose results name their
+/// delegate as the artifact.
+std::string renderProgramText(const std::vector<CheckReport> &reports, std::string_view programPath,
+                              const TextOptions &options = {});
+std::string renderProgramJson(const std::vector<CheckReport> &reports,
+                              std::string_view programPath);
+std::string renderProgramSarif(const std::vector<CheckReport> &reports,
+                               std::string_view programPath);
 
 /// The rules table: a plain listing, JSON, and docs/rules.md.
 std::string rulesText();

@@ -595,6 +595,25 @@ std::unique_ptr<Model> loadModel(const std::string &path, const LoadOptions &opt
   return model;
 }
 
+std::vector<std::unique_ptr<Model>> loadModels(const std::string &path,
+                                               const LoadOptions &options) {
+  std::vector<std::unique_ptr<Model>> models;
+  if (options.format == ModelFormat::Unknown && fileKindOf(path) == FileKind::Regular &&
+      detectFormat(path) == ModelFormat::Pte && !splitPteSelector(path).second) {
+    std::vector<EmbeddedModel> delegates = loadPteModels(path, options);
+    if (delegates.size() > 1) {
+      for (EmbeddedModel &d : delegates) {
+        if (options.checkScopes)
+          checkValueScopes(*d.model, path);
+        models.push_back(std::move(d.model));
+      }
+      return models;
+    }
+  }
+  models.push_back(loadModel(path, options));
+  return models;
+}
+
 void saveModel(const Model &model, const std::string &path, const SaveOptions &options) {
   fs::path out(path);
   ModelFormat format = detectFormat(path);

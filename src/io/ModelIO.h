@@ -98,6 +98,12 @@ std::unique_ptr<Model> loadModelText(std::string_view text, const std::string &o
 /// select one by its position with a "#N" suffix ("model.pte#1").
 std::unique_ptr<Model> loadModel(const std::string &path, const LoadOptions &options = {});
 
+/// The models `path` names: the one model of loadModel, except for an
+/// ExecuTorch program named without "#N" that holds several Core ML
+/// delegates: each of them, in program order (the order of "#N").
+std::vector<std::unique_ptr<Model>> loadModels(const std::string &path,
+                                               const LoadOptions &options = {});
+
 /// A Core ML model carried by an ExecuTorch program.
 struct EmbeddedModel {
   std::string method;         ///< ExecuTorch method ("forward")

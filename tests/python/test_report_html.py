@@ -17,9 +17,13 @@ import pytest
 from conftest import EXAMPLES_DIR, FIXTURES_DIR, REPO_ROOT
 from report_util import Report, build_lfm2_1p2b
 
+# The page shows one graph: a program with several Core ML delegates is shown
+# one delegate at a time (here its second).
+SEVERAL_DELEGATES = {"llama_coreml_multi.pte": "#1"}
 MODELS = sorted(
     [os.path.join(EXAMPLES_DIR, "lfm2_shortconv.mlpackage")]
-    + glob.glob(os.path.join(FIXTURES_DIR, "pte", "*.pte"))
+    + [p + SEVERAL_DELEGATES.get(os.path.basename(p), "")
+       for p in glob.glob(os.path.join(FIXTURES_DIR, "pte", "*.pte"))]
     + [p for p in glob.glob(os.path.join(FIXTURES_DIR, "*", "model.mlpackage"))])
 
 

@@ -3,7 +3,8 @@
 // Loads a model without opening its weight files and runs the ANE checker
 // (src/ane) on it: per-op placement, per-function verdict and findings with
 // reasons, evidence and fixes, as text, JSON ("anefit.check/2", docs/check.md)
-// or SARIF 2.1.0. Exit code 1 when a finding reaches --fail-on.
+// or SARIF 2.1.0. An ExecuTorch program with several Core ML delegates is
+// checked delegate by delegate. Exit code 1 when a finding reaches --fail-on.
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
@@ -71,26 +72,43 @@ int runCheck(const CheckCliOptions &o) {
   options.function = o.function;
 
   // The checker reads types only; not opening the weight files proves it.
-  std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = false});
+  std::vector<std::unique_ptr<Model>> models =
+      loadModels(o.model, LoadOptions{.openWeights = false});
+  if (models.size() > 1 && format == "html")
+    throw InputError::at(o.model, "",
+                         "holds " + std::to_string(models.size()) +
+                             " Core ML delegates and an HTML report shows one; pick one as " +
+                             o.model + "#0 .. " + o.model + "#" +
+                             std::to_string(models.size() - 1));
   OutputOptions policy;
   policy.force = o.force;
   policy.alsoAvoid = {o.model};
   if (!o.output.empty())
     checkOutput(o.output, policy); // before the work
-  ane::CheckReport report = ane::checkModel(*model, options);
-  report.modelPath = o.model;
-  std::string text =
-      format == "json"    ? ane::renderJson(report)
-      : format == "sarif" ? ane::renderSarif(report)
-      : format == "html"
-          ? report::renderHtml(*model, report)
-          : ane::renderText(report, ane::TextOptions{.color = useColor() && o.output.empty(),
-                                                     .placement = o.placement});
+  std::vector<ane::CheckReport> reports;
+  for (size_t i = 0; i < models.size(); ++i) {
+    reports.push_back(ane::checkModel(*models[i], options));
+    reports.back().modelPath = models.size() > 1 ? o.model + "#" + std::to_string(i) : o.model;
+  }
+  ane::TextOptions textOptions{.color = useColor() && o.output.empty(), .placement = o.placement};
+  std::string text;
+  if (reports.size() > 1)
+    text = format == "json"    ? ane::renderProgramJson(reports, o.model)
+           : format == "sarif" ? ane::renderProgramSarif(reports, o.model)
+                               : ane::renderProgramText(reports, o.model, textOptions);
+  else
+    text = format == "json"    ? ane::renderJson(reports[0])
+           : format == "sarif" ? ane::renderSarif(reports[0])
+           : format == "html"  ? report::renderHtml(*models[0], reports[0])
+                               : ane::renderText(reports[0], textOptions);
   if (o.output.empty())
     std::cout << text;
   else
-    report::writeReportFile(*model, o.output, text, policy);
-  return report.hasFindingAtLeast(*failOn) ? kExitFindings : kExitOk;
+    report::writeReportFile(*models[0], o.output, text, policy);
+  bool findings = false;
+  for (const ane::CheckReport &r : reports)
+    findings = findings || r.hasFindingAtLeast(*failOn);
+  return findings ? kExitFindings : kExitOk;
 }
 
 } // namespace
