@@ -318,6 +318,38 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
   return plan;
 }
 
+Plan mergeExportAdvice(const std::vector<Plan> &plans) {
+  auto addAll = [](std::vector<std::string> &into, const std::vector<std::string> &from) {
+    for (const std::string &x : from)
+      if (std::find(into.begin(), into.end(), x) == into.end())
+        into.push_back(x);
+  };
+  Plan merged;
+  std::map<std::string, SkipOp> skips;
+  for (const Plan &plan : plans) {
+    for (const SkipOp &s : plan.skipOps) {
+      SkipOp &m = skips[s.atenOp];
+      m.atenOp = s.atenOp;
+      m.milOps.insert(m.milOps.end(), s.milOps.begin(), s.milOps.end());
+      addAll(m.rules, s.rules);
+    }
+    for (const PartitionerArgument &a : plan.partitionerArguments) {
+      auto it =
+          std::find_if(merged.partitionerArguments.begin(), merged.partitionerArguments.end(),
+                       [&](const PartitionerArgument &m) { return m.argument == a.argument; });
+      if (it == merged.partitionerArguments.end())
+        merged.partitionerArguments.push_back(a);
+      else
+        addAll(it->rules, a.rules);
+    }
+    merged.unmappedCpuOps.insert(merged.unmappedCpuOps.end(), plan.unmappedCpuOps.begin(),
+                                 plan.unmappedCpuOps.end());
+  }
+  for (auto &[name, s] : skips)
+    merged.skipOps.push_back(std::move(s));
+  return merged;
+}
+
 std::unique_ptr<Model> extractRegion(const Model &model, const FunctionPlan &plan, size_t r) {
   if (r >= plan.regions.size())
     throw InputError("region " + std::to_string(r) + " out of range (" +

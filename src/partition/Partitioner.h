@@ -112,6 +112,12 @@ struct Plan {
   std::vector<std::string> unmappedCpuOps;
 };
 
+/// The export advice of several plans (every Core ML delegate of one
+/// ExecuTorch program): their skip ops and partitioner arguments, each once
+/// with the MIL ops and rules of every plan naming it; skip ops by aten name.
+/// The result has no functions.
+Plan mergeExportAdvice(const std::vector<Plan> &plans);
+
 /// Plans every checked function of `model` from `report` (made by
 /// ane::checkModel on the same model).
 Plan makePlan(const Model &model, const ane::CheckReport &report,

@@ -3,7 +3,8 @@
 // Parses the options and runs splitModel (partition/Split.h: check, plan,
 // region models, the proof in the interpreter); prints the plan as text, as
 // JSON ("anefit.split/1"), as HTML or as the skip list for ExecuTorch's
-// CoreMLPartitioner, and the outcome of each proof.
+// CoreMLPartitioner, and the outcome of each proof. The skip list of an
+// ExecuTorch program with several Core ML delegates covers every delegate.
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
@@ -97,11 +98,31 @@ int runSplit(const SplitCliOptions &o) {
   split.steps = o.steps;
   split.seed = o.seed;
   bool needWeights = !o.emitDir.empty() || o.verify;
-  std::unique_ptr<Model> model = loadModel(o.model, LoadOptions{.openWeights = needWeights});
   // Refuse a bad --plan or -o before the work.
   OutputOptions policy;
   policy.force = o.force;
   policy.alsoAvoid = {o.model};
+  // The skip list of a program with several Core ML delegates covers them all:
+  // the partitioner takes one list for the whole program.
+  std::vector<std::unique_ptr<Model>> models;
+  if (o.skipList && !needWeights && o.planOut.empty())
+    models = loadModels(o.model, LoadOptions{.openWeights = false});
+  if (models.size() > 1) {
+    if (!o.output.empty())
+      checkOutput(o.output, policy);
+    std::vector<partition::Plan> plans;
+    for (const std::unique_ptr<Model> &m : models)
+      plans.push_back(partition::splitModel(*m, split).plan);
+    std::string text = partition::skipListSnippet(partition::mergeExportAdvice(plans));
+    if (o.output.empty())
+      std::cout << text;
+    else
+      report::writeReportFile(*models[0], o.output, text, policy);
+    return kExitOk;
+  }
+  std::unique_ptr<Model> model = models.empty()
+                                     ? loadModel(o.model, LoadOptions{.openWeights = needWeights})
+                                     : std::move(models[0]);
   if (!o.planOut.empty())
     checkOutput(o.planOut, policy);
   if (!o.output.empty())
@@ -160,7 +181,8 @@ void registerSplit(CLI::App &verb, VerbResult &result) {
   cmd->add_flag("--force", o->force,
                 "Replace -o, --plan and region packages if they exist (never an input)");
   cmd->add_flag("--skip-list", o->skipList,
-                "Print only the CoreMLPartitioner snippet with skip_ops_for_coreml_delegation");
+                "Print only the CoreMLPartitioner snippet with skip_ops_for_coreml_delegation (for "
+                "a .pte with several Core ML delegates, one list for all of them)");
   cmd->add_option("--emit-models", o->emitDir,
                   "Write each region as DIR/<fn>_region<k>_<target>"
                   ".mlpackage");

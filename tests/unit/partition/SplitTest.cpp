@@ -100,3 +100,32 @@ TEST(Split, PlanJsonAndSkipList) {
   bad.steps = 0;
   EXPECT_THROW(splitModel(*model, bad), InputError);
 }
+
+TEST(ExportAdvice, MergesTheDelegatesOfOneProgram) {
+  Plan a, b;
+  a.skipOps.push_back({"aten.index.tensor", {"gather_0"}, {"ANE-OP-007"}});
+  a.skipOps.push_back({"aten.embedding.default", {"gather_1"}, {"ANE-OP-007"}});
+  a.partitionerArguments.push_back(
+      {"take_over_mutable_buffer=False", "states as inputs", {"ANE-STATE-001"}});
+  b.skipOps.push_back({"aten.index.tensor", {"gather_0"}, {"ANE-OP-007", "ANE-DTYPE-002"}});
+  b.partitionerArguments.push_back(
+      {"take_over_mutable_buffer=False", "states as inputs", {"ANE-STATE-002"}});
+  b.unmappedCpuOps.push_back("main/cast_3");
+  Plan m = mergeExportAdvice({a, b});
+  EXPECT_TRUE(m.functions.empty());
+  ASSERT_EQ(m.skipOps.size(), 2u);
+  EXPECT_EQ(m.skipOps[0].atenOp, "aten.embedding.default");
+  EXPECT_EQ(m.skipOps[1].atenOp, "aten.index.tensor");
+  EXPECT_EQ(m.skipOps[1].milOps.size(), 2u); // one per delegate
+  EXPECT_EQ(m.skipOps[1].rules, (std::vector<std::string>{"ANE-OP-007", "ANE-DTYPE-002"}));
+  ASSERT_EQ(m.partitionerArguments.size(), 1u);
+  EXPECT_EQ(m.partitionerArguments[0].rules,
+            (std::vector<std::string>{"ANE-STATE-001", "ANE-STATE-002"}));
+  EXPECT_EQ(m.unmappedCpuOps, (std::vector<std::string>{"main/cast_3"}));
+  std::string snippet = skipListSnippet(m);
+  EXPECT_NE(snippet.find("\"aten.index.tensor\",  # ANE-OP-007, ANE-DTYPE-002"), std::string::npos)
+      << snippet;
+  EXPECT_EQ(snippet.find("take_over_mutable_buffer=False"),
+            snippet.rfind("take_over_mutable_buffer=False"))
+      << snippet;
+}
