@@ -6,7 +6,10 @@
 // stacked per gate in the order the op defines (lstm: input, forget, output,
 // cell) and `bias` is the sum of the input and recurrent biases. Each step is
 // two products over the batch (input and recurrent) added onto the bias, then
-// the gates element by element.
+// the gates element by element. A "reverse" layer writes its sequence output in
+// the order it steps (its first output is the last position's), as Core ML
+// does; the backward half of a bidirectional lstm is aligned with the input
+// positions, as torch.nn.LSTM's is.
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/KernelUtil.h"
@@ -240,8 +243,9 @@ void lstmOp(KernelContext &ctx) {
         apply(outAct, hb, hsz);
         for (int64_t j = 0; j < hsz; ++j)
           hb[j] *= go[j];
+        int64_t slot = dirs == 1 ? k : t;
         if (outputSequence)
-          std::memcpy(seq.mutableData<float>() + (t * rs.batch + b) * dh + d * hsz, hb,
+          std::memcpy(seq.mutableData<float>() + (slot * rs.batch + b) * dh + d * hsz, hb,
                       static_cast<size_t>(hsz) * sizeof(float));
       }
     }
@@ -280,7 +284,7 @@ void rnnOp(KernelContext &ctx) {
     apply(act, next.data(), static_cast<int64_t>(next.size()));
     h.swap(next);
     if (outputSequence && !h.empty())
-      std::memcpy(seq.mutableData<float>() + t * rs.batch * hsz, h.data(),
+      std::memcpy(seq.mutableData<float>() + k * rs.batch * hsz, h.data(),
                   h.size() * sizeof(float));
   }
   if (!h.empty())
