@@ -1,10 +1,12 @@
-//===- Recurrent.cpp - Kernels of the recurrent layers lstm and rnn -------===//
+//===- Recurrent.cpp - Kernels of the recurrent layers lstm, gru, rnn -----===//
 //
 // The layers coremltools emits for torch.nn.LSTM and torch.nn.RNN converted
-// from TorchScript: x is (s, b, I), sequence first; the states are
+// from TorchScript (and gru, from Keras/TensorFlow or the MIL builder): x is
+// (s, b, I), sequence first; the states are
 // (b, DIRECTIONS*H) with the forward direction's H values first; weights are
 // stacked per gate in the order the op defines (lstm: input, forget, output,
-// cell) and `bias` is the sum of the input and recurrent biases. Each step is
+// cell; gru: reset, output, update) and `bias` is the sum of the input and
+// recurrent biases (gru of iOS18 may keep them apart: input_bias and bias). Each step is
 // two products over the batch (input and recurrent) added onto the bias, then
 // the gates element by element. A "reverse" layer writes its sequence output in
 // the order it steps (its first output is the last position's), as Core ML
@@ -283,6 +285,89 @@ void rnnOp(KernelContext &ctx) {
     project(ctx, rs, w, x + t * rs.batch * rs.input, h.data(), next.data());
     apply(act, next.data(), static_cast<int64_t>(next.size()));
     h.swap(next);
+    if (outputSequence && !h.empty())
+      std::memcpy(seq.mutableData<float>() + k * rs.batch * hsz, h.data(),
+                  h.size() * sizeof(float));
+  }
+  if (!h.empty())
+    std::memcpy(finalH.mutableData<float>(), h.data(), h.size() * sizeof(float));
+  setSequenceOutput(ctx, rs, outputSequence, std::move(seq), finalH);
+  if (ctx.numOutputs() > 1)
+    ctx.setOutput(1, std::move(finalH));
+}
+
+void gruOp(KernelContext &ctx) {
+  std::string direction = ctx.strArg("direction");
+  if (direction != "forward" && direction != "reverse")
+    ctx.fail("direction '" + direction + "' is not one of forward, reverse");
+  RecurrentShape rs = shapeOf(ctx, 3, 1);
+  int64_t hsz = rs.hidden, g = 3 * hsz;
+  DirectionWeights w = weightsOf(ctx, rs, "", false);
+  w.reverse = direction == "reverse";
+  const float *inputBias = nullptr;
+  if (ctx.has("input_bias")) {
+    const Tensor &t = ctx.in("input_bias");
+    if (t.numElements() != g)
+      ctx.fail("input_bias must have " + std::to_string(g) + " values, found " +
+               std::to_string(t.numElements()));
+    inputBias = t.data<float>();
+  }
+  // reset_after (iOS18): the reset gate scales the output gate's recurrent
+  // product, its bias included (torch.nn.GRU's form); else it scales h first.
+  bool resetAfter = ctx.has("reset_after") && ctx.boolArg("reset_after");
+  Act recurrentAct = activationArg(ctx, "recurrent_activation");
+  Act act = activationArg(ctx, "activation");
+  bool outputSequence = ctx.boolArg("output_sequence");
+  const float *h0 = stateArg(ctx, "initial_h", rs);
+  const float *x = ctx.in("x").data<float>();
+
+  Tensor seq = Tensor::empty(DType::F32, {outputSequence ? rs.steps : 0, rs.batch, hsz});
+  Tensor finalH = Tensor::empty(DType::F32, {rs.batch, hsz});
+  std::vector<float> h(h0, h0 + rs.batch * hsz), xg(static_cast<size_t>(rs.batch * g)),
+      hg(xg.size()), rh(h.size()), ro(h.size());
+  // out (rows x n) = init (a row of n, or zeros) + a (rows x k) . m^T (m: n x k).
+  auto affine = [&](const float *a, int64_t k, const float *m, int64_t n, const float *init,
+                    float *out) {
+    for (int64_t b = 0; b < rs.batch; ++b)
+      for (int64_t j = 0; j < n; ++j)
+        out[b * n + j] = init ? init[j] : 0.0f;
+    if (rs.batch > 0 && n > 0 && k > 0)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, toInt(ctx, rs.batch), toInt(ctx, n),
+                  toInt(ctx, k), 1.0f, a, toInt(ctx, k), m, toInt(ctx, k), 1.0f, out,
+                  toInt(ctx, n));
+  };
+  for (int64_t k = 0; k < rs.steps; ++k) {
+    int64_t t = w.reverse ? rs.steps - 1 - k : k;
+    affine(x + t * rs.batch * rs.input, rs.input, w.wih, g, inputBias, xg.data());
+    affine(h.data(), hsz, w.whh, g, w.bias, hg.data());
+    for (int64_t b = 0; b < rs.batch; ++b) {
+      float *xr = xg.data() + b * g, *xo = xr + hsz, *xz = xo + hsz;
+      const float *hr = hg.data() + b * g, *ho = hr + hsz, *hz = ho + hsz;
+      for (int64_t j = 0; j < hsz; ++j) {
+        xr[j] += hr[j];
+        xz[j] += hz[j];
+      }
+      apply(recurrentAct, xr, hsz);
+      apply(recurrentAct, xz, hsz);
+      for (int64_t j = 0; j < hsz; ++j) {
+        if (resetAfter)
+          xo[j] += xr[j] * ho[j];
+        else
+          rh[b * hsz + j] = xr[j] * h[b * hsz + j];
+      }
+    }
+    if (!resetAfter) { // the output gate's recurrent side: R_o . (r * h) + b_o
+      affine(rh.data(), hsz, w.whh + hsz * hsz, hsz, w.bias ? w.bias + hsz : nullptr, ro.data());
+      for (int64_t b = 0; b < rs.batch; ++b)
+        for (int64_t j = 0; j < hsz; ++j)
+          xg[b * g + hsz + j] += ro[b * hsz + j];
+    }
+    for (int64_t b = 0; b < rs.batch; ++b) {
+      float *xo = xg.data() + b * g + hsz, *z = xo + hsz, *hb = h.data() + b * hsz;
+      apply(act, xo, hsz);
+      for (int64_t j = 0; j < hsz; ++j)
+        hb[j] = (1.0f - z[j]) * xo[j] + z[j] * hb[j];
+    }
     if (outputSequence && !h.empty())
       std::memcpy(seq.mutableData<float>() + k * rs.batch * hsz, h.data(),
                   h.size() * sizeof(float));
