@@ -83,6 +83,13 @@ struct RecurrentShape {
   int64_t steps = 0, batch = 0, input = 0, hidden = 0, directions = 1, gates = 1;
 };
 
+/// The values of `t` (parameter `p`), which must be floating point.
+const float *floatsOf(KernelContext &ctx, const Tensor &t, std::string_view p) {
+  if (t.dtype() != DType::F32)
+    ctx.fail(std::string(p) + " must be fp16 or fp32, found " + std::string(dtypeName(t.dtype())));
+  return t.data<float>();
+}
+
 int toInt(KernelContext &ctx, int64_t v) {
   if (v > INT_MAX)
     ctx.fail("dimension " + std::to_string(v) + " is too large for the interpreter");
@@ -99,7 +106,7 @@ DirectionWeights weightsOf(KernelContext &ctx, const RecurrentShape &rs, const s
     const Tensor &t = ctx.in(p);
     if (t.rank() != 2 || t.dim(0) != g || t.dim(1) != cols)
       ctx.fail(p + " must have shape (" + std::to_string(g) + ", " + std::to_string(cols) + ")");
-    return t.data<float>();
+    return floatsOf(ctx, t, p);
   };
   auto vector = [&](const std::string &p, int64_t n) -> const float * {
     if (!ctx.has(p))
@@ -108,7 +115,7 @@ DirectionWeights weightsOf(KernelContext &ctx, const RecurrentShape &rs, const s
     if (t.numElements() != n)
       ctx.fail(p + " must have " + std::to_string(n) + " values, found " +
                std::to_string(t.numElements()));
-    return t.data<float>();
+    return floatsOf(ctx, t, p);
   };
   w.wih = matrix("weight_ih" + suffix, rs.input);
   w.whh = matrix("weight_hh" + suffix, rs.hidden);
@@ -141,7 +148,7 @@ const float *stateArg(KernelContext &ctx, std::string_view p, const RecurrentSha
   if (t.rank() != 2 || t.dim(0) != rs.batch || t.dim(1) != rs.directions * rs.hidden)
     ctx.fail(std::string(p) + " must have shape (" + std::to_string(rs.batch) + ", " +
              std::to_string(rs.directions * rs.hidden) + ")");
-  return t.data<float>();
+  return floatsOf(ctx, t, p);
 }
 
 /// gates (batch, G*H) = bias + x_t . weight_ih^T + h . weight_hh^T.
@@ -204,7 +211,7 @@ void lstmOp(KernelContext &ctx) {
   bool outputSequence = ctx.boolArg("output_sequence");
   const float *h0 = stateArg(ctx, "initial_h", rs);
   const float *c0 = stateArg(ctx, "initial_c", rs);
-  const float *x = ctx.in("x").data<float>();
+  const float *x = floatsOf(ctx, ctx.in("x"), "x");
 
   Tensor seq = Tensor::empty(DType::F32, {outputSequence ? rs.steps : 0, rs.batch, dh});
   Tensor finalH = Tensor::empty(DType::F32, {rs.batch, dh});
@@ -275,7 +282,7 @@ void rnnOp(KernelContext &ctx) {
   Act act = activationArg(ctx, "activation");
   bool outputSequence = ctx.boolArg("output_sequence");
   const float *h0 = stateArg(ctx, "initial_h", rs);
-  const float *x = ctx.in("x").data<float>();
+  const float *x = floatsOf(ctx, ctx.in("x"), "x");
 
   Tensor seq = Tensor::empty(DType::F32, {outputSequence ? rs.steps : 0, rs.batch, hsz});
   Tensor finalH = Tensor::empty(DType::F32, {rs.batch, hsz});
@@ -310,7 +317,7 @@ void gruOp(KernelContext &ctx) {
     if (t.numElements() != g)
       ctx.fail("input_bias must have " + std::to_string(g) + " values, found " +
                std::to_string(t.numElements()));
-    inputBias = t.data<float>();
+    inputBias = floatsOf(ctx, t, "input_bias");
   }
   // reset_after (iOS18): the reset gate scales the output gate's recurrent
   // product, its bias included (torch.nn.GRU's form); else it scales h first.
@@ -319,7 +326,7 @@ void gruOp(KernelContext &ctx) {
   Act act = activationArg(ctx, "activation");
   bool outputSequence = ctx.boolArg("output_sequence");
   const float *h0 = stateArg(ctx, "initial_h", rs);
-  const float *x = ctx.in("x").data<float>();
+  const float *x = floatsOf(ctx, ctx.in("x"), "x");
 
   Tensor seq = Tensor::empty(DType::F32, {outputSequence ? rs.steps : 0, rs.batch, hsz});
   Tensor finalH = Tensor::empty(DType::F32, {rs.batch, hsz});
