@@ -89,11 +89,13 @@ ModelRun::ModelRun(const Model &model, ModelRunOptions options)
   steps_ = options_.steps ? options_.steps : std::max<int64_t>(perStep, 1);
   stepped_ = steps_ > 1 || perStep > 0;
 
-  // A model fixed by state-to-io carries its state map: the host feeds each
-  // moved state's output back into its input, starting from zeros. Do that
-  // for inputs the caller does not give, so a run steps it like a host.
+  // A model fixed by state-to-io carries its state map, an ExecuTorch
+  // delegate its write-back: the host feeds each output back into its input,
+  // starting from zeros. Do that for inputs the caller does not give, so a
+  // run steps it like a host; a single step starts from zeros too (the first
+  // call of a decoder with empty caches).
   CarryMap carries;
-  for (Carry &c : stepped_ || steps_ > 1 ? hostCarries(model, *fn_) : CarryMap{})
+  for (Carry &c : hostCarries(model, *fn_))
     if (!options_.inputs.gives(c.input, 0))
       carries.push_back(std::move(c));
 
