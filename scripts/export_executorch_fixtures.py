@@ -31,7 +31,8 @@ Two families of exports, both with random weights:
    configuration on LFM2's first three layers with one key changed
    (lfm2_remedy_ios17.pte: backend.coreml.ios 17; lfm2_remedy_c4w.pte:
    backend.coreml.quantize c4w; lfm2_remedy_keys_off.pte: enable_state and
-   preserve_sdpa False, to show export_llm does not read them).
+   preserve_sdpa False, to show export_llm does not read them;
+   lfm2_remedy_cpu_only.pte: compute_units cpu_only, export_llm's default).
 
 2. Direct `to_edge_transform_and_lower` exports of a 4-layer LFM2 and a
    static-cache Llama (`--set direct`):
@@ -192,6 +193,8 @@ REMEDY_VARIANTS = {
     "lfm2_remedy_c4w": {"backend": {"coreml": {"quantize": "c4w"}}},
     "lfm2_remedy_keys_off": {"backend": {"coreml": {"enable_state": False,
                                                     "preserve_sdpa": False}}},
+    # export_llm's default compute units (LlmConfig: cpu_only), written out.
+    "lfm2_remedy_cpu_only": {"backend": {"coreml": {"compute_units": "cpu_only"}}},
 }
 REMEDY_LAYERS = 3
 
@@ -478,7 +481,9 @@ def main():
     manifest["_versions"] = {"torch": torch.__version__, "executorch": et_version.__version__,
                              "coremltools": coremltools.__version__}
     argv = ["python", "scripts/export_executorch_fixtures.py"] + sys.argv[1:]
-    manifest.setdefault("_commands", {})[opts.set] = " ".join(shlex.quote(a) for a in argv)
+    # A run with --only made some files of the set: its command is kept apart.
+    key = opts.set + "".join(" --only " + o for o in opts.only)
+    manifest.setdefault("_commands", {})[key] = " ".join(shlex.quote(a) for a in argv)
     with open(manifest_path + ".tmp", "w") as f:
         json.dump(manifest, f, indent=2, sort_keys=True)
         f.write("\n")

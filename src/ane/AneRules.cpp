@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -1316,6 +1317,29 @@ static void checkPackageSize(RuleContext &ctx, const Operation *) {
     ctx.report(nullptr, "model weights are " + storedSize(w) +
                             " > ~1.4 GB, past the observed single-package ANE budget")
         .wholeFunction = true;
+}
+
+// ANE-PROG-003: a .pte delegate carries the compute units ExecuTorch's Core ML
+// backend loads it with; without the Neural Engine no op of it goes there.
+static void checkDelegateComputeUnits(RuleContext &ctx, const Operation *) {
+  const Model *model = ctx.facts.model;
+  if (!model)
+    return;
+  auto it = model->compileSpecs.find("compute_units");
+  if (it == model->compileSpecs.end())
+    return;
+  std::string cu = it->second;
+  std::transform(cu.begin(), cu.end(), cu.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (cu != "cpu_only" && cu != "cpu_and_gpu" && cu != "cpu" && cu != "gpu")
+    return;
+  size_t ops = 0;
+  for (const auto &op : ctx.facts.function->body->ops)
+    ops += !isConstLike(*op);
+  ctx.report(nullptr, "the delegate's compile spec says compute_units=" + it->second +
+                          ": ExecuTorch loads it so, and Core ML runs none of its " +
+                          std::to_string(ops) + " ops on the Neural Engine")
+      .wholeFunction = true;
 }
 
 // ANE-PLACE-001: runs after placement; each ANE <-> CPU/GPU switch costs a

@@ -164,6 +164,7 @@ EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegat
   em.compileSpecs = d.compileSpecs;
   em.model = parseModelProto(modelFile->data, label + ": " + modelPath, open);
   em.model->sourcePath = where;
+  em.model->compileSpecs = d.compileSpecs;
   em.model->origin = "method " + d.method + ", delegate " + std::to_string(d.indexInMethod) + " (" +
                      d.backendId + ")" +
                      (d.functionName.empty() ? "" : ", function " + d.functionName);

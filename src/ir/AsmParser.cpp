@@ -1271,6 +1271,8 @@ public:
         model.isUpdatable = boolean(value, key);
       else if (key == "description")
         description(value, model.description);
+      else if (key == "executorchCompileSpecs")
+        compileSpecs(value, model.compileSpecs);
       else
         fail("unknown header key '" + key + "'");
     }
@@ -1281,6 +1283,17 @@ private:
 
   [[noreturn]] void fail(const std::string &message) const {
     throw InputError(place + ": " + message);
+  }
+
+  /// The compile specs of an ExecuTorch delegate: an object of strings.
+  void compileSpecs(const json &v, std::map<std::string, std::string> &out) const {
+    if (!v.is_object())
+      fail("expected an object of strings for 'executorchCompileSpecs', found " + v.dump());
+    for (auto &[k, s] : v.items()) {
+      if (!s.is_string())
+        fail("expected a string for 'executorchCompileSpecs." + k + "', found " + s.dump());
+      out[k] = s.get<std::string>();
+    }
   }
 
   int64_t integer(const json &v, const std::string &key, int64_t lo, int64_t hi) const {

@@ -698,6 +698,8 @@ void printModel(const Model &model, std::ostream &os) {
   if (model.isUpdatable)
     header["isUpdatable"] = true;
   header["description"] = descriptionJson(model.description);
+  if (!model.compileSpecs.empty())
+    header["executorchCompileSpecs"] = model.compileSpecs;
   // Invalid UTF-8 in a name must not abort printing; it is replaced instead.
   os << "// anefit model: " << header.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
   if (model.program)

@@ -122,6 +122,9 @@ public:
   /// ExecuTorch debug handles by op output name, for models read from a .pte
   /// (they link an op back to the PyTorch node it was lowered from).
   std::map<std::string, std::vector<int64_t>> debugHandles;
+  /// For models read from a .pte: the delegate's compile specs as ExecuTorch
+  /// stores them ("compute_units" -> "cpu_only", "min_deployment_target" -> "9").
+  std::map<std::string, std::string> compileSpecs;
   /// For models read from a .pte: what ExecuTorch writes back between calls.
   std::vector<HostWriteBack> hostWriteBacks;
   /// Set when the program around the model has a form whose write-back anefit

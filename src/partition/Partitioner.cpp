@@ -278,7 +278,14 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
     plan.functions.push_back(planFunction(*fn, fr, options));
     for (const Region &region : plan.functions.back().regions)
       for (const PlacedOp &p : region.ops) {
-        if (region.target != Target::Cpu || p.absorbed || p.rules.empty())
+        // Program-wide rules (ANE-PROG-*: weight budgets, the delegate's
+        // compute units) put every op off the ANE; keeping ops out of the
+        // delegate changes none of them.
+        std::vector<std::string> rules;
+        for (const std::string &r : p.rules)
+          if (!r.starts_with("ANE-PROG-"))
+            rules.push_back(r);
+        if (region.target != Target::Cpu || p.absorbed || rules.empty())
           continue;
         std::string aten = atenOpOf(p.op->name);
         if (aten.empty()) {
@@ -288,7 +295,7 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
         SkipOp &s = skips[aten];
         s.atenOp = aten;
         s.milOps.push_back(p.op->name);
-        for (const std::string &r : p.rules)
+        for (const std::string &r : rules)
           if (std::find(s.rules.begin(), s.rules.end(), r) == s.rules.end())
             s.rules.push_back(r);
       }

@@ -252,7 +252,8 @@ def rule_counts(anefit, name):
 def test_remedy_evidence_exports(anefit):
     """The evidence rows of src/ane/Remedies.def: export_llm on LFM2's first
     three layers (conv, conv, attention) with one key changed."""
-    assert REMEDY_EVIDENCE == ["lfm2_remedy_c4w", "lfm2_remedy_ios17", "lfm2_remedy_keys_off"]
+    assert REMEDY_EVIDENCE == ["lfm2_remedy_c4w", "lfm2_remedy_cpu_only", "lfm2_remedy_ios17",
+                               "lfm2_remedy_keys_off"]
     for name in REMEDY_EVIDENCE:
         assert MANIFEST[name]["params_json"]["layer_types"] == ["conv", "conv", "full_attention"]
     # ios 17: attention decomposed, the cache writes become scatters; no slice_update left.
@@ -271,3 +272,9 @@ def test_remedy_evidence_exports(anefit):
     rules = rule_counts(anefit, "lfm2_remedy_c4w")
     assert op_counts(anefit, "lfm2_remedy_c4w")["constexpr_blockwise_shift_scale"] > 0
     assert "ANE-QUANT-001" not in rules
+    # compute_units cpu_only (export_llm's default): the delegate carries it, so
+    # Core ML never uses the Neural Engine; the other variants say cpu_and_ne.
+    delegate = show_json(anefit, pte("lfm2_remedy_cpu_only"))["delegates"][0]
+    assert delegate["compileSpecs"]["compute_units"] == "cpu_only"
+    assert rule_counts(anefit, "lfm2_remedy_cpu_only")["ANE-PROG-003"] == 1
+    assert "ANE-PROG-003" not in rule_counts(anefit, "lfm2_remedy_ios17")
