@@ -3,6 +3,7 @@
 
 #include "support/Error.h"
 
+#include <cmath>
 #include <cstring>
 
 namespace anefit {
@@ -152,7 +153,17 @@ int64_t Constant::elementAsInt(uint64_t i) const {
   DType t = type.dtype();
   if (t == DType::I64 && kind == Kind::Tensor && (i + 1) * 8 <= bytes.size())
     return load<int64_t>(&bytes[i * 8]);
-  return static_cast<int64_t>(elementAsDouble(i));
+  // A float read as an integer truncates, and saturates as the runtime's
+  // casts do: NaN is 0, a value beyond int64 its nearest bound (a shape
+  // written [3, -inf] then fails the shape's own checks).
+  double v = elementAsDouble(i);
+  if (std::isnan(v))
+    return 0;
+  if (v >= 9.2e18)
+    return INT64_MAX;
+  if (v <= -9.2e18)
+    return INT64_MIN;
+  return static_cast<int64_t>(v);
 }
 
 std::vector<int64_t> Constant::asInts() const {

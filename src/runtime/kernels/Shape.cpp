@@ -899,6 +899,14 @@ void resampleNearest(const Tensor &x, Tensor &out, const std::vector<int64_t> &r
 
 } // namespace
 
+/// floor(size * scale), refused where it is no size (a scale of 1e30).
+int64_t scaledSize(KernelContext &ctx, int64_t size, float scale) {
+  double out = std::floor(double(size) * double(scale));
+  if (!(out < double(int64_t(1) << 40)))
+    ctx.fail("scale factor " + std::to_string(scale) + " gives an output size too large");
+  return static_cast<int64_t>(out);
+}
+
 void upsampleNearestOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
   if (x.rank() < 3)
@@ -907,8 +915,7 @@ void upsampleNearestOp(KernelContext &ctx) {
   if (!(sh > 0) || !(sw > 0))
     ctx.fail("scale factors must be positive");
   int64_t r = x.rank(), inH = x.dim(r - 2), inW = x.dim(r - 1);
-  int64_t outH = static_cast<int64_t>(std::floor(inH * sh)),
-          outW = static_cast<int64_t>(std::floor(inW * sw));
+  int64_t outH = scaledSize(ctx, inH, sh), outW = scaledSize(ctx, inW, sw);
   Shape shape = x.shape();
   shape[r - 2] = outH, shape[r - 1] = outW;
   Tensor out = Tensor::zeros(x.dtype(), shape);
@@ -931,8 +938,7 @@ void upsampleBilinearOp(KernelContext &ctx) {
   if (!(sh > 0) || !(sw > 0))
     ctx.fail("scale factors must be positive");
   int64_t r = x.rank(), inH = x.dim(r - 2), inW = x.dim(r - 1);
-  int64_t outH = static_cast<int64_t>(std::floor(inH * sh)),
-          outW = static_cast<int64_t>(std::floor(inW * sw));
+  int64_t outH = scaledSize(ctx, inH, sh), outW = scaledSize(ctx, inW, sw);
   // Source coordinate of output pixel o along one axis.
   auto src = [&](int64_t o, int64_t in, int64_t out, float scale) {
     double c;
