@@ -10,6 +10,9 @@ fp16, the KV caches are written in-graph by `slice_update` at the runtime positi
 repeated per query head by `expand_dims` + `tile` + `reshape` and read by
 `scaled_dot_product_attention` with a boolean mask gathered from a table; the new
 buffers leave as fp16 outputs. Every linear carries the zero bias coremltools adds.
+A state map in the model's header pairs each new buffer with its input, so a step
+is timed as the export's host runs it: the outputs written back into the buffers
+(ExecuTorch's copy_), the KV caches updated in place.
 
 Three weight forms of the same random (seeded) weights, all written as MIL text
 plus a weight.bin blob file (only numpy is needed to build them):
@@ -408,7 +411,17 @@ def build(workdir, ws, form, layers, context):
     outputs.append(logits[1:])
     wf.close()
     args = [f"%{n}: {Emitter.ty(s, t)}" for n, s, t in inputs]
-    text = "main[CoreML8](" + ",\n              ".join(args) + ") {\n  block0() {\n"
+    # A host steps the export with its buffers written back: each new conv
+    # state and KV cache goes into its input for the next step (ExecuTorch's
+    # copy_ of the delegate's outputs). The model says so with a state map,
+    # which anefit-bench and `anefit run` carry like the .pte's write-back.
+    states = [{"state": n, "input": n, "output": n + "_out", "shape": s, "dtype": "fp32"}
+              for n, s, t in inputs if n.endswith(("_cache", "_state"))]
+    statemap = json.dumps({"schema": "anefit.statemap/1", "states": states},
+                          separators=(",", ":"))
+    header = {"description": {"metadata": {"userDefined": {"com.anefit.statemap": statemap}}}}
+    text = "// anefit model: " + json.dumps(header, separators=(",", ":")) + "\n"
+    text += "main[CoreML8](" + ",\n              ".join(args) + ") {\n  block0() {\n"
     text += "\n".join(e.lines) + "\n  } -> (" + ", ".join("%" + o for o in outputs) + ")\n}\n"
     with open(os.path.join(workdir, "model.mil"), "w") as f:
         f.write(text)
