@@ -3,8 +3,9 @@
 
 The model is the one bench/run_lfm2_350m.py builds (16 layers at D = 1024, fp16
 weights, the export_llm shape: conv and KV buffers as inputs and outputs). Both sides run the same steps
-on the same inputs, each in a child process of its own, one thread unless
-BENCH_THREADS says otherwise:
+on the same inputs, each in a child process of its own, on one thread unless
+BENCH_THREADS says otherwise (`anefit run --threads`, `Session(threads=)`; 0 is
+every core):
 
   * `anefit run MODEL --inputs steps.npz`: per-step time from the difference of
     a (1 + N)-step and a 1-step run, so loading is not counted (as
@@ -49,11 +50,12 @@ import json, os, resource, sys, time
 import numpy as np
 import anefit
 model_path, steps_npz, steps, out, name = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+threads = int(sys.argv[6])
 with np.load(steps_npz) as z:
     feeds = [{k.split("/", 1)[1]: z[k] for k in z.files if k.startswith(f"step{s}/")}
              for s in range(steps + 1)]
 t0 = time.perf_counter()
-session = anefit.Session(model_path)
+session = anefit.Session(model_path, threads=threads)
 loaded = time.perf_counter() - t0
 session.run(feeds[0])  # warm-up: the first step touches every weight page
 times, cpu = [], []
@@ -75,7 +77,8 @@ def python_side(args, model, npz, out, name):
     if args.pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [args.pythonpath,
                                                           env.get("PYTHONPATH")]))
-    proc = subprocess.run([args.python, "-c", PYTHON_SIDE, model, npz, str(args.steps), out, name],
+    proc = subprocess.run([args.python, "-c", PYTHON_SIDE, model, npz, str(args.steps), out, name,
+                           _THREADS],
                           capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         sys.exit(f"the Python side failed:\n{proc.stderr}")
@@ -102,8 +105,9 @@ def cli_side(args, model, workdir, npz):
     with np.load(npz) as z:
         np.savez(one, **{k: z[k] for k in z.files if k.startswith("step0/")})
     out = os.path.join(workdir, "cli_out.npz")
-    t1, c1, _ = measure([args.anefit, "run", model, "--inputs", one])
-    tn, cn, rss = measure([args.anefit, "run", model, "--inputs", npz])
+    threads = ["--threads", _THREADS]
+    t1, c1, _ = measure([args.anefit, "run", model, "--inputs", one] + threads)
+    tn, cn, rss = measure([args.anefit, "run", model, "--inputs", npz] + threads)
     # The outputs, for the comparison, from a run of its own: writing every
     # step's buffers to an archive is not part of a step.
     measure([args.anefit, "run", model, "--inputs", npz, "-o", out, "--force"])
