@@ -3,7 +3,6 @@
 
 #include "support/Error.h"
 
-#include <cmath>
 #include <cstring>
 
 namespace anefit {
@@ -153,17 +152,9 @@ int64_t Constant::elementAsInt(uint64_t i) const {
   DType t = type.dtype();
   if (t == DType::I64 && kind == Kind::Tensor && (i + 1) * 8 <= bytes.size())
     return load<int64_t>(&bytes[i * 8]);
-  // A float read as an integer truncates, and saturates as the runtime's
-  // casts do: NaN is 0, a value beyond int64 its nearest bound (a shape
+  // A float read as an integer converts as the runtime's casts do (a shape
   // written [3, -inf] then fails the shape's own checks).
-  double v = elementAsDouble(i);
-  if (std::isnan(v))
-    return 0;
-  if (v >= 9.2e18)
-    return INT64_MAX;
-  if (v <= -9.2e18)
-    return INT64_MIN;
-  return static_cast<int64_t>(v);
+  return truncToInt64(elementAsDouble(i));
 }
 
 std::vector<int64_t> Constant::asInts() const {

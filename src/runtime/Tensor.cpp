@@ -90,18 +90,6 @@ private:
   size_t pooled_ = 0;
 };
 
-/// float -> int64 truncating toward zero; NaN gives 0 and out-of-range values
-/// saturate, instead of the undefined behaviour of a plain cast.
-int64_t truncToInt(float f) {
-  if (std::isnan(f))
-    return 0;
-  if (f >= 9.2e18f)
-    return INT64_MAX;
-  if (f <= -9.2e18f)
-    return INT64_MIN;
-  return static_cast<int64_t>(std::trunc(f));
-}
-
 } // namespace
 
 int64_t numElementsOf(const Shape &shape) {
@@ -435,7 +423,7 @@ int64_t Tensor::intAt(int64_t i) const {
   case DType::String:
     throw InputError("a string tensor has no numeric value");
   default:
-    return truncToInt(floatAt(i));
+    return truncToInt64(floatAt(i));
   }
 }
 
@@ -533,7 +521,7 @@ Tensor Tensor::convertTo(DType to) const {
     default: {
       if (!isInteger(to) || isSubByte(to))
         throw InputError(std::string("cannot convert to ") + std::string(dtypeName(to)));
-      int64_t v = fromFloat ? truncToInt(floatAt(i)) : intAt(i);
+      int64_t v = fromFloat ? truncToInt64(floatAt(i)) : intAt(i);
       int bytes = dtypeBits(to) / 8;
       // Little-endian truncation to the target width (two's complement wrap).
       std::memcpy(p + i * bytes, &v, static_cast<size_t>(bytes));

@@ -2,6 +2,8 @@
 #include "support/DType.h"
 
 #include <array>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 namespace anefit {
@@ -127,6 +129,16 @@ uint16_t floatToHalf(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (half & 1u)))
     ++half;
   return static_cast<uint16_t>(sign | half);
+}
+
+int64_t truncToInt64(double v) {
+  if (std::isnan(v))
+    return 0;
+  if (v >= 9.2e18)
+    return INT64_MAX;
+  if (v <= -9.2e18)
+    return INT64_MIN;
+  return static_cast<int64_t>(v);
 }
 
 float bf16ToFloat(uint16_t h) {

@@ -63,4 +63,9 @@ uint16_t floatToHalf(float f);
 float bf16ToFloat(uint16_t h);
 uint16_t floatToBf16(float f);
 
+/// A float as an integer the way a cast to int64 does it here: truncated
+/// toward zero and saturated (NaN is 0, a value beyond int64 its nearest
+/// bound), never the undefined conversion.
+int64_t truncToInt64(double v);
+
 } // namespace anefit
