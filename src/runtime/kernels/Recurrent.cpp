@@ -152,24 +152,31 @@ const float *stateArg(KernelContext &ctx, std::string_view p, const RecurrentSha
 }
 
 /// gates (batch, G*H) = bias + x_t . weight_ih^T + h . weight_hh^T.
+/// out (rows x n) += a (rows x k) . m^T, for m (n x k), all row-major.
+void addProduct(KernelContext &ctx, int64_t rows, const float *a, int64_t k, const float *m,
+                int64_t n, float *out) {
+  if (rows > 0 && n > 0 && k > 0)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, toInt(ctx, rows), toInt(ctx, n),
+                toInt(ctx, k), 1.0f, a, toInt(ctx, k), m, toInt(ctx, k), 1.0f, out, toInt(ctx, n));
+}
+
+/// out (rows x n) = init (one row of n, or zeros) + a (rows x k) . m^T.
+void affine(KernelContext &ctx, int64_t rows, const float *a, int64_t k, const float *m, int64_t n,
+            const float *init, float *out) {
+  for (int64_t b = 0; b < rows; ++b) {
+    if (init)
+      std::memcpy(out + b * n, init, static_cast<size_t>(n) * sizeof(float));
+    else
+      std::fill(out + b * n, out + (b + 1) * n, 0.0f);
+  }
+  addProduct(ctx, rows, a, k, m, n, out);
+}
+
 void project(KernelContext &ctx, const RecurrentShape &rs, const DirectionWeights &w,
              const float *xt, const float *h, float *gates) {
   int64_t g = rs.gates * rs.hidden;
-  for (int64_t b = 0; b < rs.batch; ++b) {
-    if (w.bias)
-      std::memcpy(gates + b * g, w.bias, static_cast<size_t>(g) * sizeof(float));
-    else
-      std::fill(gates + b * g, gates + (b + 1) * g, 0.0f);
-  }
-  if (rs.batch == 0 || g == 0)
-    return;
-  int m = toInt(ctx, rs.batch), n = toInt(ctx, g);
-  if (rs.input > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, toInt(ctx, rs.input), 1.0f, xt,
-                toInt(ctx, rs.input), w.wih, toInt(ctx, rs.input), 1.0f, gates, n);
-  if (rs.hidden > 0)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, toInt(ctx, rs.hidden), 1.0f, h,
-                toInt(ctx, rs.hidden), w.whh, toInt(ctx, rs.hidden), 1.0f, gates, n);
+  affine(ctx, rs.batch, xt, rs.input, w.wih, g, w.bias, gates);
+  addProduct(ctx, rs.batch, h, rs.hidden, w.whh, g, gates);
 }
 
 /// Writes output 0 ((s or 1, batch, DIRECTIONS*H): every step's hidden state,
@@ -184,6 +191,38 @@ void setSequenceOutput(KernelContext &ctx, const RecurrentShape &rs, bool output
   if (finalH.numElements() > 0)
     std::memcpy(last.mutableData<float>(), finalH.data<float>(), finalH.numBytes());
   ctx.setOutput(0, std::move(last));
+}
+
+/// "forward" or "reverse" (true) from the direction of a one-direction layer.
+bool reverseArg(KernelContext &ctx) {
+  std::string direction = ctx.strArg("direction");
+  if (direction != "forward" && direction != "reverse")
+    ctx.fail("direction '" + direction + "' is not one of forward, reverse");
+  return direction == "reverse";
+}
+
+/// Room for every step's hidden state of a one-direction layer, or none.
+Tensor sequenceOf(const RecurrentShape &rs, bool outputSequence) {
+  return Tensor::empty(DType::F32, {outputSequence ? rs.steps : 0, rs.batch, rs.hidden});
+}
+
+/// Keeps step k's hidden state `h` in `seq` when it holds every step.
+void keepStep(Tensor &seq, int64_t k, const std::vector<float> &h) {
+  if (seq.numElements() > 0 && !h.empty())
+    std::memcpy(seq.mutableData<float>() + k * static_cast<int64_t>(h.size()), h.data(),
+                h.size() * sizeof(float));
+}
+
+/// Outputs of a one-direction layer: the sequence or the last state, then the
+/// last state `h`.
+void setOneDirectionOutputs(KernelContext &ctx, const RecurrentShape &rs, bool outputSequence,
+                            Tensor seq, const std::vector<float> &h) {
+  Tensor finalH = Tensor::empty(DType::F32, {rs.batch, rs.hidden});
+  if (!h.empty())
+    std::memcpy(finalH.mutableData<float>(), h.data(), h.size() * sizeof(float));
+  setSequenceOutput(ctx, rs, outputSequence, std::move(seq), finalH);
+  if (ctx.numOutputs() > 1)
+    ctx.setOutput(1, std::move(finalH));
 }
 
 } // namespace
@@ -272,45 +311,33 @@ void lstmOp(KernelContext &ctx) {
 }
 
 void rnnOp(KernelContext &ctx) {
-  std::string direction = ctx.strArg("direction");
-  if (direction != "forward" && direction != "reverse")
-    ctx.fail("direction '" + direction + "' is not one of forward, reverse");
+  bool reverse = reverseArg(ctx);
   RecurrentShape rs = shapeOf(ctx, 1, 1);
-  int64_t hsz = rs.hidden;
   DirectionWeights w = weightsOf(ctx, rs, "", false);
-  w.reverse = direction == "reverse";
+  w.reverse = reverse;
   Act act = activationArg(ctx, "activation");
   bool outputSequence = ctx.boolArg("output_sequence");
   const float *h0 = stateArg(ctx, "initial_h", rs);
   const float *x = floatsOf(ctx, ctx.in("x"), "x");
 
-  Tensor seq = Tensor::empty(DType::F32, {outputSequence ? rs.steps : 0, rs.batch, hsz});
-  Tensor finalH = Tensor::empty(DType::F32, {rs.batch, hsz});
-  std::vector<float> h(h0, h0 + rs.batch * hsz), next(h.size());
+  Tensor seq = sequenceOf(rs, outputSequence);
+  std::vector<float> h(h0, h0 + rs.batch * rs.hidden), next(h.size());
   for (int64_t k = 0; k < rs.steps; ++k) {
     int64_t t = w.reverse ? rs.steps - 1 - k : k;
     project(ctx, rs, w, x + t * rs.batch * rs.input, h.data(), next.data());
     apply(act, next.data(), static_cast<int64_t>(next.size()));
     h.swap(next);
-    if (outputSequence && !h.empty())
-      std::memcpy(seq.mutableData<float>() + k * rs.batch * hsz, h.data(),
-                  h.size() * sizeof(float));
+    keepStep(seq, k, h);
   }
-  if (!h.empty())
-    std::memcpy(finalH.mutableData<float>(), h.data(), h.size() * sizeof(float));
-  setSequenceOutput(ctx, rs, outputSequence, std::move(seq), finalH);
-  if (ctx.numOutputs() > 1)
-    ctx.setOutput(1, std::move(finalH));
+  setOneDirectionOutputs(ctx, rs, outputSequence, std::move(seq), h);
 }
 
 void gruOp(KernelContext &ctx) {
-  std::string direction = ctx.strArg("direction");
-  if (direction != "forward" && direction != "reverse")
-    ctx.fail("direction '" + direction + "' is not one of forward, reverse");
+  bool reverse = reverseArg(ctx);
   RecurrentShape rs = shapeOf(ctx, 3, 1);
   int64_t hsz = rs.hidden, g = 3 * hsz;
   DirectionWeights w = weightsOf(ctx, rs, "", false);
-  w.reverse = direction == "reverse";
+  w.reverse = reverse;
   const float *inputBias = nullptr;
   if (ctx.has("input_bias")) {
     const Tensor &t = ctx.in("input_bias");
@@ -328,25 +355,13 @@ void gruOp(KernelContext &ctx) {
   const float *h0 = stateArg(ctx, "initial_h", rs);
   const float *x = floatsOf(ctx, ctx.in("x"), "x");
 
-  Tensor seq = Tensor::empty(DType::F32, {outputSequence ? rs.steps : 0, rs.batch, hsz});
-  Tensor finalH = Tensor::empty(DType::F32, {rs.batch, hsz});
+  Tensor seq = sequenceOf(rs, outputSequence);
   std::vector<float> h(h0, h0 + rs.batch * hsz), xg(static_cast<size_t>(rs.batch * g)),
       hg(xg.size()), rh(h.size()), ro(h.size());
-  // out (rows x n) = init (a row of n, or zeros) + a (rows x k) . m^T (m: n x k).
-  auto affine = [&](const float *a, int64_t k, const float *m, int64_t n, const float *init,
-                    float *out) {
-    for (int64_t b = 0; b < rs.batch; ++b)
-      for (int64_t j = 0; j < n; ++j)
-        out[b * n + j] = init ? init[j] : 0.0f;
-    if (rs.batch > 0 && n > 0 && k > 0)
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, toInt(ctx, rs.batch), toInt(ctx, n),
-                  toInt(ctx, k), 1.0f, a, toInt(ctx, k), m, toInt(ctx, k), 1.0f, out,
-                  toInt(ctx, n));
-  };
   for (int64_t k = 0; k < rs.steps; ++k) {
     int64_t t = w.reverse ? rs.steps - 1 - k : k;
-    affine(x + t * rs.batch * rs.input, rs.input, w.wih, g, inputBias, xg.data());
-    affine(h.data(), hsz, w.whh, g, w.bias, hg.data());
+    affine(ctx, rs.batch, x + t * rs.batch * rs.input, rs.input, w.wih, g, inputBias, xg.data());
+    affine(ctx, rs.batch, h.data(), hsz, w.whh, g, w.bias, hg.data());
     for (int64_t b = 0; b < rs.batch; ++b) {
       float *xr = xg.data() + b * g, *xo = xr + hsz, *xz = xo + hsz;
       const float *hr = hg.data() + b * g, *ho = hr + hsz, *hz = ho + hsz;
@@ -364,7 +379,8 @@ void gruOp(KernelContext &ctx) {
       }
     }
     if (!resetAfter) { // the output gate's recurrent side: R_o . (r * h) + b_o
-      affine(rh.data(), hsz, w.whh + hsz * hsz, hsz, w.bias ? w.bias + hsz : nullptr, ro.data());
+      affine(ctx, rs.batch, rh.data(), hsz, w.whh + hsz * hsz, hsz, w.bias ? w.bias + hsz : nullptr,
+             ro.data());
       for (int64_t b = 0; b < rs.batch; ++b)
         for (int64_t j = 0; j < hsz; ++j)
           xg[b * g + hsz + j] += ro[b * hsz + j];
@@ -375,15 +391,9 @@ void gruOp(KernelContext &ctx) {
       for (int64_t j = 0; j < hsz; ++j)
         hb[j] = (1.0f - z[j]) * xo[j] + z[j] * hb[j];
     }
-    if (outputSequence && !h.empty())
-      std::memcpy(seq.mutableData<float>() + k * rs.batch * hsz, h.data(),
-                  h.size() * sizeof(float));
+    keepStep(seq, k, h);
   }
-  if (!h.empty())
-    std::memcpy(finalH.mutableData<float>(), h.data(), h.size() * sizeof(float));
-  setSequenceOutput(ctx, rs, outputSequence, std::move(seq), finalH);
-  if (ctx.numOutputs() > 1)
-    ctx.setOutput(1, std::move(finalH));
+  setOneDirectionOutputs(ctx, rs, outputSequence, std::move(seq), h);
 }
 
 } // namespace anefit::runtime
