@@ -12,6 +12,7 @@
 
 #include "runtime/ModelRun.h"
 #include "runtime/Stepper.h"
+#include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
 #include <nanobind/ndarray.h>
@@ -203,9 +204,7 @@ public:
                        "to run it");
     runtime::RunOptions run;
     run.precision = runtime::parsePrecision(precision);
-    if (threads < 0)
-      throw InputError("threads: expected a count >= 0 (0: every core), found " +
-                       std::to_string(threads));
+    runtime::checkThreadCount(threads, "threads");
     run.threads = threads;
     run.spin = spin;
     run.progress = interruptCheck();

@@ -37,6 +37,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/ThreadPool.h"
 
+#include "support/Error.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -44,6 +46,8 @@
 #include <exception>
 #include <mutex>
 #include <sched.h>
+#include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -147,8 +151,12 @@ public:
       body(0, n);
       return;
     }
-    int helpers = static_cast<int>(std::min<int64_t>(threads - 1, chunks - 1));
-    ensureWorkers(helpers);
+    int wanted = static_cast<int>(std::min<int64_t>(threads - 1, chunks - 1));
+    int helpers = std::min(wanted, ensureWorkers(wanted));
+    if (helpers == 0) {
+      body(0, n);
+      return;
+    }
     uint64_t gen = (gen_.load(std::memory_order_relaxed) + 1) & 0xffffff;
     body_.store(&body, std::memory_order_relaxed);
     n_.store(n, std::memory_order_relaxed);
@@ -188,9 +196,17 @@ public:
 private:
   Pool() = default;
 
-  void ensureWorkers(int count) {
-    while (static_cast<int>(workers_.size()) < count)
-      workers_.emplace_back([this] { loop(); });
+  /// Starts workers until there are `count`; returns how many there are
+  /// (fewer when the system refuses a thread).
+  int ensureWorkers(int count) {
+    while (static_cast<int>(workers_.size()) < count) {
+      try {
+        workers_.emplace_back([this] { loop(); });
+      } catch (const std::system_error &) {
+        break;
+      }
+    }
+    return static_cast<int>(workers_.size());
   }
 
   void loop() {
@@ -325,15 +341,22 @@ thread_local bool tlsSpin = true;
 
 } // namespace
 
+void checkThreadCount(int64_t requested, std::string_view what) {
+  if (requested < 0 || requested > kMaxThreads)
+    throw InputError(std::string(what) + ": expected a count from 0 (every core) to " +
+                     std::to_string(kMaxThreads) + ", found " + std::to_string(requested));
+}
+
 int resolveThreads(int requested) {
   if (requested > 0)
-    return requested;
+    return std::min(requested, kMaxThreads);
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
 #if defined(__linux__)
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof set, &set) == 0)
-    return std::max(1, CPU_COUNT(&set));
+    cores = CPU_COUNT(&set);
 #endif
-  return std::max(1u, std::thread::hardware_concurrency());
+  return std::clamp(cores, 1, kMaxThreads);
 }
 
 ThreadScope::ThreadScope(int threads, bool spin) : previous_(tlsThreads), previousSpin_(tlsSpin) {

@@ -15,11 +15,20 @@
 
 #include <cstdint>
 #include <functional>
+#include <string_view>
 
 namespace anefit::runtime {
 
+/// Most threads a run may use. More than the cores gain nothing, and each
+/// worker holds a stack; this bounds what a mistyped count can cost.
+constexpr int kMaxThreads = 1024;
+
+/// Throws InputError, naming the setting as `what` (`--threads`, `threads`),
+/// unless 0 <= requested <= kMaxThreads.
+void checkThreadCount(int64_t requested, std::string_view what);
+
 /// Number of threads `requested` means: itself when positive, else every
-/// core the process may run on.
+/// core the process may run on; never more than kMaxThreads.
 int resolveThreads(int requested);
 
 /// Runs parallelFor work with up to `threads` threads (the caller and
@@ -63,7 +72,9 @@ PoolCounters poolCounters();
 /// by whichever thread is free, each 1/threads of what is left and at least
 /// `grain` long (only a range ending at n may be shorter); with one
 /// thread, n <= grain, or while the pool runs another caller's job, the calling
-/// thread runs body(0, n) alone. An exception from `body` is rethrown here
+/// thread runs body(0, n) alone. Workers the system will not start (no memory
+/// for a stack, a thread limit) are done without: the job runs on those that
+/// did start. An exception from `body` is rethrown here
 /// after the other ranges finish.
 void parallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &body);
 

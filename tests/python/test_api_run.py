@@ -197,5 +197,7 @@ def test_threads_and_spinning_change_no_bit(anefit_py, anefit, tmp_path):
            tmp_path / "out.npz", check=True)
     cli = load_npz(tmp_path / "out.npz")
     assert np.array_equal(cli[f"step{len(inputs) - 1}/out"], runs[(1, True)][-1])
-    with pytest.raises(anefit_py.InputError, match="threads: expected a count >= 0"):
-        anefit_py.Session(model, threads=-1)
+    for bad in (-1, 1025):
+        with pytest.raises(anefit_py.InputError,
+                           match=f"threads: expected a count from 0 \\(every core\\) to 1024, found {bad}"):
+            anefit_py.Session(model, threads=bad)

@@ -14,6 +14,7 @@
 #include "runtime/ModelRun.h"
 #include "runtime/Npy.h"
 #include "runtime/Profile.h"
+#include "runtime/ThreadPool.h"
 #include "support/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -120,9 +121,7 @@ int runRun(const RunCliOptions &opts) {
   options.steps = opts.steps;
   options.missingInputHint = "give it with --input NAME=FILE.npy, --inputs FILE.npz or --random";
 
-  if (opts.threads < 0)
-    throw InputError("--threads: expected a count >= 0 (0: every core), found " +
-                     std::to_string(opts.threads));
+  runtime::checkThreadCount(opts.threads, "--threads");
   options.run.threads = opts.threads;
   options.run.spin = !opts.noSpin;
   runtime::OpProfile profile;
@@ -232,7 +231,8 @@ void registerRun(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--precision", opts->precision,
                   "fp32 (default) or fp16: round every op's float result to fp16 like the ANE");
   cmd->add_option("--threads", opts->threads,
-                  "Threads the interpreter uses (default 0: every core)");
+                  "Threads the interpreter uses (default 0: every core; at most " +
+                      std::to_string(runtime::kMaxThreads) + ")");
   cmd->add_flag("--no-spin", opts->noSpin,
                 "Idle threads sleep at once between parallel ops instead of polling for up to "
                 "50 us: no CPU time spent waiting, for a wake-up per parallel op (about 20 us "

@@ -4,19 +4,26 @@
 // rethrows a body's exception, runs nested and concurrent calls inline, and
 // models give the same bits on one thread and on several; idle workers stop
 // polling and sleep, at once without spinning or with more threads than
-// cores; with spinning, a worker polls through the short gaps of a run.
+// cores; with spinning, a worker polls through the short gaps of a run. Thread
+// counts are bounded, and a job runs on the workers that started when the
+// system refuses more.
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
 
 #include "runtime/ThreadPool.h"
 
+#include "support/Error.h"
+
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <ctime>
 #include <functional>
 #include <stdexcept>
 #include <thread>
+
+#include <sys/resource.h>
 
 using namespace anefit;
 using namespace anefit::test;
@@ -180,6 +187,73 @@ TEST(ThreadPool, ResultsDoNotDependOnTheThreadCount) {
     for (int64_t i = 0; i < t.numElements(); ++i)
       ASSERT_EQ(t.floatAt(i), ref[0].floatAt(i)) << "threads " << threads << " element " << i;
   }
+}
+
+TEST(ThreadPool, ThreadCountsAreBounded) {
+  EXPECT_EQ(resolveThreads(kMaxThreads + 1), kMaxThreads);
+  EXPECT_EQ(resolveThreads(100000), kMaxThreads);
+  EXPECT_EQ(resolveThreads(3), 3);
+  EXPECT_GE(resolveThreads(0), 1);
+  EXPECT_LE(resolveThreads(0), kMaxThreads);
+  checkThreadCount(0, "--threads");
+  checkThreadCount(kMaxThreads, "--threads");
+  for (int64_t bad : {int64_t(-1), int64_t(kMaxThreads) + 1, int64_t(100000)}) {
+    try {
+      checkThreadCount(bad, "--threads");
+      ADD_FAILURE() << bad << " accepted";
+    } catch (const InputError &e) {
+      EXPECT_NE(std::string(e.what()).find("--threads"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(std::to_string(bad)), std::string::npos) << e.what();
+    }
+  }
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+#define ANEFIT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define ANEFIT_ASAN 1
+#endif
+#endif
+
+/// Sums 0..n-1 with `threads` threads in a child process whose address space
+/// has room for only a few more thread stacks; exits 0 when the sum is right.
+void sumWithLittleAddressSpace(int threads) {
+  // The first scope ends a threaded OpenBLAS's own threads; they would
+  // otherwise try to map their buffers under the limit.
+  { ThreadScope first(1); }
+  long pages = 0;
+  if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%ld", &pages) != 1)
+      pages = 0;
+    std::fclose(f);
+  }
+  if (pages <= 0)
+    std::_Exit(3);
+  // About 3 thread stacks (8 MB each by default) above what is mapped now.
+  rlim_t limit = rlim_t(pages) * 4096 + (24u << 20);
+  rlimit rl{limit, limit};
+  if (setrlimit(RLIMIT_AS, &rl) != 0)
+    std::_Exit(4);
+  constexpr int64_t n = 1 << 16;
+  std::atomic<int64_t> sum{0};
+  ThreadScope scope(threads);
+  parallelFor(n, 16, [&](int64_t b, int64_t e) {
+    int64_t s = 0;
+    for (int64_t i = b; i < e; ++i)
+      s += i;
+    sum += s;
+  });
+  std::_Exit(sum.load() == n * (n - 1) / 2 ? 0 : 1);
+}
+
+TEST(ThreadPool, RunsOnTheWorkersThatStartWhenTheSystemRefusesMore) {
+#if defined(ANEFIT_ASAN)
+  GTEST_SKIP() << "AddressSanitizer's shadow memory and RLIMIT_AS do not mix";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(sumWithLittleAddressSpace(64), ::testing::ExitedWithCode(0), "");
+#endif
 }
 
 } // namespace
