@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 
 #include <zlib.h>
 
@@ -449,56 +450,116 @@ std::vector<NamedTensor> readNpz(const std::string &path) {
   return parseNpz(file->bytes(), path);
 }
 
+namespace {
+void put64(std::vector<uint8_t> &o, uint64_t v) {
+  put32(o, static_cast<uint32_t>(v));
+  put32(o, static_cast<uint32_t>(v >> 32));
+}
+constexpr uint64_t kZip32Max = 0xFFFFFFFFu;
+} // namespace
+
+NpzWriter::NpzWriter(const std::string &path, const OutputOptions &options)
+    : path_(path), file_(path, options) {}
+
+void NpzWriter::add(const std::string &name, const Tensor &tensor) {
+  if (finished_)
+    throw std::logic_error("NpzWriter::add after finish");
+  std::vector<uint8_t> data = encodeNpy(tensor);
+  std::string member = name + ".npy";
+  if (member.size() > 0xFFFF)
+    throw InputError::at(path_, name, "array name longer than a zip archive allows");
+  uint32_t crc = crc32Of(data.data(), data.size());
+  uint64_t size = data.size();
+  // zip64 fields for what does not fit in 32 bits: sizes of 4 GiB and more
+  // in both headers, offsets from 4 GiB on in the central one.
+  bool bigSize = size >= kZip32Max, bigOffset = offset_ >= kZip32Max;
+  auto header = [&](std::vector<uint8_t> &o, bool central) {
+    std::vector<uint8_t> extra;
+    if (bigSize) {
+      put64(extra, size);
+      put64(extra, size);
+    }
+    if (central && bigOffset)
+      put64(extra, offset_);
+    uint16_t version = extra.empty() ? 20 : 45;
+    put32(o, central ? 0x02014b50 : 0x04034b50);
+    if (central)
+      put16(o, version); // version made by
+    put16(o, version);   // version needed
+    put16(o, 0);         // flags
+    put16(o, 0);         // stored
+    put16(o, 0);         // time
+    put16(o, 0x21);      // date 1980-01-01: fixed, so equal arrays give equal files
+    put32(o, crc);
+    put32(o, bigSize ? 0xFFFFFFFFu : static_cast<uint32_t>(size));
+    put32(o, bigSize ? 0xFFFFFFFFu : static_cast<uint32_t>(size));
+    put16(o, static_cast<uint16_t>(member.size()));
+    put16(o, static_cast<uint16_t>(extra.empty() ? 0 : extra.size() + 4));
+    if (central) {
+      put16(o, 0); // comment
+      put16(o, 0); // disk
+      put16(o, 0); // internal attributes
+      put32(o, 0); // external attributes
+      put32(o, bigOffset ? 0xFFFFFFFFu : static_cast<uint32_t>(offset_));
+    }
+    o.insert(o.end(), member.begin(), member.end());
+    if (!extra.empty()) {
+      put16(o, 0x0001);
+      put16(o, static_cast<uint16_t>(extra.size()));
+      o.insert(o.end(), extra.begin(), extra.end());
+    }
+  };
+  std::vector<uint8_t> local;
+  header(local, false);
+  header(central_, true);
+  file_.write(local);
+  file_.write(data);
+  offset_ += local.size() + data.size();
+  ++count_;
+}
+
+void NpzWriter::finish() {
+  if (finished_)
+    return;
+  uint64_t cdOffset = offset_, cdSize = central_.size();
+  std::vector<uint8_t> end = std::move(central_);
+  bool zip64 = count_ >= 0xFFFF || cdSize >= kZip32Max || cdOffset >= kZip32Max;
+  if (zip64) {
+    uint64_t record = cdOffset + cdSize;
+    put32(end, 0x06064b50); // zip64 end of central directory record
+    put64(end, 44);         // its size after this field
+    put16(end, 45);
+    put16(end, 45);
+    put32(end, 0);
+    put32(end, 0);
+    put64(end, count_);
+    put64(end, count_);
+    put64(end, cdSize);
+    put64(end, cdOffset);
+    put32(end, 0x07064b50); // its locator
+    put32(end, 0);
+    put64(end, record);
+    put32(end, 1);
+  }
+  put32(end, 0x06054b50);
+  put16(end, 0);
+  put16(end, 0);
+  put16(end, zip64 ? 0xFFFF : static_cast<uint16_t>(count_));
+  put16(end, zip64 ? 0xFFFF : static_cast<uint16_t>(count_));
+  put32(end, zip64 ? 0xFFFFFFFFu : static_cast<uint32_t>(cdSize));
+  put32(end, zip64 ? 0xFFFFFFFFu : static_cast<uint32_t>(cdOffset));
+  put16(end, 0);
+  file_.write(end);
+  file_.commit();
+  finished_ = true;
+}
+
 void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors,
               const OutputOptions &options) {
-  std::vector<uint8_t> zip, central;
-  uint16_t count = 0;
-  for (const NamedTensor &nt : tensors) {
-    std::vector<uint8_t> data = encodeNpy(nt.tensor);
-    std::string name = nt.name + ".npy";
-    if (zip.size() > 0xFFFFFFF0u || data.size() > 0xFFFFFFF0u)
-      throw InputError::at(path, nt.name, "archive would exceed 4 GiB; write .npy files instead");
-    uint32_t crc = crc32Of(data.data(), data.size());
-    uint32_t offset = static_cast<uint32_t>(zip.size());
-    auto header = [&](std::vector<uint8_t> &o, bool isCentral) {
-      put32(o, isCentral ? 0x02014b50 : 0x04034b50);
-      if (isCentral)
-        put16(o, 20); // version made by
-      put16(o, 20);   // version needed
-      put16(o, 0);    // flags
-      put16(o, 0);    // stored
-      put16(o, 0);    // time
-      put16(o, 0x21); // date 1980-01-01: fixed, so equal arrays give equal files
-      put32(o, crc);
-      put32(o, static_cast<uint32_t>(data.size()));
-      put32(o, static_cast<uint32_t>(data.size()));
-      put16(o, static_cast<uint16_t>(name.size()));
-      put16(o, 0); // extra
-      if (isCentral) {
-        put16(o, 0); // comment
-        put16(o, 0); // disk
-        put16(o, 0); // internal attributes
-        put32(o, 0); // external attributes
-        put32(o, offset);
-      }
-      o.insert(o.end(), name.begin(), name.end());
-    };
-    header(zip, false);
-    zip.insert(zip.end(), data.begin(), data.end());
-    header(central, true);
-    ++count;
-  }
-  uint32_t cdOffset = static_cast<uint32_t>(zip.size());
-  zip.insert(zip.end(), central.begin(), central.end());
-  put32(zip, 0x06054b50);
-  put16(zip, 0);
-  put16(zip, 0);
-  put16(zip, count);
-  put16(zip, count);
-  put32(zip, static_cast<uint32_t>(central.size()));
-  put32(zip, cdOffset);
-  put16(zip, 0);
-  writeFileAtomically(path, {reinterpret_cast<const char *>(zip.data()), zip.size()}, options);
+  NpzWriter writer(path, options);
+  for (const NamedTensor &nt : tensors)
+    writer.add(nt.name, nt.tensor);
+  writer.finish();
 }
 
 } // namespace anefit::runtime

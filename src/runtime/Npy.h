@@ -37,4 +37,30 @@ std::vector<NamedTensor> readNpz(const std::string &path);
 void writeNpz(const std::string &path, const std::vector<NamedTensor> &tensors,
               const OutputOptions &options = {});
 
+/// Writes an .npz one array at a time: each is encoded and written when
+/// added, so a long stepped run holds one step's arrays, not all of them.
+/// Archives of 65,535 members or 4 GiB and more get zip64 records, as
+/// numpy.savez writes them. Nothing appears under `path` until finish();
+/// destruction without it removes what was written (support/FileSystem.h's
+/// AtomicFile).
+class NpzWriter {
+public:
+  /// Checks the output policy and opens the temporary. Throws InputError.
+  explicit NpzWriter(const std::string &path, const OutputOptions &options = {});
+  /// Writes `tensor` as member NAME.npy. Throws InputError on a write error.
+  void add(const std::string &name, const Tensor &tensor);
+  /// Writes the central directory and puts the archive in place.
+  void finish();
+  /// Arrays added so far.
+  uint64_t size() const { return count_; }
+
+private:
+  std::string path_;
+  AtomicFile file_;
+  std::vector<uint8_t> central_;
+  uint64_t offset_ = 0;
+  uint64_t count_ = 0;
+  bool finished_ = false;
+};
+
 } // namespace anefit::runtime

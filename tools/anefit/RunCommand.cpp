@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <unistd.h>
 
 namespace anefit::cli {
@@ -157,7 +158,10 @@ int runRun(const RunCliOptions &opts) {
          << " delegate output(s) into their buffer inputs between steps, starting from "
             "zeros\n";
 
-  std::vector<NamedTensor> archive;
+  // Arrays go to the archive as each step ends: a long run holds one step's.
+  std::optional<runtime::NpzWriter> archive;
+  if (!opts.output.empty())
+    archive.emplace(opts.output, outputPolicy);
   json results = json::array(), finalStates = json::array();
   text << "function " << run.function().name << ", " << run.steps()
        << (run.steps() == 1 ? " step" : " steps") << ", precision " << opts.precision << "\n";
@@ -173,8 +177,8 @@ int runRun(const RunCliOptions &opts) {
         step["outputs"].push_back(summaryJson(o.name, o.tensor, s));
       else
         printSummary(text, o.name, o.tensor, s);
-      if (!opts.output.empty())
-        archive.push_back({prefix + o.name, std::move(o.tensor)});
+      if (archive)
+        archive->add(prefix + o.name, o.tensor);
     }
     for (NamedTensor &st : r.states) {
       if (run.done()) {
@@ -184,17 +188,17 @@ int runRun(const RunCliOptions &opts) {
         else
           printSummary(text, "state " + st.name, st.tensor, s);
       }
-      if (!opts.output.empty())
-        archive.push_back({prefix + "state/" + st.name, std::move(st.tensor)});
+      if (archive)
+        archive->add(prefix + "state/" + st.name, st.tensor);
     }
     // Only what is asked for is kept from step to step: a long run without
     // -o and --json holds one step's values at a time.
     if (opts.json)
       results.push_back(std::move(step));
   }
-  if (!opts.output.empty()) {
-    runtime::writeNpz(opts.output, archive, outputPolicy);
-    text << "wrote " << archive.size() << " arrays to " << opts.output << "\n";
+  if (archive) {
+    archive->finish();
+    text << "wrote " << archive->size() << " arrays to " << opts.output << "\n";
   }
   if (opts.profile)
     text << profile.formatText("step");

@@ -3,6 +3,7 @@
 
 #include "runtime/Npy.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <cstring>
 
@@ -101,6 +102,37 @@ TEST(Npz, WriteThenReadKeepsNamesAndOrder) {
   EXPECT_THROW(runtime::parseNpz(bytes, "x.npz"), InputError);
   std::remove(path.c_str());
   EXPECT_THROW(runtime::parseNpz(std::vector<uint8_t>(10, 0), "short.npz"), InputError);
+}
+
+TEST(Npz, MoreMembersThanZip32HoldsGetAZip64EndRecord) {
+  // 70,000 arrays (a long stepped run with -o) overflow the 16-bit member
+  // count of a plain zip end record.
+  std::string path = ::testing::TempDir() + "/anefit-npz-zip64.npz";
+  constexpr int kMembers = 70000;
+  {
+    runtime::NpzWriter w(path);
+    for (int i = 0; i < kMembers; ++i)
+      w.add("step" + std::to_string(i) + "/x", Tensor::fromI32({i}, {1}));
+    EXPECT_EQ(w.size(), uint64_t(kMembers));
+    w.finish();
+  }
+  auto back = runtime::readNpz(path);
+  ASSERT_EQ(back.size(), size_t(kMembers));
+  for (int i : {0, 65534, 65535, 65536, kMembers - 1}) {
+    EXPECT_EQ(back[i].name, "step" + std::to_string(i) + "/x");
+    expectInts(back[i].tensor, {i}, {1});
+  }
+  std::remove(path.c_str());
+}
+
+TEST(Npz, AnUnfinishedWriterLeavesNothing) {
+  std::string path = ::testing::TempDir() + "/anefit-npz-unfinished.npz";
+  std::remove(path.c_str());
+  {
+    runtime::NpzWriter w(path);
+    w.add("x", Tensor::fromF32({1, 2}, {2}));
+  }
+  EXPECT_EQ(fileKindOf(path), FileKind::Missing);
 }
 
 } // namespace
