@@ -9,6 +9,8 @@ std::string_view remedyWhereName(RemedyWhere w) {
     return "export_llm";
   case RemedyWhere::Partitioner:
     return "CoreMLPartitioner";
+  case RemedyWhere::CompileSpec:
+    return "CoreMLBackend.generate_compile_specs";
   case RemedyWhere::ModelSource:
     return "model source";
   }

@@ -22,9 +22,11 @@ namespace anefit::ane {
 enum class RemedyWhere : uint8_t {
   ExportLlm,   ///< a key of ExecuTorch's export_llm config
   Partitioner, ///< an argument of ExecuTorch's CoreMLPartitioner
+  CompileSpec, ///< an argument of CoreMLBackend.generate_compile_specs
   ModelSource, ///< a pattern in the PyTorch model
 };
-/// "export_llm", "CoreMLPartitioner", "model source".
+/// "export_llm", "CoreMLPartitioner", "CoreMLBackend.generate_compile_specs",
+/// "model source".
 std::string_view remedyWhereName(RemedyWhere w);
 
 struct Remedy {

@@ -249,6 +249,19 @@ FunctionPlan planFunction(const Function &fn, const ane::FunctionReport &fr,
   return plan;
 }
 
+/// Adds `a` to `into`, or its rules to the same argument already there.
+void addArgument(std::vector<PartitionerArgument> &into, const PartitionerArgument &a) {
+  auto it = std::find_if(into.begin(), into.end(),
+                         [&](const PartitionerArgument &m) { return m.argument == a.argument; });
+  if (it == into.end()) {
+    into.push_back(a);
+    return;
+  }
+  for (const std::string &r : a.rules)
+    if (std::find(it->rules.begin(), it->rules.end(), r) == it->rules.end())
+      it->rules.push_back(r);
+}
+
 } // namespace
 
 std::string_view targetName(Target t) { return t == Target::Ane ? "ane" : "cpu"; }
@@ -303,24 +316,23 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
   for (auto &[name, s] : skips)
     plan.skipOps.push_back(std::move(s));
 
-  // Findings a partitioner argument removes at export (ExecuTorch models).
+  // Findings a partitioner or compile-spec argument removes at export
+  // (ExecuTorch models).
   if (!report.origin.empty())
     for (const ane::Finding &f : report.findings)
       for (const ane::Remedy *r : ane::remediesFor(f)) {
         std::string_view setting = r->setting;
         constexpr std::string_view kCall = "CoreMLPartitioner(";
-        if (r->where != ane::RemedyWhere::Partitioner || !setting.starts_with(kCall) ||
-            setting.find("skip_ops_for_coreml_delegation") != std::string_view::npos)
-          continue;
-        std::string arg(setting.substr(kCall.size(), setting.size() - kCall.size() - 1));
-        auto it = std::find_if(plan.partitionerArguments.begin(), plan.partitionerArguments.end(),
-                               [&](const PartitionerArgument &a) { return a.argument == arg; });
-        if (it == plan.partitionerArguments.end())
-          it = plan.partitionerArguments.insert(plan.partitionerArguments.end(),
-                                                {arg, std::string(r->what), {}});
         std::string code(ane::ruleInfo(f.rule).code);
-        if (std::find(it->rules.begin(), it->rules.end(), code) == it->rules.end())
-          it->rules.push_back(code);
+        if (r->where == ane::RemedyWhere::CompileSpec)
+          addArgument(plan.compileSpecArguments,
+                      {std::string(setting), std::string(r->what), {code}});
+        else if (r->where == ane::RemedyWhere::Partitioner && setting.starts_with(kCall) &&
+                 setting.find("skip_ops_for_coreml_delegation") == std::string_view::npos)
+          addArgument(plan.partitionerArguments,
+                      {std::string(setting.substr(kCall.size(), setting.size() - kCall.size() - 1)),
+                       std::string(r->what),
+                       {code}});
       }
   return plan;
 }
@@ -340,15 +352,10 @@ Plan mergeExportAdvice(const std::vector<Plan> &plans) {
       m.milOps.insert(m.milOps.end(), s.milOps.begin(), s.milOps.end());
       addAll(m.rules, s.rules);
     }
-    for (const PartitionerArgument &a : plan.partitionerArguments) {
-      auto it =
-          std::find_if(merged.partitionerArguments.begin(), merged.partitionerArguments.end(),
-                       [&](const PartitionerArgument &m) { return m.argument == a.argument; });
-      if (it == merged.partitionerArguments.end())
-        merged.partitionerArguments.push_back(a);
-      else
-        addAll(it->rules, a.rules);
-    }
+    for (const PartitionerArgument &a : plan.partitionerArguments)
+      addArgument(merged.partitionerArguments, a);
+    for (const PartitionerArgument &a : plan.compileSpecArguments)
+      addArgument(merged.compileSpecArguments, a);
     merged.unmappedCpuOps.insert(merged.unmappedCpuOps.end(), plan.unmappedCpuOps.begin(),
                                  plan.unmappedCpuOps.end());
   }

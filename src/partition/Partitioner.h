@@ -94,8 +94,9 @@ struct SkipOp {
   std::vector<std::string> rules;  ///< rule codes that blamed them
 };
 
-/// A CoreMLPartitioner argument that removes findings at export time (a
-/// Partitioner row of ane/Remedies.def), for a model read from a .pte.
+/// A CoreMLPartitioner or CoreMLBackend.generate_compile_specs argument that
+/// removes findings at export time (a Partitioner or CompileSpec row of
+/// ane/Remedies.def), for a model read from a .pte.
 struct PartitionerArgument {
   std::string argument;           ///< "take_over_mutable_buffer=False"
   std::string what;               ///< what it does
@@ -108,6 +109,9 @@ struct Plan {
   std::vector<SkipOp> skipOps;
   /// Other CoreMLPartitioner arguments to export with (.pte models only).
   std::vector<PartitionerArgument> partitionerArguments;
+  /// Arguments of CoreMLBackend.generate_compile_specs to export with, for
+  /// CoreMLPartitioner's compile_specs (.pte models only).
+  std::vector<PartitionerArgument> compileSpecArguments;
   /// Ops placed on the CPU whose names carry no PyTorch node.
   std::vector<std::string> unmappedCpuOps;
 };

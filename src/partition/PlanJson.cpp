@@ -29,15 +29,30 @@ std::string regionFileName(const FunctionPlan &fp, const Region &r) {
 
 std::string skipListSnippet(const Plan &plan) {
   std::ostringstream os;
-  os << "from executorch.backends.apple.coreml.partition import CoreMLPartitioner\n\n"
-     << "partitioner = CoreMLPartitioner(\n"
-     << "    compile_specs=compile_specs,  # as before\n";
-  for (const PartitionerArgument &a : plan.partitionerArguments) {
+  auto argument = [&](const PartitionerArgument &a) {
     os << "    " << a.argument << ",  # ";
     for (size_t i = 0; i < a.rules.size(); ++i)
       os << (i ? ", " : "") << a.rules[i];
     os << ": " << a.what << "\n";
+  };
+  if (!plan.compileSpecArguments.empty()) {
+    // ct.ComputeUnit and friends: the arguments are written as coremltools
+    // users write them.
+    os << "import coremltools as ct\n"
+       << "from executorch.backends.apple.coreml.compiler import CoreMLBackend\n";
   }
+  os << "from executorch.backends.apple.coreml.partition import CoreMLPartitioner\n\n";
+  if (!plan.compileSpecArguments.empty()) {
+    os << "compile_specs = CoreMLBackend.generate_compile_specs(\n";
+    for (const PartitionerArgument &a : plan.compileSpecArguments)
+      argument(a);
+    os << "    # and your other arguments, as before\n)\n";
+  }
+  os << "partitioner = CoreMLPartitioner(\n"
+     << "    compile_specs=compile_specs,"
+     << (plan.compileSpecArguments.empty() ? "  # as before" : "") << "\n";
+  for (const PartitionerArgument &a : plan.partitionerArguments)
+    argument(a);
   os << "    skip_ops_for_coreml_delegation=[\n";
   for (const auto &s : plan.skipOps) {
     os << "        \"" << s.atenOp << "\",  # ";
@@ -120,6 +135,10 @@ std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles
   j["partitionerArguments"] = nlohmann::json::array();
   for (const PartitionerArgument &a : plan.partitionerArguments)
     j["partitionerArguments"].push_back(
+        {{"argument", a.argument}, {"rules", a.rules}, {"what", a.what}});
+  j["compileSpecArguments"] = nlohmann::json::array();
+  for (const PartitionerArgument &a : plan.compileSpecArguments)
+    j["compileSpecArguments"].push_back(
         {{"argument", a.argument}, {"rules", a.rules}, {"what", a.what}});
   j["unmappedCpuOps"] = plan.unmappedCpuOps;
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) +

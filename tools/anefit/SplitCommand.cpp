@@ -65,8 +65,12 @@ void printText(std::ostream &os, const partition::Plan &plan) {
     for (const auto &w : fp.warnings)
       os << "  warning: " << w << "\n";
   }
-  if (!plan.skipOps.empty() || !plan.partitionerArguments.empty()) {
-    os << (plan.partitionerArguments.empty()
+  if (!plan.skipOps.empty() || !plan.partitionerArguments.empty() ||
+      !plan.compileSpecArguments.empty()) {
+    os << (!plan.compileSpecArguments.empty()
+               ? "\nExecuTorch: export with these compile specs and CoreMLPartitioner "
+                 "arguments:\n\n"
+           : plan.partitionerArguments.empty()
                ? "\nExecuTorch: keep these ops out of the Core ML delegate:\n\n"
                : "\nExecuTorch: export with these CoreMLPartitioner arguments:\n\n")
        << partition::skipListSnippet(plan);
