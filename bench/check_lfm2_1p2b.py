@@ -23,8 +23,10 @@ import os
 import struct
 import subprocess
 import sys
-import tempfile
 import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scratch import scratch_dir  # noqa: E402
 
 HIDDEN = 2048
 FFN = 8192
@@ -358,12 +360,12 @@ print(f"{t2 - t1:.4f} {t3 - t1:.4f} {n}")
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--anefit", default=os.environ.get("ANEFIT_BIN", "build/tools/anefit/anefit"))
-    ap.add_argument("--out", help="directory for the generated package (default: a temp dir)")
+    ap.add_argument("--out", help="directory for the generated package (default: a temp dir, removed at exit)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mil", action="store_true",
                     help="also time coremltools building a pymil Program (reads all weights)")
     args = ap.parse_args()
-    out = args.out or tempfile.mkdtemp(prefix="anefit-bench-")
+    out = args.out or scratch_dir("anefit-bench-")
     pkg, nops, wbytes = build_model(out)
     print(f"model: {pkg}: {nops} proto ops, {wbytes / 1e9:.2f} GB of weights (sparse on disk)")
 

@@ -36,13 +36,13 @@ import resource  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import run_lfm2_350m as lfm2  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
 
 # The Python side, run in a child so that its peak RSS is its own.
 PYTHON_SIDE = r"""
@@ -122,10 +122,10 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--steps", type=int, default=6, help="timed decode steps per run")
     ap.add_argument("--repeats", type=int, default=3, help="CLI/Python pairs, alternating")
-    ap.add_argument("--workdir", help="where to build the model (default: a temp dir)")
+    ap.add_argument("--workdir", help="where to build the model (default: a temp dir, removed at exit)")
     args = ap.parse_args()
     args.anefit = os.path.abspath(args.anefit)
-    workdir = args.workdir or tempfile.mkdtemp(prefix="anefit-pybench-")
+    workdir = args.workdir or scratch_dir("anefit-pybench-")
     ws = lfm2.random_weights(0, lfm2.LAYERS)
     inputs, outputs, weight_bytes = lfm2.build(workdir, ws, "fp16", lfm2.LAYERS, 512)
     logits = outputs[-1]

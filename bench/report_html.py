@@ -27,7 +27,6 @@ import resource
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -35,6 +34,7 @@ sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent / "scripts"))
 
 import check_lfm2_1p2b  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
 from headless_chromium import Chromium  # noqa: E402
 
 
@@ -84,9 +84,9 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--loads", type=int, default=5, help="page loads per report")
     ap.add_argument("--callgrind", action="store_true", help="also count instructions with valgrind")
-    ap.add_argument("--out", help="directory for models and reports (default: a temp dir)")
+    ap.add_argument("--out", help="directory for models and reports (default: a temp dir, removed at exit)")
     args = ap.parse_args()
-    out = pathlib.Path(args.out or tempfile.mkdtemp(prefix="anefit-report-bench-"))
+    out = pathlib.Path(args.out or scratch_dir("anefit-report-bench-"))
     anefit = str(pathlib.Path(args.anefit).resolve())
 
     models = {"1.2B (16 layers)": build(out, 1), "48 layers": build(out, 3)}

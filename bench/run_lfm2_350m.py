@@ -56,10 +56,12 @@ import statistics  # noqa: E402
 import struct  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
-import tempfile  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from scratch import scratch_dir  # noqa: E402
 
 D, LAYERS, FFN, VOCAB = 1024, 16, 4608, 65536
 HEADS, KV_HEADS, HEAD_DIM = 16, 8, 64
@@ -576,7 +578,7 @@ def main():
     ap.add_argument("--layers", type=int, default=LAYERS)
     ap.add_argument("--context", type=int, default=512)
     ap.add_argument("--pos", type=int, default=300, help="decode position of the timed step")
-    ap.add_argument("--workdir", help="where to build the models (default: a temp dir)")
+    ap.add_argument("--workdir", help="where to build the models (default: a temp dir, removed at exit)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-baseline", action="store_true", help="skip PyTorch eager")
     ap.add_argument("--isa", default="best", choices=["best", "avx2", "portable"],
@@ -584,7 +586,7 @@ def main():
     args = ap.parse_args()
     forms = args.forms.split(",")
     threads = [int(t) for t in args.threads.split(",")]
-    workdir = args.workdir or tempfile.mkdtemp(prefix="anefit-bench-")
+    workdir = args.workdir or scratch_dir("anefit-bench-")
     bench = os.path.abspath(args.bench)
 
     t0 = time.perf_counter()
