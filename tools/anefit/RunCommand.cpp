@@ -115,8 +115,17 @@ int runRun(const RunCliOptions &opts) {
   // Every input has been read: refuse a bad output before running.
   OutputOptions outputPolicy;
   outputPolicy.force = opts.force;
-  if (!opts.output.empty())
-    checkOutput(opts.output, outputPolicy);
+  // An archive written to standard output (-o -) keeps it to itself: the
+  // summary goes to standard error, and --json, which has no other place,
+  // is refused.
+  bool archiveOnStdout = false;
+  if (!opts.output.empty()) {
+    OutputTarget target = checkOutput(opts.output, outputPolicy);
+    archiveOnStdout = target.mode == OutputMode::Stream && target.streamFd == STDOUT_FILENO;
+    if (archiveOnStdout && opts.json)
+      throw InputError("--json and -o " + opts.output +
+                       " both write to standard output; write the archive to a file");
+  }
   options.random = opts.random;
   options.seed = opts.seed;
   options.steps = opts.steps;
@@ -148,8 +157,9 @@ int runRun(const RunCliOptions &opts) {
   size_t moved = 0, writtenBack = 0;
   for (const runtime::Carry &c : run.carries())
     ++(c.source == "state map" ? moved : writtenBack);
-  // Text goes to `text`: stdout, or nowhere with --json.
-  std::ostream text(opts.json ? nullptr : std::cout.rdbuf());
+  // Text goes to `text`: stdout (stderr when the archive goes there), or
+  // nowhere with --json.
+  std::ostream text(opts.json ? nullptr : archiveOnStdout ? std::cerr.rdbuf() : std::cout.rdbuf());
   if (moved)
     text << "state map: carrying " << moved
          << " moved state(s) from output to input, starting from zeros\n";
