@@ -72,8 +72,8 @@ std::string headerValue(const std::string &header, const std::string &key,
   return header.substr(start, end - start);
 }
 
-uint32_t crc32Of(const uint8_t *data, size_t n) {
-  uLong c = 0;
+/// CRC-32 of `n` bytes, continuing from `c` (the CRC of what came before).
+uint32_t crc32Of(const uint8_t *data, size_t n, uint32_t c = 0) {
   for (size_t done = 0; done < n;) {
     uInt chunk = static_cast<uInt>(std::min<size_t>(n - done, size_t(1) << 30));
     c = ::crc32(c, data + done, chunk);
@@ -305,8 +305,17 @@ Tensor parseNpy(std::span<const uint8_t> b, const std::string &where) {
   return t;
 }
 
-std::vector<uint8_t> encodeNpy(const Tensor &input) {
-  Tensor t = input;
+namespace {
+
+/// An .npy file as its header and the tensor whose bytes follow it (the
+/// input itself, or a widened copy for dtypes numpy lacks).
+struct NpyParts {
+  std::vector<uint8_t> header;
+  Tensor data;
+};
+
+NpyParts npyParts(const Tensor &input) {
+  Tensor t = input.materialize();
   const NpyDType *dt = nullptr;
   for (const NpyDType &row : kNpyDTypes)
     if (row.dtype == t.dtype())
@@ -334,7 +343,15 @@ std::vector<uint8_t> encodeNpy(const Tensor &input) {
   std::vector<uint8_t> out = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
   put16(out, static_cast<uint16_t>(header.size()));
   out.insert(out.end(), header.begin(), header.end());
-  out.insert(out.end(), t.bytes(), t.bytes() + t.numBytes());
+  return {std::move(out), std::move(t)};
+}
+
+} // namespace
+
+std::vector<uint8_t> encodeNpy(const Tensor &input) {
+  NpyParts parts = npyParts(input);
+  std::vector<uint8_t> out = std::move(parts.header);
+  out.insert(out.end(), parts.data.bytes(), parts.data.bytes() + parts.data.numBytes());
   return out;
 }
 
@@ -464,12 +481,14 @@ NpzWriter::NpzWriter(const std::string &path, const OutputOptions &options)
 void NpzWriter::add(const std::string &name, const Tensor &tensor) {
   if (finished_)
     throw std::logic_error("NpzWriter::add after finish");
-  std::vector<uint8_t> data = encodeNpy(tensor);
+  // The header, then the tensor's own bytes: no copy of the data is made.
+  NpyParts npy = npyParts(tensor);
+  std::span<const uint8_t> bytes(npy.data.bytes(), static_cast<size_t>(npy.data.numBytes()));
   std::string member = name + ".npy";
   if (member.size() > 0xFFFF)
     throw InputError::at(path_, name, "array name longer than a zip archive allows");
-  uint32_t crc = crc32Of(data.data(), data.size());
-  uint64_t size = data.size();
+  uint32_t crc = crc32Of(bytes.data(), bytes.size(), crc32Of(npy.header.data(), npy.header.size()));
+  uint64_t size = npy.header.size() + bytes.size();
   // zip64 fields for what does not fit in 32 bits: sizes of 4 GiB and more
   // in both headers, offsets from 4 GiB on in the central one.
   bool bigSize = size >= kZip32Max, bigOffset = offset_ >= kZip32Max;
@@ -513,8 +532,9 @@ void NpzWriter::add(const std::string &name, const Tensor &tensor) {
   header(local, false);
   header(central_, true);
   file_.write(local);
-  file_.write(data);
-  offset_ += local.size() + data.size();
+  file_.write(npy.header);
+  file_.write(bytes);
+  offset_ += local.size() + size;
   ++count_;
 }
 
