@@ -216,6 +216,7 @@ TEST(ThreadPool, ThreadCountsAreBounded) {
 #endif
 #endif
 
+#if !defined(ANEFIT_ASAN)
 /// Sums 0..n-1 with `threads` threads in a child process whose address space
 /// has room for only a few more thread stacks; exits 0 when the sum is right.
 void sumWithLittleAddressSpace(int threads) {
@@ -246,6 +247,7 @@ void sumWithLittleAddressSpace(int threads) {
   });
   std::_Exit(sum.load() == n * (n - 1) / 2 ? 0 : 1);
 }
+#endif
 
 TEST(ThreadPool, RunsOnTheWorkersThatStartWhenTheSystemRefusesMore) {
 #if defined(ANEFIT_ASAN)
