@@ -8,10 +8,10 @@
 #include "ane/AneRules.h"
 #include "ane/RuleContext.h"
 #include "ops/OpRegistry.h"
+#include "support/Text.h"
 
 #include <algorithm>
 #include <array>
-#include <cctype>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -1328,9 +1328,7 @@ static void checkDelegateComputeUnits(RuleContext &ctx, const Operation *) {
   auto it = model->compileSpecs.find("compute_units");
   if (it == model->compileSpecs.end())
     return;
-  std::string cu = it->second;
-  std::transform(cu.begin(), cu.end(), cu.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string cu = asciiLower(it->second);
   if (cu != "cpu_only" && cu != "cpu_and_gpu" && cu != "cpu" && cu != "gpu")
     return;
   size_t ops = 0;

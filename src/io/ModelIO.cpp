@@ -17,9 +17,9 @@
 #include "ir/Verifier.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Text.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <optional>
@@ -34,10 +34,7 @@ namespace {
 std::string lowerExtension(const fs::path &p) {
   // "Foo.mlpackage/" has an empty filename; look at the directory name.
   fs::path name = p.has_filename() ? p.filename() : p.parent_path().filename();
-  std::string ext = name.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext;
+  return asciiLower(name.extension().string());
 }
 
 /// Opens weight files for one model. Names are validated even when weights

@@ -24,11 +24,11 @@
 #include "support/DType.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Text.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -216,12 +216,7 @@ std::vector<std::string> featureNames(const std::vector<FeatureDescription> &fea
 /// "executorch_" + a fresh lower-case UUID: Core ML's ExecuTorch runtime
 /// caches compiled models by this identifier, so a changed payload needs a
 /// new one or a device would run its cached compilation of the old model.
-std::string freshIdentifier() {
-  std::string uuid = makeUuid();
-  std::transform(uuid.begin(), uuid.end(), uuid.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return "executorch_" + uuid;
-}
+std::string freshIdentifier() { return "executorch_" + asciiLower(makeUuid()); }
 
 /// The payload of `d` with its model replaced by `model`: the old payload's
 /// files outside model.mlpackage's Manifest.json and Data/, the new package
@@ -398,10 +393,7 @@ namespace {
 bool endsWithPte(const std::string &path) {
   if (path.size() < 4)
     return false;
-  std::string ext = path.substr(path.size() - 4);
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".pte";
+  return asciiLower(path.substr(path.size() - 4)) == ".pte";
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 #include "ir/TorchNames.h"
 
 #include "support/DType.h"
+#include "support/Text.h"
 
 #include <algorithm>
 #include <array>
@@ -47,9 +48,7 @@ std::string torchNodeOf(std::string_view opName) {
 }
 
 std::string atenOpOf(std::string_view opName) {
-  std::string name = torchNodeOf(opName);
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::string name = asciiLower(torchNodeOf(opName));
   if (name.rfind("aten_", 0) != 0)
     return "";
   // Uniquing counters ("_3"), and casts behind them.

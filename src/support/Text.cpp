@@ -81,6 +81,14 @@ std::string escapeControls(std::string_view s, bool keepLayout) {
   return out;
 }
 
+std::string asciiLower(std::string_view s) {
+  std::string out(s);
+  for (char &c : out)
+    if (c >= 'A' && c <= 'Z')
+      c = static_cast<char>(c - 'A' + 'a');
+  return out;
+}
+
 std::string oneLine(std::string_view message, size_t maxBytes) {
   std::string out = escapeControls(message);
   if (out.size() > maxBytes) {

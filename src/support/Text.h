@@ -25,6 +25,10 @@ bool isUtf8(std::string_view s);
 /// backslash stays as it is. With `keepLayout`, '\n' and '\t' are kept.
 std::string escapeControls(std::string_view s, bool keepLayout = false);
 
+/// `s` with A-Z made a-z and every other byte kept: for names, extensions and
+/// settings, whatever the C library's locale says.
+std::string asciiLower(std::string_view s);
+
 /// A message as one printable line: escapeControls without layout, cut to
 /// `maxBytes` with a note of how much was left out.
 std::string oneLine(std::string_view message, size_t maxBytes = 4096);
