@@ -249,17 +249,21 @@ FunctionPlan planFunction(const Function &fn, const ane::FunctionReport &fr,
   return plan;
 }
 
+/// Appends the rule codes of `from` that `into` does not hold yet, in order.
+void addRules(std::vector<std::string> &into, const std::vector<std::string> &from) {
+  for (const std::string &r : from)
+    if (std::find(into.begin(), into.end(), r) == into.end())
+      into.push_back(r);
+}
+
 /// Adds `a` to `into`, or its rules to the same argument already there.
 void addArgument(std::vector<PartitionerArgument> &into, const PartitionerArgument &a) {
   auto it = std::find_if(into.begin(), into.end(),
                          [&](const PartitionerArgument &m) { return m.argument == a.argument; });
-  if (it == into.end()) {
+  if (it == into.end())
     into.push_back(a);
-    return;
-  }
-  for (const std::string &r : a.rules)
-    if (std::find(it->rules.begin(), it->rules.end(), r) == it->rules.end())
-      it->rules.push_back(r);
+  else
+    addRules(it->rules, a.rules);
 }
 
 } // namespace
@@ -308,9 +312,7 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
         SkipOp &s = skips[aten];
         s.atenOp = aten;
         s.milOps.push_back(p.op->name);
-        for (const std::string &r : rules)
-          if (std::find(s.rules.begin(), s.rules.end(), r) == s.rules.end())
-            s.rules.push_back(r);
+        addRules(s.rules, rules);
       }
   }
   for (auto &[name, s] : skips)
@@ -338,11 +340,6 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
 }
 
 Plan mergeExportAdvice(const std::vector<Plan> &plans) {
-  auto addAll = [](std::vector<std::string> &into, const std::vector<std::string> &from) {
-    for (const std::string &x : from)
-      if (std::find(into.begin(), into.end(), x) == into.end())
-        into.push_back(x);
-  };
   Plan merged;
   std::map<std::string, SkipOp> skips;
   for (const Plan &plan : plans) {
@@ -350,7 +347,7 @@ Plan mergeExportAdvice(const std::vector<Plan> &plans) {
       SkipOp &m = skips[s.atenOp];
       m.atenOp = s.atenOp;
       m.milOps.insert(m.milOps.end(), s.milOps.begin(), s.milOps.end());
-      addAll(m.rules, s.rules);
+      addRules(m.rules, s.rules);
     }
     for (const PartitionerArgument &a : plan.partitionerArguments)
       addArgument(merged.partitionerArguments, a);
