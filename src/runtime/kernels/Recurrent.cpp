@@ -96,6 +96,17 @@ int toInt(KernelContext &ctx, int64_t v) {
   return static_cast<int>(v);
 }
 
+/// The `n` values of the optional parameter `p`, or null without it.
+const float *optionalVector(KernelContext &ctx, const std::string &p, int64_t n) {
+  if (!ctx.has(p))
+    return nullptr;
+  const Tensor &t = ctx.in(p);
+  if (t.numElements() != n)
+    ctx.fail(p + " must have " + std::to_string(n) + " values, found " +
+             std::to_string(t.numElements()));
+  return floatsOf(ctx, t, p);
+}
+
 /// Reads x, the weights of direction `suffix` ("" or "_back") and their
 /// shapes; fails with what was expected and found.
 DirectionWeights weightsOf(KernelContext &ctx, const RecurrentShape &rs, const std::string &suffix,
@@ -108,20 +119,11 @@ DirectionWeights weightsOf(KernelContext &ctx, const RecurrentShape &rs, const s
       ctx.fail(p + " must have shape (" + std::to_string(g) + ", " + std::to_string(cols) + ")");
     return floatsOf(ctx, t, p);
   };
-  auto vector = [&](const std::string &p, int64_t n) -> const float * {
-    if (!ctx.has(p))
-      return nullptr;
-    const Tensor &t = ctx.in(p);
-    if (t.numElements() != n)
-      ctx.fail(p + " must have " + std::to_string(n) + " values, found " +
-               std::to_string(t.numElements()));
-    return floatsOf(ctx, t, p);
-  };
   w.wih = matrix("weight_ih" + suffix, rs.input);
   w.whh = matrix("weight_hh" + suffix, rs.hidden);
-  w.bias = vector("bias" + suffix, g);
+  w.bias = optionalVector(ctx, "bias" + suffix, g);
   if (hasPeephole)
-    w.peephole = vector("peephole" + suffix, 3 * rs.hidden);
+    w.peephole = optionalVector(ctx, "peephole" + suffix, 3 * rs.hidden);
   return w;
 }
 
@@ -151,7 +153,6 @@ const float *stateArg(KernelContext &ctx, std::string_view p, const RecurrentSha
   return floatsOf(ctx, t, p);
 }
 
-/// gates (batch, G*H) = bias + x_t . weight_ih^T + h . weight_hh^T.
 /// out (rows x n) += a (rows x k) . m^T, for m (n x k), all row-major.
 void addProduct(KernelContext &ctx, int64_t rows, const float *a, int64_t k, const float *m,
                 int64_t n, float *out) {
@@ -172,6 +173,7 @@ void affine(KernelContext &ctx, int64_t rows, const float *a, int64_t k, const f
   addProduct(ctx, rows, a, k, m, n, out);
 }
 
+/// gates (batch, G*H) = bias + x_t . weight_ih^T + h . weight_hh^T.
 void project(KernelContext &ctx, const RecurrentShape &rs, const DirectionWeights &w,
              const float *xt, const float *h, float *gates) {
   int64_t g = rs.gates * rs.hidden;
@@ -338,14 +340,7 @@ void gruOp(KernelContext &ctx) {
   int64_t hsz = rs.hidden, g = 3 * hsz;
   DirectionWeights w = weightsOf(ctx, rs, "", false);
   w.reverse = reverse;
-  const float *inputBias = nullptr;
-  if (ctx.has("input_bias")) {
-    const Tensor &t = ctx.in("input_bias");
-    if (t.numElements() != g)
-      ctx.fail("input_bias must have " + std::to_string(g) + " values, found " +
-               std::to_string(t.numElements()));
-    inputBias = floatsOf(ctx, t, "input_bias");
-  }
+  const float *inputBias = optionalVector(ctx, "input_bias", g);
   // reset_after (iOS18): the reset gate scales the output gate's recurrent
   // product, its bias included (torch.nn.GRU's form); else it scales h first.
   bool resetAfter = ctx.has("reset_after") && ctx.boolArg("reset_after");
