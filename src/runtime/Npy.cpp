@@ -47,6 +47,13 @@ void put32(std::vector<uint8_t> &o, uint32_t v) {
   for (int i = 0; i < 4; ++i)
     o.push_back((v >> (8 * i)) & 0xff);
 }
+void put64(std::vector<uint8_t> &o, uint64_t v) {
+  put32(o, static_cast<uint32_t>(v));
+  put32(o, static_cast<uint32_t>(v >> 32));
+}
+
+/// The largest size or offset a plain zip field holds; from it on, zip64.
+constexpr uint64_t kZip32Max = 0xFFFFFFFFu;
 
 /// The value text following 'key': in a header dict.
 std::string headerValue(const std::string &header, const std::string &key,
@@ -361,8 +368,12 @@ Tensor readNpy(const std::string &path) {
 }
 
 void writeNpy(const std::string &path, const Tensor &t, const OutputOptions &options) {
-  std::vector<uint8_t> bytes = encodeNpy(t);
-  writeFileAtomically(path, {reinterpret_cast<const char *>(bytes.data()), bytes.size()}, options);
+  // The header, then the tensor's own bytes, as NpzWriter writes a member.
+  NpyParts npy = npyParts(t);
+  AtomicFile file(path, options);
+  file.write(npy.header);
+  file.write(std::span<const uint8_t>(npy.data.bytes(), static_cast<size_t>(npy.data.numBytes())));
+  file.commit();
 }
 
 std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string &where) {
@@ -466,14 +477,6 @@ std::vector<NamedTensor> readNpz(const std::string &path) {
   std::shared_ptr<const MappedFile> file = MappedFile::open(path);
   return parseNpz(file->bytes(), path);
 }
-
-namespace {
-void put64(std::vector<uint8_t> &o, uint64_t v) {
-  put32(o, static_cast<uint32_t>(v));
-  put32(o, static_cast<uint32_t>(v >> 32));
-}
-constexpr uint64_t kZip32Max = 0xFFFFFFFFu;
-} // namespace
 
 NpzWriter::NpzWriter(const std::string &path, const OutputOptions &options)
     : path_(path), file_(path, options) {}
