@@ -897,8 +897,6 @@ void resampleNearest(const Tensor &x, Tensor &out, const std::vector<int64_t> &r
     }
 }
 
-} // namespace
-
 /// floor(size * scale), refused where it is no size (a scale of 1e30).
 int64_t scaledSize(KernelContext &ctx, int64_t size, float scale) {
   double out = std::floor(double(size) * double(scale));
@@ -906,6 +904,8 @@ int64_t scaledSize(KernelContext &ctx, int64_t size, float scale) {
     ctx.fail("scale factor " + std::to_string(scale) + " gives an output size too large");
   return static_cast<int64_t>(out);
 }
+
+} // namespace
 
 void upsampleNearestOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
