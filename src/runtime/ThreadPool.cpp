@@ -158,6 +158,16 @@ public:
       return;
     }
     uint64_t gen = (gen_.load(std::memory_order_relaxed) + 1) & 0xffffff;
+    // Close the previous job's cursor before its parameters change. A worker
+    // that joined it but ran late may still read the parameters below and
+    // then try to claim a range under the old generation; with the cursor
+    // left open (every index handed out, but fewer than this job's n) it
+    // would run this job's body under the old count, and its done_ would
+    // finish this job early, with a range not yet written. The fence pairs
+    // with the one in work(): a worker that sees any parameter of this job
+    // then fails its claim.
+    next_.store(gen << kGenShift | kIndexMask, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
     body_.store(&body, std::memory_order_relaxed);
     n_.store(n, std::memory_order_relaxed);
     grain_.store(grain, std::memory_order_relaxed);
@@ -286,18 +296,25 @@ private:
   }
 
   /// Takes ranges of job `gen` until none is left.
+  /// A range is claimed with a compare-exchange on next_ that still holds
+  /// `gen`, and the job's parameters are read after the cursor and before the
+  /// claim, so a claim that succeeds used this job's parameters (see run()).
   void work(uint64_t gen) {
-    const auto *body = body_.load(std::memory_order_relaxed);
-    int64_t n = n_.load(std::memory_order_relaxed), grain = grain_.load(std::memory_order_relaxed);
-    int64_t share = share_.load(std::memory_order_relaxed);
     for (;;) {
       uint64_t c = next_.load(std::memory_order_acquire);
+      if ((c >> kGenShift) != gen)
+        return;
+      const auto *body = body_.load(std::memory_order_relaxed);
+      int64_t n = n_.load(std::memory_order_relaxed);
+      int64_t grain = grain_.load(std::memory_order_relaxed);
+      int64_t share = share_.load(std::memory_order_relaxed);
       int64_t b = int64_t(c & kIndexMask);
-      if ((c >> kGenShift) != gen || b >= n)
+      if (b >= n)
         return;
       int64_t e = std::min(n, b + std::max(grain, (n - b) / share));
       if (n - e < grain)
         e = n; // no range shorter than grain left behind
+      std::atomic_thread_fence(std::memory_order_acquire);
       if (!next_.compare_exchange_weak(c, (c & ~kIndexMask) | uint64_t(e),
                                        std::memory_order_acq_rel))
         continue;
