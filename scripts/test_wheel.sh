@@ -6,11 +6,11 @@
 # (tests/python/test_api_*.py) run against the installed package and program.
 # Prints the wheel's size, the build time and the import time.
 #
-#   scripts/test_wheel.sh              (after scripts/setup.sh: the Debian packages)
+#   scripts/test_wheel.sh              (after scripts/setup.sh --all: the Debian packages)
 #   PYTHON=python3.12 scripts/test_wheel.sh
 #
 # The C++ is compiled once: the wheel is built with the flags of the
-# scripts/setup.sh build (ANEFIT_BUILD_TYPE, RelWithDebInfo by default) in a
+# scripts/setup.sh --all build (ANEFIT_BUILD_TYPE, RelWithDebInfo by default) in a
 # build tree beside it (build-wheel-TYPE/, as deep as build/), so ccache, keyed on
 # paths relative to the checkout, serves every object setup.sh compiled; only
 # the extension's own sources and nanobind are compiled again. The wheel a
