@@ -127,7 +127,8 @@ std::vector<PyFinding> findingsAtLeast(const ane::CheckReport &r, ane::Level thr
 
 PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std::string &chip,
                   const std::string &os, const std::string &computeUnits,
-                  const std::optional<std::string> &function) {
+                  const std::optional<std::string> &function,
+                  const std::vector<std::string> &ignore) {
   ane::CheckOptions options;
   auto c = ane::chipFromName(chip);
   if (!c)
@@ -142,6 +143,13 @@ PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std
     failExpected("", "compute_units", "cpu_and_ne or all", "'" + computeUnits + "'");
   options.computeUnits = *cu;
   options.function = function.value_or("");
+  for (const std::string &code : ignore) {
+    auto rule = ane::ruleFromCode(code);
+    if (!rule)
+      failExpected("", "ignore", "a rule id such as ANE-COV-001 (anefit.rules() lists them)",
+                   "'" + code + "'");
+    options.ignore.push_back(*rule);
+  }
 
   auto data = std::make_shared<PyReportData>();
   std::string path;
@@ -367,6 +375,28 @@ void bindCheck(nb::module_ &m) {
       .def_prop_ro(
           "states", [](const PyFunctionReport &f) { return f.report->states; },
           "Number of Core ML states.")
+      .def_prop_ro(
+          "covered_ops", [](const PyFunctionReport &f) { return f.report->coveredOps; },
+          "Ops whose pattern a working case of the evidence corpus holds.")
+      .def_prop_ro(
+          "covered_flops", [](const PyFunctionReport &f) { return f.report->coveredFlops; },
+          "Estimated FLOPs of those ops.")
+      .def_prop_ro(
+          "unverified",
+          [](const PyFunctionReport &f) {
+            nb::list out;
+            for (const ane::UnverifiedPattern &u : f.report->unverified) {
+              nb::dict d;
+              d["pattern"] = u.pattern;
+              d["risky"] = u.risky;
+              d["ops"] = u.ops;
+              d["flops"] = u.flops;
+              out.append(d);
+            }
+            return out;
+          },
+          "Patterns no working case of the corpus holds, risky ones first: dicts with "
+          "'pattern', 'risky', 'ops' and 'flops'.")
       .def("__repr__", [](const PyFunctionReport &f) {
         return "<anefit.FunctionReport '" + f.report->name +
                "' verdict=" + std::string(ane::verdictName(f.report->verdict)) + ">";
@@ -489,12 +519,14 @@ void bindCheck(nb::module_ &m) {
 
   m.def("check", &runCheck, nb::arg("model"), nb::arg("chip") = "any", nb::arg("os") = "any",
         nb::arg("compute_units") = "cpu_and_ne", nb::arg("function") = nb::none(),
+        nb::arg("ignore") = std::vector<std::string>(),
         "Predicts, per op, whether Core ML places it on the ANE, falls back to CPU/GPU or makes "
         "the ANE compile fail, with the rule, the reason, the evidence and the fix. ``model`` "
         "is a :class:`Model` or a path (weight files are then not opened). ``chip``: a chip "
         "name (``anefit check --help``) or ``'any'``; ``os``: ``'any'``, ``'ios17'``, "
         "``'ios18'``, ``'ios26'``; ``compute_units``: ``'cpu_and_ne'`` or ``'all'``; "
-        "``function``: check only this one.");
+        "``function``: check only this one; ``ignore``: rule ids not to apply "
+        "(``anefit check --ignore``).");
 
   m.def(
       "rules",

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
+
+#include "ane/Coverage.h"
 #include "ane/RuleContext.h"
 #include "ops/OpRegistry.h"
 #include "support/Text.h"
@@ -24,7 +26,7 @@ namespace anefit::ane {
 //===----------------------------------------------------------------------===//
 
 static constexpr RuleInfo kRules[] = {
-#define ANE_RULE(Enum, Code, Kind, Eff, Conf, G, Path, Title, Scope, Fail, Pass, Settle, Fix)      \
+#define ANE_RULE(Enum, Code, Kind, Eff, Conf, G, Path, Title, Scope, Settle, Fix)                  \
   {                                                                                                \
       RuleId::Enum,                                                                                \
       Code,                                                                                        \
@@ -35,8 +37,6 @@ static constexpr RuleInfo kRules[] = {
       EvidencePath::Path,                                                                          \
       Title,                                                                                       \
       Scope,                                                                                       \
-      Fail,                                                                                        \
-      Pass,                                                                                        \
       Settle,                                                                                      \
       Fix},
 #include "ane/AneRules.def"
@@ -49,25 +49,72 @@ static constexpr ChipInfo kChips[] = {
 };
 
 /// Splits "URL what; URL what" into cases.
-static std::vector<EvidenceCase> parseCases(std::string_view text) {
+static constexpr EvidenceCase kEvidence[] = {
+#define RULE_EVIDENCE(Rule, Side, Cert, Url, Quote, What)                                          \
+  {RuleId::Rule, EvidenceSide::Side, EvidenceCertainty::Cert, Url, Quote, What},
+#include "ane/RuleEvidence.def"
+#undef RULE_EVIDENCE
+};
+
+std::span<const EvidenceCase> allEvidence() { return kEvidence; }
+
+static std::vector<EvidenceCase> casesOf(RuleId rule, EvidenceSide side) {
   std::vector<EvidenceCase> cases;
-  while (!text.empty()) {
-    size_t semi = text.find("; ");
-    std::string_view item = text.substr(0, semi);
-    size_t space = item.find(' ');
-    EvidenceCase c{item.substr(0, space),
-                   space == std::string_view::npos ? std::string_view() : item.substr(space + 1)};
-    if (!c.url.empty())
+  for (const EvidenceCase &c : kEvidence)
+    if (c.rule == rule && c.side == side)
       cases.push_back(c);
-    if (semi == std::string_view::npos)
-      break;
-    text = text.substr(semi + 2);
-  }
   return cases;
 }
 
-std::vector<EvidenceCase> RuleInfo::failCases() const { return parseCases(failEvidence); }
-std::vector<EvidenceCase> RuleInfo::passCases() const { return parseCases(passEvidence); }
+std::vector<EvidenceCase> RuleInfo::failCases() const { return casesOf(id, EvidenceSide::Fails); }
+std::vector<EvidenceCase> RuleInfo::passCases() const { return casesOf(id, EvidenceSide::Works); }
+std::vector<EvidenceCase> RuleInfo::oursCases() const { return casesOf(id, EvidenceSide::Ours); }
+
+bool RuleInfo::failureIsolated() const {
+  for (const EvidenceCase &c : kEvidence)
+    if (c.rule == id && c.side == EvidenceSide::Fails && c.certainty == EvidenceCertainty::Isolated)
+      return true;
+  return false;
+}
+
+std::string_view evidenceSideName(EvidenceSide s) {
+  switch (s) {
+  case EvidenceSide::Fails:
+    return "fails";
+  case EvidenceSide::Works:
+    return "works";
+  case EvidenceSide::Ours:
+    return "ours";
+  }
+  return "?";
+}
+
+namespace {
+struct CertaintyName {
+  EvidenceCertainty c;
+  std::string_view name, description;
+};
+constexpr CertaintyName kCertaintyNames[] = {
+    {EvidenceCertainty::Isolated, "isolated", "observed for this pattern alone"},
+    {EvidenceCertainty::Together, "together", "observed only together with other suspects"},
+    {EvidenceCertainty::Statement, "statement",
+     "a maintainer's or author's statement without a log"},
+    {EvidenceCertainty::Inferred, "inferred", "our inference from indirect evidence"},
+};
+} // namespace
+
+std::string_view evidenceCertaintyName(EvidenceCertainty c) {
+  return kCertaintyNames[static_cast<size_t>(c)].name;
+}
+std::string_view evidenceCertaintyDescription(EvidenceCertainty c) {
+  return kCertaintyNames[static_cast<size_t>(c)].description;
+}
+std::optional<EvidenceCertainty> evidenceCertaintyFromName(std::string_view name) {
+  for (const CertaintyName &n : kCertaintyNames)
+    if (n.name == name)
+      return n.c;
+  return std::nullopt;
+}
 
 std::vector<std::string_view> RuleInfo::evidenceUrls() const {
   std::vector<std::string_view> urls;
@@ -273,13 +320,34 @@ bool gateApplies(Gate g, Chip chip, TargetOs os) {
   return true;
 }
 
+/// "2 observed together with other suspects, 1 statement without a log".
+static std::string failingCertainties(const RuleInfo &r) {
+  size_t counts[4] = {};
+  for (const EvidenceCase &c : r.failCases())
+    ++counts[static_cast<size_t>(c.certainty)];
+  std::string out;
+  for (auto c :
+       {EvidenceCertainty::Together, EvidenceCertainty::Statement, EvidenceCertainty::Inferred}) {
+    size_t n = counts[static_cast<size_t>(c)];
+    if (n == 0)
+      continue;
+    out +=
+        (out.empty() ? "" : ", ") + std::to_string(n) + " " + std::string(evidenceCertaintyName(c));
+  }
+  return out.empty() ? "no failing case" : "failing cases: " + out;
+}
+
 RawFinding &RuleContext::report(const Operation *op, std::string message) {
   const RuleInfo &r = ruleInfo(current);
   RawFinding f{current, r.effect, op, {}, false, std::move(message), {}};
-  // A failure seen only off the Core ML path is not confirmed for a Core ML model.
+  // A failure seen only off the Core ML path is not confirmed for a Core ML
+  // model, nor one that no source observed for the pattern alone.
   if (r.effect >= Effect::CompileFail && r.path != EvidencePath::CoreMl)
     f.contested = "the failure was measured on the " + std::string(evidencePathName(r.path)) +
                   " compiler path only, not through public Core ML";
+  else if (r.effect >= Effect::CompileFail && !r.failureIsolated())
+    f.contested =
+        "no public source shows this failure for the pattern alone (" + failingCertainties(r) + ")";
   out.push_back(std::move(f));
   return out.back();
 }
@@ -485,17 +553,35 @@ static void checkStateCount(RuleContext &ctx, const Operation *) {
 // ANE-STATE-002: KV + narrow conv state failed for LFM2 (0x1d); two aligned KV
 // states pass (Gemma 4), so only a pair with a narrow state fires.
 static void checkStatePair(RuleContext &ctx, const Operation *) {
-  if (ctx.facts.states.size() != 2)
+  size_t n = ctx.facts.states.size();
+  if (n < 2)
     return;
   std::string narrow = narrowStates(ctx.facts.states);
   if (narrow.empty())
     return;
+  // The bisection's failing second states were 3 and 16 wide (one per layer
+  // or one in all), beside an aligned KV state; narrow states alone, or an
+  // unaligned state of 32 or more beside another, are ours.
+  bool tiny = false, aligned = false;
   for (const Value *s : ctx.facts.states)
-    reportState(ctx, s,
-                "function has 2 states (" + stateDesc(s) + " is one), one of them narrow (" +
-                    narrow +
-                    "); a KV state next to a narrow short-conv state failed at the first "
-                    "ANE prediction (status 0x1d), two aligned KV states run");
+    if (auto d = innermostDim(s)) {
+      tiny |= *d < 32;
+      aligned |= !isNarrow(s);
+    }
+  for (const Value *s : ctx.facts.states) {
+    RawFinding &f = reportState(
+        ctx, s,
+        "function has " + std::to_string(n) + " states (" + stateDesc(s) +
+            " is one), narrow ones among them (" + narrow +
+            "); a KV state next to narrow short-conv states failed at the first ANE prediction "
+            "(status 0x1d), two aligned KV states run");
+    if (!tiny)
+      f.contested = "the narrow state is 32 or wider (not a multiple of 32); the failures "
+                    "observed had second states 3 and 16 wide";
+    else if (!aligned)
+      f.contested = "every state is narrow; the failures observed had an aligned KV state "
+                    "beside the narrow ones";
+  }
 }
 
 // ANE-STATE-003: coremltools#2631, a state width of 270 fails, 256 works.
@@ -1212,6 +1298,8 @@ static void checkSdpaMany(RuleContext &ctx, const Operation *) {
       global.push_back(
           {&op, "head dim " + std::to_string(headDim) + ", " + std::to_string(keys) + " keys"});
   });
+  // The compile of the segment holding the deeper one fails, and the whole
+  // model silently falls back to the CPU (no error surfaced).
   for (size_t i = 1; i < global.size(); ++i)
     ctx.report(global[i].first, "global SDPA " + std::to_string(i + 1) + " of " +
                                     std::to_string(global.size()) + " in this function (" +
@@ -1342,6 +1430,38 @@ static void checkDelegateComputeUnits(RuleContext &ctx, const Operation *) {
 
 // ANE-PLACE-001: runs after placement; each ANE <-> CPU/GPU switch costs a
 // roughly fixed 0.5-1.75 ms.
+// ANE-COV-001: a risky pattern (compression layout, state use, runtime-index
+// update, very wide dim) that no working case of the evidence corpus holds.
+// Runs after placement, like ANE-PLACE-001: an op another rule already puts
+// on the CPU/GPU is not at risk on the ANE, and one a contested rule already
+// flags needs no second word.
+static void checkUnverifiedPattern(RuleContext &ctx, const Operation *) {
+  const FunctionReport *placed = ctx.facts.placed;
+  if (!placed)
+    return;
+  const Coverage &coverage =
+      ctx.facts.options.coverage ? *ctx.facts.options.coverage : builtinCoverage();
+  for (const OpReport &o : placed->ops) {
+    // Off the ANE, or another rule already speaks for the op.
+    if (o.placement != Placement::Ane || o.atRisk)
+      continue;
+    OpPattern p = opPattern(*o.op);
+    if (!p.risky || coverage.contains(p.key))
+      continue;
+    std::string nearest;
+    size_t shown = 0;
+    for (const std::string &k : coverage.keys)
+      if (k.rfind(o.op->type + " ", 0) == 0 && shown < 3)
+        nearest += (shown++ ? "; " : "") + k;
+    RawFinding &f =
+        ctx.report(o.op, "pattern '" + p.key + "' has no working case in the evidence corpus" +
+                             (nearest.empty() ? " (nor has any " + o.op->type + ")"
+                                              : " (working: " + nearest + ")"));
+    f.contested =
+        "no public case shows this pattern failing either: it is unverified, not known to fail";
+  }
+}
+
 static void checkBoundaries(RuleContext &ctx, const Operation *) {
   const FunctionReport *p = ctx.facts.placed;
   if (!p || p->boundaries == 0 || p->aneOps == 0)

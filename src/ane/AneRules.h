@@ -57,17 +57,44 @@ std::optional<Level> levelFromName(std::string_view name);
 Level levelOf(Effect e, Certainty c);
 
 enum class RuleId : uint16_t {
-#define ANE_RULE(Enum, Code, Kind, Effect, Conf, Gate, Path, Title, Scope, Fail, Pass, Settle,     \
-                 Fix)                                                                              \
-  Enum,
+#define ANE_RULE(Enum, Code, Kind, Effect, Conf, Gate, Path, Title, Scope, Settle, Fix) Enum,
 #include "ane/AneRules.def"
 };
 
-/// One public case behind a rule: where it is and what it shows.
-struct EvidenceCase {
-  std::string_view url;
-  std::string_view what;
+/// Which side of a rule a piece of evidence is on.
+enum class EvidenceSide : uint8_t {
+  Fails, ///< the pattern fails, falls back or computes wrong numbers
+  Works, ///< the pattern runs on the ANE: the case bounds the rule
+  Ours,  ///< a threshold or scope of the rule no source states
 };
+/// "fails", "works", "ours".
+std::string_view evidenceSideName(EvidenceSide s);
+
+/// How a piece of evidence established its outcome, strongest first.
+enum class EvidenceCertainty : uint8_t {
+  Isolated,  ///< observed for this pattern alone
+  Together,  ///< observed only on models with other suspects
+  Statement, ///< a maintainer's or author's statement without a log
+  Inferred,  ///< our inference from indirect evidence
+};
+/// "isolated", "together", "statement", "inferred".
+std::string_view evidenceCertaintyName(EvidenceCertainty c);
+std::optional<EvidenceCertainty> evidenceCertaintyFromName(std::string_view name);
+/// One line for people: "observed in isolation", ...
+std::string_view evidenceCertaintyDescription(EvidenceCertainty c);
+
+/// One public case behind a rule (a row of RuleEvidence.def).
+struct EvidenceCase {
+  RuleId rule;
+  EvidenceSide side;
+  EvidenceCertainty certainty;
+  std::string_view url;   ///< empty for a threshold that is ours
+  std::string_view quote; ///< verbatim, at most two sentences; empty when unread
+  std::string_view what;  ///< what it shows, in our words
+};
+
+/// Every row of RuleEvidence.def, in table order.
+std::span<const EvidenceCase> allEvidence();
 
 struct RuleInfo {
   RuleId id;
@@ -78,14 +105,17 @@ struct RuleInfo {
   Gate gate;
   EvidencePath path; ///< where the failing evidence was measured
   std::string_view title;
-  std::string_view scope;        ///< what the rule matches, for people
-  std::string_view failEvidence; ///< "URL what; URL what": cases that fail
-  std::string_view passEvidence; ///< the same for known-working cases that bound the rule
-  std::string_view settle;       ///< the Mac check that settles an at-risk finding
+  std::string_view scope;  ///< what the rule matches, for people
+  std::string_view settle; ///< the Mac check that settles an at-risk finding
   std::string_view fix;
 
+  /// Its rows of RuleEvidence.def on each side.
   std::vector<EvidenceCase> failCases() const;
   std::vector<EvidenceCase> passCases() const;
+  std::vector<EvidenceCase> oursCases() const;
+  /// True when a failing case was observed for the pattern alone: only then
+  /// may a compile or runtime failure of the rule be reported uncontested.
+  bool failureIsolated() const;
   /// The failing-evidence URLs one by one.
   std::vector<std::string_view> evidenceUrls() const;
   /// `settle`, or the generic compile-and-plan check when the row has none.

@@ -6,6 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/Checker.h"
+
+#include "ane/Coverage.h"
 #include "ane/RuleContext.h"
 #include "ir/TorchNames.h"
 #include "ops/OpRegistry.h"
@@ -14,6 +16,7 @@
 #include "support/Error.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -179,8 +182,8 @@ void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> 
     if (!isConstLike(*op)) {
       index[op.get()] = r.ops.size();
       ops.push_back(op.get());
-      r.ops.push_back(
-          OpReport{op.get(), op->name, op->type, Placement::Ane, {}, estimateFlops(*op)});
+      r.ops.push_back(OpReport{
+          op.get(), op->name, op->type, Placement::Ane, {}, estimateFlops(*op), false, {}, false});
     }
   auto decide = [&](const Operation *op, const RawFinding &f) {
     if (f.effect < Effect::Fallback || f.effect == Effect::WrongNumerics)
@@ -239,6 +242,61 @@ void place(FunctionReport &r, const Function &fn, const std::vector<RawFinding> 
   r.boundaries = r.segments.empty() ? 0 : r.segments.size() - 1;
 }
 
+/// Rules that judge the placed function (FunctionFacts::placed).
+bool afterPlacement(RuleId id) {
+  return id == RuleId::Boundaries || id == RuleId::UnverifiedPattern;
+}
+
+/// Flags the ANE ops (and their segments) that the contested findings of
+/// the post-placement rules, from `raw[first]` on, point at.
+void markAtRisk(FunctionReport &r, const std::unordered_map<const Operation *, size_t> &index,
+                const std::vector<RawFinding> &raw, size_t first) {
+  for (size_t i = first; i < raw.size(); ++i) {
+    const RawFinding &f = raw[i];
+    if (!f.op || f.contested.empty() || f.effect < Effect::CompileFail)
+      continue;
+    auto it = index.find(f.op);
+    if (it == index.end())
+      continue;
+    OpReport &o = r.ops[it->second];
+    o.atRisk = true;
+    if (std::find(o.rules.begin(), o.rules.end(), f.rule) == o.rules.end())
+      o.rules.push_back(f.rule);
+    for (Segment &s : r.segments)
+      if (s.onAne && s.firstOp <= it->second && it->second <= s.lastOp)
+        s.atRisk = true;
+  }
+}
+
+/// Each op's pattern, whether working evidence holds it, and the function's
+/// coverage and unverified patterns.
+void summarizeCoverage(FunctionReport &r, const Coverage &coverage) {
+  std::map<std::string, UnverifiedPattern> unverified;
+  for (OpReport &o : r.ops) {
+    OpPattern p = opPattern(*o.op);
+    o.pattern = p.key;
+    o.covered = coverage.contains(p.key);
+    if (o.covered) {
+      ++r.coveredOps;
+      r.coveredFlops += o.flops;
+      continue;
+    }
+    UnverifiedPattern &u = unverified[p.key];
+    u.pattern = p.key;
+    u.risky = p.risky;
+    ++u.ops;
+    u.flops += o.flops;
+  }
+  for (auto &[key, u] : unverified)
+    r.unverified.push_back(std::move(u));
+  std::stable_sort(r.unverified.begin(), r.unverified.end(),
+                   [](const UnverifiedPattern &a, const UnverifiedPattern &b) {
+                     if (a.risky != b.risky)
+                       return a.risky;
+                     return a.ops > b.ops;
+                   });
+}
+
 } // namespace
 
 CheckReport checkModel(const Model &model, const CheckOptions &options) {
@@ -264,6 +322,9 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
     size_t rule, function, op;
   };
   std::vector<Keyed> keyed;
+  auto ignored = [&](RuleId id) {
+    return std::find(options.ignore.begin(), options.ignore.end(), id) != options.ignore.end();
+  };
   size_t fnIndex = 0;
   for (const auto &fn : program.functions) {
     if (!options.function.empty() && fn->name != options.function)
@@ -272,7 +333,8 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
     std::vector<RawFinding> raw;
     RuleContext ctx(facts, raw);
     for (const RuleInfo &rule : allRules())
-      if (rule.id != RuleId::Boundaries && gateApplies(rule.gate, options.chip, options.os))
+      if (!afterPlacement(rule.id) && gateApplies(rule.gate, options.chip, options.os) &&
+          !ignored(rule.id))
         runRule(rule.id, ctx);
 
     FunctionReport fr;
@@ -285,7 +347,12 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
     place(fr, *fn, raw, index);
 
     facts.placed = &fr;
-    runRule(RuleId::Boundaries, ctx);
+    size_t placedFindings = raw.size();
+    for (RuleId rule : {RuleId::UnverifiedPattern, RuleId::Boundaries})
+      if (!ignored(rule))
+        runRule(rule, ctx);
+    markAtRisk(fr, index, raw, placedFindings);
+    summarizeCoverage(fr, options.coverage ? *options.coverage : builtinCoverage());
 
     bool fails = false, atRisk = false;
     for (const RawFinding &f : raw)

@@ -19,12 +19,20 @@
 
 namespace anefit::ane {
 
+struct Coverage;
+
 struct CheckOptions {
   Chip chip = Chip::Any;
   TargetOs os = TargetOs::Any;
   ComputeUnits computeUnits = ComputeUnits::CpuAndNe;
   /// Check only this function; empty = every function. An unknown name is an InputError.
   std::string function;
+  /// The patterns with working evidence (Coverage.h); null: the built-in
+  /// coverage of the whole corpus. Grading the held-out part passes the
+  /// derive part's.
+  const Coverage *coverage = nullptr;
+  /// Rules not to apply (`--ignore`).
+  std::vector<RuleId> ignore = {};
 };
 
 /// Where an op is predicted to run.
@@ -66,6 +74,17 @@ struct OpReport {
   double flops = 0;          ///< estimated floating-point operations
   /// Placed on the ANE, but a contested failure rule points at it.
   bool atRisk = false;
+  /// Its pattern (Coverage.h) and whether a working case of the corpus holds it.
+  std::string pattern = {};
+  bool covered = false;
+};
+
+/// A pattern of a function that no working case of the corpus holds.
+struct UnverifiedPattern {
+  std::string pattern;
+  bool risky = false; ///< compression, state, runtime-index update or a dim above 16384
+  size_t ops = 0;     ///< how many of the function's ops have it
+  double flops = 0;
 };
 
 /// A maximal run of consecutive (program order) ops on the same device. Ops
@@ -103,6 +122,11 @@ struct FunctionReport {
   uint64_t weightBytes = 0;      ///< weights of this function as stored, from their types
   uint64_t denseWeightBytes = 0; ///< the same weights decompressed (ops/Weights.h)
   size_t states = 0;
+  /// Ops and FLOPs whose pattern a working case of the corpus holds.
+  size_t coveredOps = 0;
+  double coveredFlops = 0;
+  /// The patterns no working case holds, risky ones first, then by op count.
+  std::vector<UnverifiedPattern> unverified;
   Verdict verdict = Verdict::Ane;
 };
 

@@ -8,10 +8,12 @@
 //===----------------------------------------------------------------------===//
 #include "ane/Evidence.h"
 
+#include "ane/AneRules.h"
 #include "support/Error.h"
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <array>
 #include <fstream>
 #include <sstream>
@@ -43,12 +45,42 @@ std::string_view gradeName(Grade g) {
   return "";
 }
 
-std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::string &path) {
+std::string_view corpusPartName(CorpusPart p) {
+  return p == CorpusPart::HeldOut ? "held-out" : "derive";
+}
+
+/// "owner/repo" of a GitHub URL, else the URL's host.
+std::string corpusProject(const std::string &url) {
+  std::string rest = url;
+  for (std::string_view scheme : {"https://", "http://"})
+    if (rest.rfind(scheme, 0) == 0)
+      rest = rest.substr(scheme.size());
+  size_t slash = rest.find('/');
+  std::string host = rest.substr(0, slash);
+  if ((host == "github.com" || host == "www.github.com") && slash != std::string::npos) {
+    std::string path = rest.substr(slash + 1);
+    size_t first = path.find('/');
+    if (first == std::string::npos)
+      return path;
+    size_t second = path.find('/', first + 1);
+    return path.substr(0, second);
+  }
+  return host;
+}
+
+static nlohmann::json parseObject(std::string_view text, const std::string &path) {
   nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object())
-    failExpected(path, "cases.json", "a JSON object", "malformed JSON");
-  if (j.value("schema", "") != "anefit.evidence/1")
-    failExpected(path, "schema", "\"anefit.evidence/1\"", j.value("schema", "none"));
+    failExpected(path, "cases file", "a JSON object", "malformed JSON");
+  std::string schema = j.value("schema", "");
+  if (schema != "anefit.evidence/1" && schema != "anefit.evidence/2")
+    failExpected(path, "schema", "\"anefit.evidence/2\"", schema.empty() ? "none" : schema);
+  return j;
+}
+
+std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::string &path) {
+  nlohmann::json j = parseObject(text, path);
+  bool v1 = j.value("schema", "") == "anefit.evidence/1";
   const auto &cases = j.find("cases");
   if (cases == j.end() || !cases->is_array())
     failExpected(path, "cases", "an array", "none");
@@ -56,6 +88,8 @@ std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::strin
   for (size_t i = 0; i < cases->size(); ++i) {
     const nlohmann::json &c = (*cases)[i];
     std::string where = "cases[" + std::to_string(i) + "]";
+    if (!c.is_object())
+      failExpected(path, where, "an object", c.type_name());
     auto str = [&](const char *key, bool required) -> std::string {
       auto it = c.find(key);
       if (it != c.end() && it->is_string())
@@ -64,16 +98,40 @@ std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::strin
         failExpected(path, where + "." + key, "a string", "none");
       return {};
     };
-    if (!c.is_object())
-      failExpected(path, where, "an object", c.type_name());
     CorpusCase e;
     e.name = str("name", true);
     e.file = str("file", true);
-    e.rule = str("rule", true);
+    e.rule = str("rule", v1);
     e.source = str("source", true);
     e.what = str("what", true);
-    e.verdict = str("verdict", true);
+    e.verdict = str("verdict", v1);
     e.op = str("op", false);
+    e.project = str("project", false);
+    if (e.project.empty())
+      e.project = corpusProject(e.source);
+    e.quote = str("quote", !v1);
+    e.certainty = str("certainty", !v1);
+    if (!e.certainty.empty() && !evidenceCertaintyFromName(e.certainty))
+      failExpected(path, where + ".certainty", "isolated, together, statement or inferred",
+                   "'" + e.certainty + "'");
+    std::string rebuilt = str("rebuilt", false);
+    if (!rebuilt.empty()) {
+      if (rebuilt != "reported" && rebuilt != "approximate" && rebuilt != "guess")
+        failExpected(path, where + ".rebuilt", "reported, approximate or guess",
+                     "'" + rebuilt + "'");
+      e.rebuilt = rebuilt;
+    }
+    if (auto pl = c.find("placement"); pl != c.end()) {
+      if (!pl->is_object())
+        failExpected(path, where + ".placement", "an object of op name -> ane, cpu or gpu",
+                     pl->type_name());
+      for (const auto &[op, dev] : pl->items()) {
+        std::string d = dev.is_string() ? dev.get<std::string>() : std::string();
+        if (d != "ane" && d != "cpu" && d != "gpu")
+          failExpected(path, where + ".placement." + op, "ane, cpu or gpu", dev.dump());
+        e.placement.emplace_back(op, d);
+      }
+    }
     std::string outcome = str("outcome", true);
     bool known = false;
     for (size_t k = 0; k < kOutcomes.size(); ++k)
@@ -89,6 +147,51 @@ std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::strin
     out.push_back(std::move(e));
   }
   return out;
+}
+
+static std::string readText(const std::string &path, const char *what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    failExpected(path, what, "a readable file", "no such file");
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+std::vector<CorpusCase> loadCorpus(const std::string &dir) {
+  std::string path = dir + "/cases.json";
+  std::string text = readText(path, "evidence corpus");
+  std::vector<CorpusCase> cases = parseCorpusCases(text, path);
+  nlohmann::json top = parseObject(text, path);
+  if (auto groups = top.find("groups"); groups != top.end()) {
+    if (!groups->is_array())
+      failExpected(path, "groups", "an array of case files", groups->type_name());
+    for (const auto &g : *groups) {
+      std::string rel = g.is_string() ? g.get<std::string>() : std::string();
+      if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/')
+        failExpected(path, "groups", "case files inside the corpus", g.dump());
+      std::string groupPath = dir + "/" + rel;
+      for (CorpusCase &c : parseCorpusCases(readText(groupPath, "case file"), groupPath))
+        cases.push_back(std::move(c));
+    }
+  }
+  std::vector<std::string> heldOut;
+  if (auto h = top.find("heldout"); h != top.end()) {
+    if (!h->is_array())
+      failExpected(path, "heldout", "an array of projects", h->type_name());
+    for (const auto &p : *h)
+      if (p.is_string())
+        heldOut.push_back(p.get<std::string>());
+  }
+  std::vector<std::string> names;
+  for (CorpusCase &c : cases) {
+    if (std::find(names.begin(), names.end(), c.name) != names.end())
+      failExpected(path, "case " + c.name, "unique case names", "a second case of that name");
+    names.push_back(c.name);
+    if (std::find(heldOut.begin(), heldOut.end(), c.project) != heldOut.end())
+      c.part = CorpusPart::HeldOut;
+  }
+  return cases;
 }
 
 /// The op named `name` in any function, or null.
@@ -107,6 +210,11 @@ EvidenceResult gradeEvidence(const CorpusCase &c, const CheckReport &report) {
   for (const Finding &f : report.findings)
     if (f.certainty == Certainty::Contested)
       r.contradictions.push_back(f.contradiction);
+  for (const auto &[name, device] : c.placement)
+    if (const OpReport *o = findOp(report, name)) {
+      ++r.placementCompared;
+      r.placementAgreed += (o->placement == Placement::Ane) == (device == "ane");
+    }
   const OpReport *op = c.op.empty() ? nullptr : findOp(report, c.op);
   bool opOff = op && op->placement != Placement::Ane;
   switch (c.outcome) {
@@ -142,26 +250,45 @@ EvidenceResult gradeEvidence(const CorpusCase &c, const CheckReport &report) {
   return r;
 }
 
-std::vector<EvidenceResult>
-gradeCorpus(const std::string &dir, const std::function<CheckReport(const std::string &)> &check) {
-  std::string path = dir + "/cases.json";
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    failExpected(path, "evidence corpus", "a readable cases.json", "no such file");
-  std::stringstream text;
-  text << in.rdbuf();
+Coverage corpusCoverage(const std::string &dir, const std::vector<CorpusCase> &cases,
+                        const CorpusLoader &load, bool derivePartOnly) {
+  Coverage c;
+  for (const CorpusCase &e : cases)
+    if (e.outcome == Outcome::Works && e.rebuilt != "guess" && !e.file.empty() &&
+        (!derivePartOnly || e.part == CorpusPart::Derive)) {
+      std::unique_ptr<Model> model = load(dir + "/" + e.file);
+      if (model->program)
+        c.add(*model->program);
+    }
+  return c;
+}
+
+std::vector<EvidenceResult> gradeCorpus(const std::string &dir, const CorpusLoader &load,
+                                        const std::vector<RuleId> &ignore) {
+  std::vector<CorpusCase> cases = loadCorpus(dir);
+  Coverage derive = corpusCoverage(dir, cases, load, /*derivePartOnly=*/true);
+  CheckOptions options;
+  options.coverage = &derive;
+  options.ignore = ignore;
   std::vector<EvidenceResult> out;
-  for (const CorpusCase &c : parseCorpusCases(text.str(), path))
-    out.push_back(gradeEvidence(c, check(dir + "/" + c.file)));
+  for (const CorpusCase &c : cases)
+    if (!c.file.empty())
+      out.push_back(gradeEvidence(c, checkModel(*load(dir + "/" + c.file), options)));
   return out;
 }
 
-std::string evidenceMarkdown(const std::vector<EvidenceResult> &results) {
+namespace {
+
+/// The score of one part of the corpus.
+struct Score {
   size_t fails = 0, caught = 0, caughtRisk = 0, missed = 0;
   size_t works = 0, passed = 0, atRisk = 0, offAne = 0, alarms = 0;
-  for (const EvidenceResult &r : results) {
-    bool known = r.c.outcome != Outcome::Works;
-    (known ? fails : works)++;
+  size_t placementAgreed = 0, placementCompared = 0;
+
+  void add(const EvidenceResult &r) {
+    (r.c.outcome == Outcome::Works ? works : fails)++;
+    placementAgreed += r.placementAgreed;
+    placementCompared += r.placementCompared;
     switch (r.grade) {
     case Grade::Caught:
       ++caught;
@@ -186,32 +313,82 @@ std::string evidenceMarkdown(const std::vector<EvidenceResult> &results) {
       break;
     }
   }
+};
+
+std::string cellText(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    out += c == '|' ? std::string("\\|") : c == '\n' ? std::string(" ") : std::string(1, c);
+  return out;
+}
+
+} // namespace
+
+std::string corpusMarkdown(const std::string &dir, const CorpusLoader &load) {
+  return evidenceMarkdown(gradeCorpus(dir, load),
+                          gradeCorpus(dir, load, {RuleId::UnverifiedPattern}));
+}
+
+std::string evidenceMarkdown(const std::vector<EvidenceResult> &results,
+                             const std::vector<EvidenceResult> &withoutCoverage) {
+  Score derive, heldOut, deriveBare, heldOutBare;
+  size_t guesses = 0;
+  for (const EvidenceResult &r : results) {
+    if (r.c.rebuilt == "guess") {
+      ++guesses;
+      continue;
+    }
+    (r.c.part == CorpusPart::HeldOut ? heldOut : derive).add(r);
+  }
+  for (const EvidenceResult &r : withoutCoverage)
+    if (r.c.rebuilt != "guess")
+      (r.c.part == CorpusPart::HeldOut ? heldOutBare : deriveBare).add(r);
   auto n = [](size_t v) { return std::to_string(v); };
+  auto row = [&](std::string_view name, const Score &s) {
+    return "| " + std::string(name) + " | " + n(s.fails) + " | " + n(s.caught) + " | " +
+           n(s.caughtRisk) + " | " + n(s.missed) + " | " + n(s.works) + " | " + n(s.passed) +
+           " | " + n(s.atRisk) + " | " + n(s.offAne) + " | " + n(s.alarms) + " | " +
+           (s.placementCompared ? n(s.placementAgreed) + "/" + n(s.placementCompared) : "-") +
+           " |\n";
+  };
   std::string md =
       "## Evidence corpus\n\n"
-      "`tests/fixtures/evidence/` holds, per rule with public evidence, the smallest model "
-      "reproducing a reported failure and the smallest reproducing a reported working case, "
-      "built by `gen_evidence.py` (coremltools' MIL builder) from the public descriptions. "
-      "`anefit check` is run on every one (tests/unit/ane/EvidenceTest.cpp, which also fails "
-      "when this section is stale). A known failure is caught when the verdict is `ane-fails` "
-      "or `at-risk`, when its op is predicted off the ANE (fallback cases) or when a "
-      "wrong-numerics finding fires; a known-working model passes when the verdict is `ane` or "
-      "`partial` and its op stays on the ANE.\n\n"
-      "| " +
-      n(results.size()) +
-      " cases | caught | caught as at-risk | missed |\n|---|---|---|---|\n"
-      "| known failures (" +
-      n(fails) + ") | " + n(caught) + " | " + n(caughtRisk) + " | " + n(missed) +
-      " |\n\n"
-      "| | passed | at-risk | called off the ANE | called ane-fails |\n|---|---|---|---|---|\n"
-      "| known working (" +
-      n(works) + ") | " + n(passed) + " | " + n(atRisk) + " | " + n(offAne) + " | " + n(alarms) +
-      " |\n\n"
-      "| case | public outcome | rule | source | verdict | grade |\n|---|---|---|---|---|---|\n";
+      "`tests/fixtures/evidence/` holds public observations of models on the ANE, failing and "
+      "working, each rebuilt as a small model (`gen_evidence.py` packages, and MIL text for the "
+      "sweep under `sweep/`, whose method its README states) with its source, a verbatim quote "
+      "and how the outcome was established. The corpus is split by source project: the "
+      "**derive** part holds the projects the rules were written from, the **held-out** part "
+      "projects no rule was written or narrowed from (the list in `cases.json`, fixed before "
+      "the rules were revised). `anefit check` is run on every rebuilt case "
+      "(tests/unit/ane/EvidenceTest.cpp, which also fails when this section is stale). An "
+      "observed failure is caught when the verdict is `ane-fails`, or `at-risk`, when its op "
+      "is predicted off the ANE (fallback cases) or when a wrong-numerics finding fires; a "
+      "working model passes when the verdict is `ane` or `partial` and its op stays on the "
+      "ANE. Cases built from a guess rather than a reported model (" +
+      n(guesses) +
+      ") are listed but never scored.\n\n"
+      "| part | observed failures | caught (ane-fails, fallback, numerics) | caught as at-risk | "
+      "missed | working | passed | called at-risk | called off the ANE | called ane-fails | "
+      "op placement agreed |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n" +
+      row("derive", derive) + row("held-out", heldOut) +
+      (withoutCoverage.empty() ? std::string()
+                               : row("derive, without ANE-COV-001", deriveBare) +
+                                     row("held-out, without ANE-COV-001", heldOutBare)) +
+      (withoutCoverage.empty()
+           ? std::string()
+           : "\nThe coverage rule (ANE-COV-001, the patterns of the derive part's working cases; "
+             "[check.md](check.md#coverage-what-the-evidence-has-seen)) is the policy chosen for "
+             "unseen patterns: the rows without it show what it buys (observed failures caught "
+             "as at-risk) and what it costs (working models called at-risk) on each part.\n") +
+      "\n| case | project | part | public outcome | certainty | verdict | grade |\n"
+      "|---|---|---|---|---|---|---|\n";
   for (const EvidenceResult &r : results)
-    md += "| " + r.c.name + " | " + std::string(outcomeName(r.c.outcome)) + ": " + r.c.what +
-          " | " + r.c.rule + " | <" + r.c.source + "> | " + std::string(verdictName(r.verdict)) +
-          " | " + std::string(gradeName(r.grade)) + " |\n";
+    md += "| " + r.c.name + " | [" + r.c.project + "](" + r.c.source + ") | " +
+          (r.c.rebuilt == "guess" ? std::string("guess") : std::string(corpusPartName(r.c.part))) +
+          " | " + std::string(outcomeName(r.c.outcome)) + ": " + cellText(r.c.what) + " | " +
+          (r.c.certainty.empty() ? std::string("-") : r.c.certainty) + " | " +
+          std::string(verdictName(r.verdict)) + " | " + std::string(gradeName(r.grade)) + " |\n";
   return md;
 }
 

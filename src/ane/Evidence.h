@@ -1,18 +1,21 @@
 //===- Evidence.h - Grade the checker on public repro cases -----*- C++ -*-===//
 //
-// The evidence corpus (tests/fixtures/evidence/cases.json) pairs, per rule,
-// the smallest model reproducing a publicly reported failure with the
-// smallest reproducing a publicly reported working case. This grades the
-// checker's verdict on each case against the public outcome and renders the
-// confusion table docs/rules.md prints (known failures caught, known-working
-// models passed).
+// The evidence corpus (tests/fixtures/evidence/cases.json and the case files
+// it names) holds public observations of models on the ANE, failing and
+// working, each rebuilt as a small model with its source, a quote and how the
+// outcome was established. The corpus is split by source project into the
+// part the rules were written from and a held-out part they never saw. This
+// grades the checker's verdict on each case against the public outcome and
+// renders the tables docs/rules.md prints, per part.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include "ane/Checker.h"
+#include "ane/Coverage.h"
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -29,20 +32,44 @@ enum class Outcome : uint8_t {
 /// "fails", "falls-back", "wrong-numerics", "works".
 std::string_view outcomeName(Outcome o);
 
+/// Which part of the corpus a case is in (by its source project).
+enum class CorpusPart : uint8_t {
+  Derive,  ///< the rules were written from these projects' reports
+  HeldOut, ///< no rule was written or narrowed from these projects' reports
+};
+/// "derive", "held-out".
+std::string_view corpusPartName(CorpusPart p);
+
 struct CorpusCase {
   std::string name;
-  std::string file; ///< model path relative to the corpus directory
+  std::string file; ///< model path relative to the corpus directory ("" if not rebuilt)
   Outcome outcome = Outcome::Works;
-  std::string rule;    ///< the rule the case bounds
-  std::string source;  ///< public URL
-  std::string what;    ///< what the source shows
-  std::string verdict; ///< the verdict `check` is expected to give
-  std::string op;      ///< the op the outcome is about (may be empty)
+  std::string rule;           ///< the rule the case bounds (may be empty for sweep cases)
+  std::string source;         ///< public URL
+  std::string what;           ///< what the source shows
+  std::string verdict;        ///< the verdict `check` is pinned to give (may be empty)
+  std::string op;             ///< the op the outcome is about (may be empty)
+  std::string project = {};   ///< the split key: owner/repo or host (from `source` when absent)
+  std::string quote = {};     ///< verbatim from the source
+  std::string certainty = {}; ///< isolated, together, statement, inferred
+  /// reported (the model reproduces the report), approximate (parts guessed,
+  /// `what` says which) or guess (no reported model: never scored).
+  std::string rebuilt = "reported";
+  /// Per-op placement where the source reports it: op name -> ane, cpu, gpu.
+  std::vector<std::pair<std::string, std::string>> placement = {};
+  CorpusPart part = CorpusPart::Derive;
 };
 
-/// Parses cases.json (schema "anefit.evidence/1"); throws InputError naming
-/// `path` on malformed input.
+/// Parses one case file (schema "anefit.evidence/1" or "/2"); throws
+/// InputError naming `path` on malformed input.
 std::vector<CorpusCase> parseCorpusCases(std::string_view json, const std::string &path);
+
+/// The split key of a source URL: "owner/repo" on GitHub, else the host.
+std::string corpusProject(const std::string &url);
+
+/// Reads `dir`/cases.json, the case files its "groups" name, and its
+/// "heldout" project list, which sets each case's part. Throws InputError.
+std::vector<CorpusCase> loadCorpus(const std::string &dir);
 
 /// How the checker did on one case.
 enum class Grade : uint8_t {
@@ -63,18 +90,40 @@ struct EvidenceResult {
   /// The contradicting evidence of every at-risk finding (empty strings mean
   /// an at-risk finding named none).
   std::vector<std::string> contradictions;
+  /// Reported per-op placements the prediction agrees with, of those found.
+  size_t placementAgreed = 0, placementCompared = 0;
 };
 
 /// Grades one case from the checker's report on its model.
 EvidenceResult gradeEvidence(const CorpusCase &c, const CheckReport &report);
 
-/// Reads `dir`/cases.json and grades every case; `check` loads and checks the
-/// model at a path (the caller owns model loading). Throws InputError.
-std::vector<EvidenceResult>
-gradeCorpus(const std::string &dir, const std::function<CheckReport(const std::string &)> &check);
+/// Loads a model of the corpus by path (the caller owns model loading; weights
+/// need not be opened).
+using CorpusLoader = std::function<std::unique_ptr<Model>(const std::string &)>;
 
-/// The "Evidence corpus" section of docs/rules.md: the confusion table and
-/// every case with its source, expected and actual verdict and grade.
-std::string evidenceMarkdown(const std::vector<EvidenceResult> &results);
+/// The patterns of the working cases of the corpus: of the derive part only
+/// (`derivePartOnly`), or of all of it (the built-in Coverage.def).
+Coverage corpusCoverage(const std::string &dir, const std::vector<CorpusCase> &cases,
+                        const CorpusLoader &load, bool derivePartOnly);
+
+/// Loads the corpus (loadCorpus) and grades every rebuilt case, each checked
+/// with the coverage of the derive part's working cases, so that the held-out
+/// part is judged on what the rules and the coverage could have known.
+/// Throws InputError.
+std::vector<EvidenceResult> gradeCorpus(const std::string &dir, const CorpusLoader &load,
+                                        const std::vector<RuleId> &ignore = {});
+
+/// The "Evidence corpus" section of docs/rules.md: the score per part
+/// (observed failures missed, caught as at-risk, caught as ane-fails; working
+/// models called at-risk or ane-fails; op placement agreement) and every case
+/// with its source, certainty, verdict and grade.
+/// `withoutCoverage`, when given, is the same corpus graded without
+/// ANE-COV-001: its score rows show what the coverage rule costs and buys.
+std::string evidenceMarkdown(const std::vector<EvidenceResult> &results,
+                             const std::vector<EvidenceResult> &withoutCoverage = {});
+
+/// docs/rules.md's corpus section for the corpus in `dir`: graded with and
+/// without ANE-COV-001.
+std::string corpusMarkdown(const std::string &dir, const CorpusLoader &load);
 
 } // namespace anefit::ane

@@ -96,9 +96,15 @@ const char *verdictColor(Verdict v) {
   return "";
 }
 
-/// "https://... (what it shows)".
+/// "https://... [together] "quote" (what it shows)".
 std::string caseText(const EvidenceCase &c) {
-  return std::string(c.url) + (c.what.empty() ? "" : " (" + std::string(c.what) + ")");
+  std::string out = std::string(c.url.empty() ? "ours" : c.url) + " [" +
+                    std::string(evidenceCertaintyName(c.certainty)) + "]";
+  if (!c.quote.empty())
+    out += " \"" + std::string(c.quote) + "\"";
+  if (!c.what.empty())
+    out += " (" + std::string(c.what) + ")";
+  return out;
 }
 
 std::string verdictSentence(const FunctionReport &f, ComputeUnits cu) {
@@ -132,6 +138,28 @@ std::string plural(size_t n, std::string_view noun) {
   return noun.back() == 'y' ? s.substr(0, s.size() - 1) + "ies" : s + "s";
 }
 
+/// "coverage: 12/15 ops (80 %), 91 % of FLOPs have working evidence;
+/// unverified: linear fp16 weight=... (113 ops, risky), ...".
+std::string coverageSentence(const FunctionReport &f) {
+  std::string out = "coverage: " + std::to_string(f.coveredOps) + "/" +
+                    std::to_string(f.ops.size()) + " ops (" +
+                    percent((double)f.coveredOps, (double)f.ops.size()) + "), " +
+                    percent(f.coveredFlops, f.totalFlops) +
+                    " of FLOPs have a working case in the evidence corpus";
+  if (f.unverified.empty())
+    return out;
+  out += "; unverified: ";
+  constexpr size_t kShown = 4;
+  for (size_t i = 0; i < f.unverified.size() && i < kShown; ++i) {
+    const UnverifiedPattern &u = f.unverified[i];
+    out +=
+        (i ? ", " : "") + u.pattern + " (" + plural(u.ops, "op") + (u.risky ? ", risky" : "") + ")";
+  }
+  if (f.unverified.size() > kShown)
+    out += " and " + std::to_string(f.unverified.size() - kShown) + " more";
+  return out;
+}
+
 std::string osLabel(TargetOs os) { return std::string(osName(os)); }
 
 } // namespace
@@ -158,6 +186,7 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
                 ? " stored (" + humanBytes(f.denseWeightBytes) + " decompressed)"
                 : std::string()) +
            "\n";
+    out += "  " + coverageSentence(f) + "\n";
     for (size_t i = 0; i < f.segments.size() && i < options.maxSegments; ++i) {
       const Segment &s = f.segments[i];
       out += "  segment " + std::to_string(i + 1) + ": " + (s.onAne ? "ane" : "cpu-gpu") + " " +
@@ -260,8 +289,24 @@ static Json remediesJson(const CheckReport &report, const Finding &f) {
 static Json casesJson(const std::vector<EvidenceCase> &cases) {
   Json a = Json::array();
   for (const EvidenceCase &c : cases)
-    a.push_back({{"url", c.url}, {"what", c.what}});
+    a.push_back({{"url", c.url},
+                 {"certainty", evidenceCertaintyName(c.certainty)},
+                 {"quote", c.quote},
+                 {"what", c.what}});
   return a;
+}
+
+/// The share of a function's ops and FLOPs with working evidence, and the
+/// patterns without.
+static Json coverageJson(const FunctionReport &f) {
+  Json unverified = Json::array();
+  for (const UnverifiedPattern &u : f.unverified)
+    unverified.push_back(
+        {{"pattern", u.pattern}, {"risky", u.risky}, {"ops", u.ops}, {"flops", u.flops}});
+  return {{"coveredOps", f.coveredOps},
+          {"coveredOpFraction", f.ops.empty() ? 0.0 : (double)f.coveredOps / (double)f.ops.size()},
+          {"coveredFlopFraction", f.totalFlops > 0 ? f.coveredFlops / f.totalFlops : 0.0},
+          {"unverified", unverified}};
 }
 
 static Json optionsJson(const CheckOptions &o) {
@@ -309,6 +354,7 @@ std::string renderJson(const CheckReport &report) {
     fj["weightBytes"] = f.weightBytes;
     fj["denseWeightBytes"] = f.denseWeightBytes;
     fj["boundaries"] = f.boundaries;
+    fj["coverage"] = coverageJson(f);
     Json segs = Json::array();
     for (const Segment &s : f.segments)
       segs.push_back({{"device", s.onAne ? "ane" : "cpu-gpu"},
@@ -328,6 +374,8 @@ std::string renderJson(const CheckReport &report) {
       oj["rules"] = rules;
       oj["atRisk"] = o.atRisk;
       oj["flops"] = o.flops;
+      oj["pattern"] = o.pattern;
+      oj["covered"] = o.covered;
       ops.push_back(oj);
     }
     fj["placement"] = ops;
@@ -360,6 +408,7 @@ std::string renderJson(const CheckReport &report) {
     fj["evidence"] = ev;
     fj["failEvidence"] = casesJson(r.failCases());
     fj["passEvidence"] = casesJson(r.passCases());
+    fj["ours"] = casesJson(r.oursCases());
     if (f.certainty == Certainty::Contested) {
       fj["contradiction"] = f.contradiction;
       fj["settle"] = r.settleCheck();
@@ -478,7 +527,11 @@ Verdict worstVerdict(const std::vector<CheckReport> &reports) {
 std::string renderSarif(const CheckReport &report) {
   Json results = Json::array();
   appendSarifResults(report, results);
-  return sarifLog(std::move(results), {{"verdict", verdictName(report.verdict)}});
+  Json coverage = Json::array();
+  for (const FunctionReport &f : report.functions)
+    coverage.push_back({{"function", f.name}, {"coverage", coverageJson(f)}});
+  return sarifLog(std::move(results),
+                  {{"verdict", verdictName(report.verdict)}, {"coverage", coverage}});
 }
 
 std::string renderProgramText(const std::vector<CheckReport> &reports, std::string_view programPath,
@@ -512,18 +565,59 @@ std::string renderProgramSarif(const std::vector<CheckReport> &reports,
   Json delegates = Json::array();
   for (const CheckReport &r : reports) {
     appendSarifResults(r, results);
-    delegates.push_back({{"model", r.modelPath}, {"verdict", verdictName(r.verdict)}});
+    Json coverage = Json::array();
+    for (const FunctionReport &f : r.functions)
+      coverage.push_back({{"function", f.name}, {"coverage", coverageJson(f)}});
+    delegates.push_back(
+        {{"model", r.modelPath}, {"verdict", verdictName(r.verdict)}, {"coverage", coverage}});
   }
   return sarifLog(std::move(results), {{"verdict", verdictName(worstVerdict(reports))},
                                        {"program", std::string(programPath)},
                                        {"delegates", std::move(delegates)}});
 }
 
+std::string_view strongestFailure(const RuleInfo &rule) {
+  auto fails = rule.failCases();
+  if (fails.empty())
+    return "none";
+  EvidenceCertainty best = EvidenceCertainty::Inferred;
+  for (const EvidenceCase &c : fails)
+    best = std::min(best, c.certainty);
+  return evidenceCertaintyName(best);
+}
+
 std::string rulesText() {
   std::string out;
   for (const RuleInfo &r : allRules())
     out += std::string(r.code) + "  " + std::string(effectName(r.effect)) + "  " +
-           std::string(confidenceName(r.confidence)) + "  " + std::string(r.title) + "\n";
+           std::string(confidenceName(r.confidence)) + "  failure " +
+           std::string(strongestFailure(r)) + "  " + std::string(r.title) + "\n";
+  return out;
+}
+
+std::string ruleText(const RuleInfo &r) {
+  std::string out = std::string(r.code) + ": " + std::string(r.title) + "\n";
+  out += "  effect " + std::string(effectName(r.effect)) + ", " +
+         std::string(confidenceName(r.confidence)) + ", failing evidence on the " +
+         std::string(evidencePathName(r.path)) + " path, " +
+         (r.kind == RuleKind::Function ? "per function" : "per op") + ", " +
+         std::string(gateDescription(r.gate)) + "\n";
+  out += "  matches: " + std::string(r.scope) + "\n";
+  if (r.effect >= Effect::CompileFail)
+    out += std::string("  verdict: ") +
+           (r.path == EvidencePath::CoreMl && r.failureIsolated()
+                ? "ane-fails (a failure observed for the pattern alone)"
+                : "at-risk at most (no failure observed for the pattern alone on Core ML)") +
+           "\n";
+  for (const EvidenceCase &c : r.failCases())
+    out += "  fails: " + caseText(c) + "\n";
+  for (const EvidenceCase &c : r.passCases())
+    out += "  works: " + caseText(c) + "\n";
+  for (const EvidenceCase &c : r.oursCases())
+    out += "  ours: " + std::string(c.what) + "\n";
+  if (r.effect >= Effect::CompileFail)
+    out += "  settle: " + std::string(r.settleCheck()) + "\n";
+  out += "  fix: " + r.fixText() + "\n";
   return out;
 }
 
@@ -544,11 +638,18 @@ std::string rulesJson() {
                      {"evidence", ev},
                      {"failEvidence", casesJson(r.failCases())},
                      {"passEvidence", casesJson(r.passCases())},
+                     {"ours", casesJson(r.oursCases())},
+                     {"failureIsolated", r.failureIsolated()},
                      {"settle", r.settleCheck()},
                      {"fix", r.fixText()},
                      {"fixPasses", r.fixPasses()}});
   }
-  Json j = {{"schema", "anefit.rules/2"}, {"rules", rules}};
+  Json certainties = Json::array();
+  for (auto c : {EvidenceCertainty::Isolated, EvidenceCertainty::Together,
+                 EvidenceCertainty::Statement, EvidenceCertainty::Inferred})
+    certainties.push_back(
+        {{"name", evidenceCertaintyName(c)}, {"meaning", evidenceCertaintyDescription(c)}});
+  Json j = {{"schema", "anefit.rules/3"}, {"certainties", certainties}, {"rules", rules}};
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
@@ -559,8 +660,14 @@ std::string rulesMarkdown(std::string_view corpusSection) {
       out += c == '|' ? std::string("\\|") : std::string(1, c);
     return out;
   };
-  auto link = [](const EvidenceCase &c) {
-    return "<" + std::string(c.url) + ">" + (c.what.empty() ? "" : ": " + std::string(c.what));
+  auto link = [&](const EvidenceCase &c) {
+    std::string out =
+        "<" + std::string(c.url) + "> [" + std::string(evidenceCertaintyName(c.certainty)) + "]";
+    if (!c.quote.empty())
+      out += " \"" + cell(c.quote) + "\"";
+    if (!c.what.empty())
+      out += " — " + cell(c.what);
+    return out;
   };
   std::string md =
       "# ANE preflight rules\n\n"
@@ -576,29 +683,38 @@ std::string rulesMarkdown(std::string_view corpusSection) {
       "| wrong-numerics | runs on the ANE with wrong results |\n"
       "| fallback | the op (or the whole function) is placed on CPU/GPU |\n"
       "| slow | stays on the ANE but pays padding, copies or boundary costs |\n\n"
-      "Every rule carries its evidence both ways: the public cases that **fail** and the "
-      "known-working cases that **bound** it (each predicate is narrowed to what the failing "
-      "evidence shows and what the working evidence excludes). A compile or runtime failure is "
-      "**confirmed** when nothing public contradicts it for the case at hand; it is "
-      "**contested** when working evidence covers the case too, or when the failure was only "
-      "measured off the public Core ML path (the **path** column: `core-ml`, `core-ai` for "
-      "Apple's Core AI stack, `direct` for the private in-memory compiler). A contested "
-      "failure gives the finding level and the verdict **at-risk**, with both sides' evidence "
-      "and the check on a Mac that settles it.\n\n"
+      "Every rule carries its evidence both ways, each piece from `src/ane/RuleEvidence.def` "
+      "with a short verbatim quote and how its outcome was established: the public cases "
+      "that **fail** and the known-working cases that **bound** the rule, and, marked **ours**, "
+      "every threshold or scope of the rule that no source states. The certainty scale:\n\n"
+      "| certainty | meaning |\n|---|---|\n"
+      "| isolated | observed for this pattern alone (an A/B where only it changed, or a model "
+      "whose only suspect it is) |\n"
+      "| together | observed only on models with other suspects |\n"
+      "| statement | a maintainer's or author's statement without a log |\n"
+      "| inferred | our inference from indirect evidence |\n\n"
+      "A compile or runtime failure is **confirmed** (verdict `ane-fails`) only when a failing "
+      "case was observed for the rule's own pattern in isolation, on the public Core ML path, "
+      "and nothing public contradicts it for the case at hand. Otherwise it is **contested**: "
+      "the failure was observed only together with other suspects or only stated, working "
+      "evidence covers the case too, or it was measured off the public Core ML path (the "
+      "**path** column: `core-ml`, `core-ai` for Apple's Core AI stack, `direct` for the "
+      "private in-memory compiler). A contested failure gives the finding level and the verdict "
+      "**at-risk**, with both sides' evidence and the check on a Mac that settles it.\n\n"
       "Levels, most severe first: runtime-fail > compile-fail > at-risk > wrong-numerics > "
       "fallback > slow; `--fail-on LEVEL` exits 1 when a finding is at least that severe. "
       "Verdicts, most severe first: `ane-fails` (a confirmed failure), `at-risk`, `no-ane`, "
       "`partial`, `ane`. **Confidence**: `apple-documented` (Apple docs, coremltools source or "
       "Apple-owned repositories), `measured` (a third party measured it with a reproducible "
       "setup), `folklore` (single anecdote; none are encoded yet).\n\n"
-      "| id | title | effect | confidence | path | applies to |\n"
-      "|---|---|---|---|---|---|\n";
+      "| id | title | effect | confidence | failure observed | path | applies to |\n"
+      "|---|---|---|---|---|---|---|\n";
   for (const RuleInfo &r : allRules())
     md += "| [" + std::string(r.code) + "](#" + std::string(r.code) + ") | " + cell(r.title) +
           " | " + std::string(effectName(r.effect)) + " | " +
-          std::string(confidenceName(r.confidence)) + " | " +
-          std::string(evidencePathName(r.path)) + " | " + std::string(gateDescription(r.gate)) +
-          " |\n";
+          std::string(confidenceName(r.confidence)) + " | " + std::string(strongestFailure(r)) +
+          " | " + std::string(evidencePathName(r.path)) + " | " +
+          std::string(gateDescription(r.gate)) + " |\n";
   md += "\n## Rules\n";
   for (const RuleInfo &r : allRules()) {
     md += "\n### " + std::string(r.code) + "\n\n**" + std::string(r.title) + "** (" +
@@ -613,6 +729,14 @@ std::string rulesMarkdown(std::string_view corpusSection) {
       md += "- works: no public working case bounds this rule beyond its own threshold\n";
     for (const EvidenceCase &c : works)
       md += "- works: " + link(c) + "\n";
+    for (const EvidenceCase &c : r.oursCases())
+      md += "- ours: " + cell(c.what) + "\n";
+    if (r.effect >= Effect::CompileFail)
+      md += std::string("- verdict: ") +
+            (r.path == EvidencePath::CoreMl && r.failureIsolated()
+                 ? "`ane-fails` where nothing public contradicts it for the case"
+                 : "`at-risk` at most: no failure observed for the pattern alone on Core ML") +
+            "\n";
     if (r.effect >= Effect::CompileFail)
       md += "- settle an at-risk finding: " + std::string(r.settleCheck()) + "\n";
     md += "- fix: " + r.fixText() + "\n";
@@ -631,37 +755,30 @@ std::string rulesMarkdown(std::string_view corpusSection) {
           (c.sinCos ? "native" : "no") + " |\n";
   md += "\n`any` (the default) is the conservative union: every gated rule applies with the "
         "smallest limits. `--os any` likewise applies the iOS 26 rules.\n\n"
-        "## How the state rules were narrowed\n\n"
-        "The state rules caused every false alarm a held-out check of public cases found, so "
-        "they were rebuilt from the cases on both sides:\n\n"
-        "- **What the measured state failures share is a narrow state.** coremltools#2631 "
-        "fails with one recurrent state of width 270 and works at 256. The LFM2 failures "
-        "(ExecuTorch#19635, CoreML-LLM's bisection) all carry a short-conv state whose innermost "
-        "dim is 2 or 3 (padding it to 16 did not help; it was never padded to 32), and "
-        "CoreML-LLM's failing three-state Qwen3.5 build had a conv state of the same kind. So "
-        "the width rules (ANE-STATE-003/004) carry the verdict and the count rules are narrowed "
-        "around them.\n"
-        "- **Counting states.** Two aligned KV states (Gemma 4) ship on the iPhone ANE, so "
-        "ANE-STATE-002 fires only when one of the two states is narrow. Three or more states "
-        "failed in every measured case, each with a narrow state among them; an unmerged Anemll "
-        "pull request reports 48 states (conv states included) running on an M1 without "
-        "publishing shapes or a placement read-out. ANE-STATE-001 is therefore confirmed when "
-        "a narrow state is present and at-risk when all states are aligned. That report alone "
-        "is not taken to contest the narrow-state failures, which three sources measured and "
-        "bisected.\n"
-        "- **Recurrent writes.** Any recurrent state is computed from its old value; "
-        "coremltools#2631's working width-256 model is one. ANE-STATE-005 fires only for a "
-        "narrow (innermost < 32) state rolled through a chain of ops, the LFM2 shape.\n"
-        "- **Runtime write positions (ANE-STATE-006).** The failing evidence is the Core AI "
-        "compiler (coreai-torch#6), another front end. Through classic Core ML, `slice_update` "
-        "at a runtime int32 position into a single KV state is what Anemll and CoreML-LLM ship on "
-        "the ANE, so a write into a state is not flagged (with many states, ANE-STATE-001 speaks "
-        "for the program). A cache carried as a plain function input and written in-graph at a "
-        "runtime position (the real ExecuTorch `export_llm` shape, "
-        "`take_over_mutable_buffer=False`) is at-risk: no public Core ML case shows that shape "
-        "running on the ANE, the one public report of it (ExecuTorch#19635) failed with other "
-        "suspects in the same graph, and the same op does run when it writes a state. Compiling "
-        "it on a Mac settles it; moving the write to the host avoids the question.\n\n"
+        "## The state rules, re-examined\n\n"
+        "A review of each state rule against its sources (the quotes are in the rows above) "
+        "found that only one state failure was observed for its pattern alone:\n\n"
+        "- **ANE-STATE-002** is the one A/B: CoreML-LLM's LFM2 bisection (macOS 26.0.1) runs "
+        "with the KV state alone and with the conv window as a plain input/output, and fails "
+        "at the first prediction (0x1d, after compiling) with the window as a second state, "
+        "read-only, padded to 16 or rank 3 alike. Narrowness itself is not isolated (no second "
+        "state of 32 or wider was tried); two aligned KV states (Gemma 4) ship on the iPhone.\n"
+        "- **ANE-STATE-001, -003, -004, -005 and -007 are at-risk at most.** The only three-state "
+        "failure (Qwen3.5) also writes with slice_update and its source blames the combination; "
+        "the width pair of coremltools#2631 (270 fails, 256 works) changes every activation's "
+        "width too; every narrow-state failure had a second (KV) state and failed at prediction, "
+        "not compile; ExecuTorch#21855's error (\"must be an MLState\") comes from ExecuTorch's "
+        "runtime, not the ANE; the 128-row write of coremltools#2553 has no runtime position, "
+        "and its working variant changed four things at once (64 rows is Anemll's prefill "
+        "default, a floor, not a measured limit).\n"
+        "- **Runtime write positions (ANE-STATE-006).** No public source shows a cache passed as "
+        "a plain function input and written at a runtime position, failing or working. The "
+        "isolated failures (coreai-torch#6, coreai-models#5) are writes into a *state* on Apple's "
+        "Core AI stack; through classic Core ML the same write into a KV state ships (Anemll, "
+        "CoreML-LLM). The rule stays at-risk for the plain-input form, the scope marked ours: "
+        "it is the pattern of the real ExecuTorch `export_llm` export, whose one public report "
+        "(ExecuTorch#19635) failed with other suspects in the same graph. Compiling it on a Mac "
+        "settles it; moving the write to the host avoids the question.\n\n"
         "## Weights\n\n"
         "`show`, `check` and `split` share one weight counter (src/ops/Weights.h). It counts "
         "compressed weights as stored (palettized indices and lookup tables, sparse masks and "
@@ -699,7 +816,7 @@ std::string rulesMarkdown(std::string_view corpusSection) {
         "- Slice-update size (ANE-STATE-007): coremltools#2553 failed writing 128 rows into a KV "
         "state and ran with 16/32, but changed projections, cache rank and head dim at the same "
         "time, and Anemll prefills 64 rows at a runtime position on the ANE; the rule is at-risk "
-        "above 64 rows.\n"
+        "above 64 rows, a threshold that is ours.\n"
         "- W8A8 (ANE-QUANT-004): one iPhone ANE compile rejected quantize/dequantize, Apple "
         "documents int8-int8 compute on A17 Pro/M4; always at-risk.\n"
         "- RangeDim inputs: the ExecuTorch partitioner docs and coremltools#2370 keep them off "

@@ -52,6 +52,12 @@ std::string renderProgramSarif(const std::vector<CheckReport> &reports,
 
 /// The rules table: a plain listing, JSON, and docs/rules.md.
 std::string rulesText();
+/// One rule in full: scope, effect, and every piece of evidence with its
+/// side, certainty and quote (`anefit rules ID`).
+std::string ruleText(const RuleInfo &rule);
+/// "isolated", "together", ...: the strongest certainty among a rule's
+/// failing cases, or "none".
+std::string_view strongestFailure(const RuleInfo &rule);
 std::string rulesJson();
 /// docs/rules.md; `corpusSection` (the evidence-corpus confusion table,
 /// Evidence.h) is placed after the rules when given.

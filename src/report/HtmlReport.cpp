@@ -718,6 +718,26 @@ std::string bar(double part, double whole) {
   return "<span class=\"meter\"><span style=\"width:" + num(pct, 1) + "%\"></span></span>";
 }
 
+/// The share of ops with a working case in the evidence corpus, and the
+/// unverified patterns in the cell's title.
+std::string coverageCell(const ane::FunctionReport &fr) {
+  std::string title;
+  for (const ane::UnverifiedPattern &u : fr.unverified)
+    title += (title.empty() ? "unverified: " : "; ") + u.pattern + " (" + std::to_string(u.ops) +
+             (u.risky ? ", risky" : "") + ")";
+  size_t risky = 0;
+  for (const ane::UnverifiedPattern &u : fr.unverified)
+    risky += u.risky;
+  return "<span title=\"" + esc(title) + "\">" +
+         bar(static_cast<double>(fr.coveredOps), static_cast<double>(fr.ops.size())) + "<b>" +
+         percent(static_cast<double>(fr.coveredOps), static_cast<double>(fr.ops.size())) +
+         "</b> of ops" +
+         (risky ? ", " + std::to_string(risky) + " risky pattern" + (risky == 1 ? "" : "s") +
+                      " unverified"
+                : std::string()) +
+         "</span>";
+}
+
 void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOptions &options) {
   const PaletteEntry *v = paletteEntry("verdict", ane::verdictName(report.verdict));
   out += "<header><div class=\"top\"><div class=\"title\"><h1>anefit " +
@@ -740,7 +760,8 @@ void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOp
 
   out += "<table class=\"fnstats\"><thead><tr><th>function</th><th>verdict</th><th>ops on the "
          "ANE</th><th>FLOPs on the ANE</th><th>segments</th><th>boundaries</th><th>states</th>"
-         "<th>weights</th><th>program (each op coloured by placement)</th></tr></thead><tbody>";
+         "<th>weights</th><th>working evidence</th><th>program (each op coloured by "
+         "placement)</th></tr></thead><tbody>";
   for (size_t f = 0; f < report.functions.size(); ++f) {
     const ane::FunctionReport &fr = report.functions[f];
     out += "<tr data-f=\"" + std::to_string(f) + "\"><td><code>" + esc(fr.name) +
@@ -752,7 +773,8 @@ void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOp
            percent(fr.aneFlops, fr.totalFlops) + "</b> of " + humanFlops(fr.totalFlops) +
            "</td><td>" + std::to_string(fr.segments.size()) + "</td><td>" +
            std::to_string(fr.boundaries) + "</td><td>" + std::to_string(fr.states) + "</td><td>" +
-           humanBytes(static_cast<double>(fr.weightBytes)) + "</td><td class=\"strip\">";
+           humanBytes(static_cast<double>(fr.weightBytes)) + "</td><td>" + coverageCell(fr) +
+           "</td><td class=\"strip\">";
     // The program strip: runs of equal placement in program order.
     size_t total = std::max<size_t>(fr.ops.size(), 1);
     out += "<svg viewBox=\"0 0 1000 14\" preserveAspectRatio=\"none\">";

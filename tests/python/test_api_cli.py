@@ -28,8 +28,9 @@ def test_version(anefit_py):
     assert py.returncode == 0 and py.stdout.strip() == f"anefit {anefit_py.__version__}"
 
 def test_verbs_run_with_the_executables_output_and_exit_codes(anefit_py, anefit, tmp_path):
-    for args, code in [(["check", EXAMPLE, "--json"], 1),
-                       (["check", EXAMPLE, "--fail-on", "runtime-fail", "--compute-units",
+    for args, code in [(["check", EXAMPLE, "--json"], 0),
+                       (["check", EXAMPLE, "--json", "--fail-on", "at-risk"], 1),
+                       (["check", EXAMPLE, "--fail-on", "at-risk", "--compute-units",
                          "all"], 1),
                        (["show", EXAMPLE], 0),
                        (["rules"], 0)]:
@@ -48,4 +49,4 @@ def test_errors_are_one_line_and_exit_2(anefit_py, tmp_path):
 def test_main_returns_the_exit_code(anefit_py):
     from anefit import __main__
     assert callable(__main__.main)
-    assert anefit_py._core.main(["anefit", "check", EXAMPLE, "--json"]) == 1
+    assert anefit_py._core.main(["anefit", "check", EXAMPLE, "--json", "--fail-on", "at-risk"]) == 1

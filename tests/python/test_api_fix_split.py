@@ -34,7 +34,7 @@ def test_fix_does_what_the_command_line_does(anefit_py, anefit, tmp_path):
     assert len(result.carries) == 2
     # The checks before and after are the command line's checks of input and output.
     assert result.before.to_json() == anefit_py.check(EXAMPLE).to_json()
-    assert result.before.verdict == "ane-fails" and result.after.verdict == "ane"
+    assert result.before.verdict == "at-risk" and result.after.verdict == "ane"
     assert result.after.verdict == anefit_py.check(cli_out).verdict
     assert anefit_py.load(out).to_mil() == anefit_py.load(cli_out).to_mil()
     assert result.model.to_mil() == anefit_py.load(out).to_mil()
@@ -46,7 +46,7 @@ def test_fix_in_memory_and_chosen_passes(anefit_py, tmp_path):
     assert result.output is None and result.state_map_path is None
     assert result.pipeline == "canonicalize,dce" and result.picked_for == []
     assert result.verification == "not-run" and result.ok
-    assert result.after.verdict == "ane-fails"  # the states are still there
+    assert result.after.verdict == "at-risk"  # the states are still there
     saved = tmp_path / "saved.mil"
     result.model.save(saved)
     assert anefit_py.load(saved).functions[0].name == "main"

@@ -93,7 +93,7 @@ def test_save_and_load_every_format(anefit_py, tmp_path):
 def test_model_loaded_without_weights_can_be_checked_not_run(anefit_py):
     m = anefit_py.load(EXAMPLE, weights=False)
     assert not m.weights_open
-    assert anefit_py.check(m).verdict == "ane-fails"
+    assert anefit_py.check(m).verdict == "at-risk"
     with pytest.raises(anefit_py.InputError, match="weights=False"):
         anefit_py.Session(m)
 

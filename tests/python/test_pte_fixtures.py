@@ -117,12 +117,14 @@ def test_show_reads_the_delegate_interface(anefit, name):
 def test_check_reads_the_export(anefit, name):
     proc = anefit("check", "--json", pte(name))
     stateful = name.endswith("_states")
-    # Narrow Core ML states fail (confirmed); caches carried as inputs and
-    # written in-graph at the input position are at-risk (contested).
-    assert proc.returncode == (1 if stateful else 0), proc.stderr
+    # Every state of the tiny fixture is narrow (conv windows of 2, KV caches
+    # of head dim 16), and no aligned KV state sits beside them as in the
+    # failure observed in isolation: contested. Caches carried as inputs and
+    # written in-graph at the input position are at-risk too.
+    assert proc.returncode == 0, proc.stderr
     j = json.loads(proc.stdout)
     assert j["origin"] == "method forward, delegate 0 (CoreMLBackend)"
-    assert j["verdict"] == ("ane-fails" if stateful else "at-risk")
+    assert j["verdict"] == "at-risk"
     rules = {}
     for f in j["findings"]:
         rules[f["rule"]] = rules.get(f["rule"], 0) + 1

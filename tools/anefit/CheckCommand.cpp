@@ -33,6 +33,7 @@ struct CheckCliOptions {
   bool json = false;
   bool placement = false;
   std::string function;
+  std::vector<std::string> ignore;
 };
 
 /// Joins the spellings of a table for help text and errors.
@@ -70,6 +71,13 @@ int runCheck(const CheckCliOptions &o) {
   if (format != "text" && format != "json" && format != "sarif" && format != "html")
     failExpected("", "--format", "text, json, sarif or html", "'" + format + "'");
   options.function = o.function;
+  for (const std::string &code : o.ignore) {
+    auto rule = ane::ruleFromCode(code);
+    if (!rule)
+      failExpected("", "--ignore", "a rule id such as ANE-COV-001 (`anefit rules` lists them)",
+                   "'" + code + "'");
+    options.ignore.push_back(*rule);
+  }
 
   // The checker reads types only; not opening the weight files proves it.
   std::vector<std::unique_ptr<Model>> models =
@@ -133,6 +141,9 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   cmd->add_flag("--json", o->json, "Same as --format json");
   cmd->add_flag("--force", o->force, "Replace the -o file if it exists (never an input)");
   cmd->add_option("--function", o->function, "Check only this function");
+  cmd->add_option("--ignore", o->ignore,
+                  "Rule ids not to apply (repeatable), e.g. ANE-COV-001 once a Mac has settled "
+                  "the unverified patterns");
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");
   cmd->footer("Weight files are never opened. Rules: 'anefit rules' or docs/rules.md.\n"

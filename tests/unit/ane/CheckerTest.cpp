@@ -107,7 +107,10 @@ void buildShortConv(ProgramBuilder &b, int64_t dim, int index = 0) {
   b.output(y);
 }
 
-TEST(AneChecker, ShortConvStateFailsForStateReasons) {
+TEST(AneChecker, ShortConvStateIsAtRiskForStateReasons) {
+  // One narrow state rolled through a chain of ops: every public failure of
+  // a narrow state had a second (KV) state beside it, so both state rules
+  // fire contested and the verdict is at-risk, not ane-fails.
   ProgramBuilder b;
   buildShortConv(b, 2048);
   CheckReport r = checkModel(b.model);
@@ -115,10 +118,16 @@ TEST(AneChecker, ShortConvStateFailsForStateReasons) {
   EXPECT_TRUE(fires(r, "ANE-STATE-005"));
   EXPECT_FALSE(fires(r, "ANE-STATE-003")) << "2 is below 32: STATE-004's case, not STATE-003's";
   EXPECT_FALSE(fires(r, "ANE-STATE-001"));
-  EXPECT_EQ(r.verdict, Verdict::AneFails);
+  EXPECT_EQ(r.verdict, Verdict::AtRisk);
   EXPECT_TRUE(r.hasFindingAtLeast(Effect::CompileFail));
+  EXPECT_FALSE(r.hasFindingAtLeast(Level::CompileFail));
   auto chain = findingsOf(r, "ANE-STATE-005");
   ASSERT_EQ(chain.size(), 1u);
+  EXPECT_EQ(chain[0]->certainty, Certainty::Contested);
+  EXPECT_NE(
+      chain[0]->contradiction.find("no public source shows this failure for the pattern alone"),
+      std::string::npos)
+      << chain[0]->contradiction;
   EXPECT_NE(chain[0]->message.find("concat -> slice_by_index"), std::string::npos)
       << chain[0]->message;
   EXPECT_NE(ruleInfo(chain[0]->rule).fixText().find("`anefit fix` runs state-to-io"),
@@ -126,14 +135,50 @@ TEST(AneChecker, ShortConvStateFailsForStateReasons) {
   EXPECT_EQ(chain[0]->torchNode, "aten_copy_default_0");
   const OpReport *read = opNamed(r, "read_state_0");
   ASSERT_TRUE(read);
-  EXPECT_EQ(read->placement, Placement::BlocksAneCompile);
-  // The state ops sit in the ANE segment whose compile fails; no boundary.
+  EXPECT_EQ(read->placement, Placement::Ane);
+  EXPECT_TRUE(read->atRisk);
+  // The state ops sit in one ANE segment, at risk; no boundary.
   ASSERT_EQ(r.functions[0].segments.size(), 1u);
-  EXPECT_TRUE(r.functions[0].segments[0].compileFails);
+  EXPECT_TRUE(r.functions[0].segments[0].atRisk);
+  EXPECT_FALSE(r.functions[0].segments[0].compileFails);
   EXPECT_EQ(r.functions[0].boundaries, 0u);
   const OpReport *sum = opNamed(r, "sum_0");
   ASSERT_TRUE(sum);
   EXPECT_EQ(sum->placement, Placement::Ane);
+  // The narrow state's read and write have no working case in the corpus;
+  // the state rules already speak for those ops, so ANE-COV-001 does not.
+  const FunctionReport &f = r.functions[0];
+  EXPECT_LT(f.coveredOps, f.ops.size());
+  ASSERT_FALSE(f.unverified.empty());
+  EXPECT_TRUE(f.unverified[0].risky);
+  EXPECT_NE(f.unverified[0].pattern.find("state=narrow"), std::string::npos)
+      << f.unverified[0].pattern;
+  EXPECT_FALSE(fires(r, "ANE-COV-001"));
+}
+
+TEST(AneChecker, NarrowStateBesideAKvStateFailsConfirmed) {
+  // A narrow state beside an aligned KV state is the one state failure
+  // observed in isolation (CoreML-LLM's LFM2 bisection): ane-fails. Narrow
+  // states with no aligned one beside them are at-risk.
+  ProgramBuilder b;
+  Value *kv = b.input("kv", Type::state(f16({1, 8, 128, 64})));
+  b.output(b.op("read_state", "read_kv", {{"input", val(kv)}}, f16({1, 8, 128, 64})));
+  buildShortConv(b, 64, 0);
+  CheckReport r = checkModel(b.model);
+  EXPECT_EQ(r.verdict, Verdict::AneFails) << renderText(r);
+  auto pair = findingsOf(r, "ANE-STATE-002");
+  ASSERT_FALSE(pair.empty());
+  EXPECT_EQ(pair[0]->certainty, Certainty::Confirmed);
+  EXPECT_TRUE(ruleInfo(pair[0]->rule).failureIsolated());
+
+  ProgramBuilder narrow;
+  buildShortConv(narrow, 64, 0);
+  buildShortConv(narrow, 64, 1);
+  CheckReport n = checkModel(narrow.model);
+  EXPECT_EQ(n.verdict, Verdict::AtRisk) << renderText(n);
+  auto both = findingsOf(n, "ANE-STATE-002");
+  ASSERT_FALSE(both.empty());
+  EXPECT_EQ(both[0]->certainty, Certainty::Contested);
 }
 
 TEST(AneChecker, StateCountGrades) {
@@ -143,7 +188,7 @@ TEST(AneChecker, StateCountGrades) {
       buildShortConv(b, 64, i);
     CheckReport r = checkModel(b.model);
     EXPECT_EQ(fires(r, "ANE-STATE-001"), n >= 3) << n << " states";
-    EXPECT_EQ(fires(r, "ANE-STATE-002"), n == 2) << n << " states";
+    EXPECT_EQ(fires(r, "ANE-STATE-002"), n >= 2) << n << " states";
     if (n == 3) {
       EXPECT_EQ(findingsOf(r, "ANE-STATE-001").size(), 3u);
       EXPECT_EQ(findingsOf(r, "ANE-STATE-001")[0]->effect, Effect::RuntimeFail);
@@ -425,20 +470,28 @@ TEST(AneReport, JsonAndSarifCarryFindings) {
   r.modelPath = "m.mil";
   std::string json = renderJson(r);
   EXPECT_NE(json.find("\"schema\": \"anefit.check/2\""), std::string::npos);
-  EXPECT_NE(json.find("\"certainty\": \"confirmed\""), std::string::npos);
+  EXPECT_NE(json.find("\"certainty\": \"contested\""), std::string::npos);
   EXPECT_NE(json.find("\"rule\": \"ANE-STATE-004\""), std::string::npos);
-  EXPECT_NE(json.find("\"placement\": \"blocks-ane-compile\""), std::string::npos);
+  EXPECT_NE(json.find("\"atRisk\": true"), std::string::npos);
+  EXPECT_NE(json.find("\"coverage\": {"), std::string::npos);
+  EXPECT_NE(json.find("\"unverified\": ["), std::string::npos);
+  EXPECT_NE(json.find("\"certainty\": \"together\""), std::string::npos)
+      << "each piece of evidence says how it was observed";
+  EXPECT_NE(json.find("\"quote\": \""), std::string::npos);
   std::string sarif = renderSarif(r);
   EXPECT_NE(sarif.find("\"version\": \"2.1.0\""), std::string::npos);
   EXPECT_NE(sarif.find("\"ruleId\": \"ANE-STATE-005\""), std::string::npos);
+  EXPECT_NE(sarif.find("\"coverage\": ["), std::string::npos);
   std::string text = renderText(r);
-  EXPECT_NE(text.find("compile-fail ANE-STATE-004"), std::string::npos) << text;
+  EXPECT_NE(text.find("at-risk ANE-STATE-004"), std::string::npos) << text;
+  EXPECT_NE(text.find("coverage: "), std::string::npos) << text;
+  EXPECT_NE(text.find("unverified: "), std::string::npos) << text;
   EXPECT_EQ(text.find("\033["), std::string::npos) << "no colour unless asked";
   EXPECT_NE(text.find("segment 1: ane read_state_0 .. sum_0 (5 ops"), std::string::npos) << text;
-  EXPECT_EQ(text.find("blocks-ane-compile  read_state"), std::string::npos);
   EXPECT_NE(renderText(r, TextOptions{.placement = true})
-                .find("blocks-ane-compile  read_state 'read_state_0' ANE-STATE-004 ANE-STATE-005"),
-            std::string::npos);
+                .find("ane (at-risk)  read_state 'read_state_0' ANE-STATE-004 ANE-STATE-005"),
+            std::string::npos)
+      << renderText(r, TextOptions{.placement = true});
   EXPECT_NE(renderText(r, TextOptions{.color = true}).find("\033["), std::string::npos);
 }
 

@@ -47,11 +47,13 @@ bool anyStateFinding(const CheckReport &r) {
 /// Committed fixtures are required: a missing one fails the test.
 #define REQUIRE_FIXTURE(path) ASSERT_TRUE(fs::exists(path)) << path << " is missing"
 
-TEST(AneFixtures, ShortConvFailsForStateReasons) {
+TEST(AneFixtures, ShortConvIsAtRiskForStateReasons) {
+  // One narrow state: every public narrow-state failure had a second state
+  // beside it, so the state rules are contested.
   std::string path = fixture("lfm2_shortconv");
   REQUIRE_FIXTURE(path);
   CheckReport r = checkFixture(path);
-  EXPECT_EQ(r.verdict, Verdict::AneFails) << renderText(r);
+  EXPECT_EQ(r.verdict, Verdict::AtRisk) << renderText(r);
   EXPECT_TRUE(fires(r, "ANE-STATE-004"));
   EXPECT_TRUE(fires(r, "ANE-STATE-005"));
   ASSERT_FALSE(r.findings.empty());
@@ -65,7 +67,9 @@ TEST(AneFixtures, TwoLayerShortConvHasTwoStates) {
   std::string path = fixture("lfm2_shortconv_2layer");
   REQUIRE_FIXTURE(path);
   CheckReport r = checkFixture(path);
-  EXPECT_EQ(r.verdict, Verdict::AneFails);
+  // Two narrow states and no aligned one: the isolated failure had an aligned
+  // KV state beside the narrow one, so this is at-risk.
+  EXPECT_EQ(r.verdict, Verdict::AtRisk) << renderText(r);
   EXPECT_TRUE(fires(r, "ANE-STATE-002"));
   EXPECT_TRUE(fires(r, "ANE-STATE-004"));
 }
@@ -79,14 +83,15 @@ TEST(AneFixtures, StateAsIoHasNoStateFinding) {
   EXPECT_FALSE(r.hasFindingAtLeast(Effect::CompileFail));
 }
 
-TEST(AneFixtures, KvCacheWrittenIntoStateFailsOnlyForItsWidth) {
+TEST(AneFixtures, KvCacheWrittenIntoStateIsAtRiskOnlyForItsWidth) {
   // Two KV states of head dim 16 written at a runtime position: the write into
-  // a state ships on Core ML, the 16-wide innermost dim is what fails.
+  // a state ships on Core ML; the 16-wide innermost dims are what is at risk
+  // (no aligned state beside them, unlike the failure observed in isolation).
   std::string path = fixture("kv_cache_slice_update");
   CheckReport r = checkFixture(path);
   EXPECT_FALSE(fires(r, "ANE-STATE-006")) << renderText(r);
   EXPECT_TRUE(fires(r, "ANE-STATE-004")) << renderText(r);
-  EXPECT_EQ(r.verdict, Verdict::AneFails);
+  EXPECT_EQ(r.verdict, Verdict::AtRisk) << renderText(r);
 }
 
 TEST(AneFixtures, SameReportWithoutWeightFile) {

@@ -32,15 +32,24 @@ TEST(AneRules, RowsAreWellFormed) {
     EXPECT_FALSE(r.title.empty()) << code;
     EXPECT_FALSE(r.fix.empty()) << code;
     // Evidence both ways: failing cases and the working cases that bound the rule.
+    // A rule whose whole scope is ours (ANE-COV-001) says why in an Ours row.
     auto fails = r.failCases();
     auto works = r.passCases();
-    ASSERT_FALSE(fails.empty()) << code;
-    EXPECT_FALSE(works.empty()) << code << " names no known-working case";
+    auto ours = r.oursCases();
+    if (fails.empty()) {
+      ASSERT_FALSE(ours.empty()) << code << " has neither failing evidence nor an Ours row";
+    } else {
+      EXPECT_FALSE(works.empty()) << code << " names no known-working case";
+    }
     for (const auto &list : {fails, works})
       for (const EvidenceCase &c : list) {
         EXPECT_EQ(c.url.rfind("https://", 0), 0u) << code << ": " << c.url;
         EXPECT_FALSE(c.what.empty()) << code << ": " << c.url << " says nothing";
       }
+    for (const EvidenceCase &c : ours) {
+      EXPECT_TRUE(c.url.empty() && c.quote.empty()) << code << ": an Ours row cites a source";
+      EXPECT_FALSE(c.what.empty()) << code << ": an Ours row says nothing";
+    }
     EXPECT_FALSE(r.settleCheck().empty()) << code;
     // Folklore never decides a failure on its own.
     if (r.confidence == Confidence::Folklore) {
@@ -95,10 +104,10 @@ TEST(AneRules, GatesKeyOnCapabilities) {
 
 TEST(AneRules, DocsAreGeneratedFromTheTable) {
   std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/../docs/rules.md";
-  std::string expected = rulesMarkdown(evidenceMarkdown(gradeCorpus(
+  std::string expected = rulesMarkdown(corpusMarkdown(
       std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/evidence", [](const std::string &model) {
-        return checkModel(*anefit::loadModel(model, anefit::LoadOptions{.openWeights = false}));
-      })));
+        return anefit::loadModel(model, anefit::LoadOptions{.openWeights = false});
+      }));
   if (const char *update = std::getenv("ANEFIT_UPDATE_DOCS"); update && *update == '1') {
     std::ofstream(path, std::ios::binary) << expected;
     GTEST_SKIP() << "rewrote " << path;
@@ -112,4 +121,18 @@ TEST(AneRules, DocsAreGeneratedFromTheTable) {
   EXPECT_EQ(ss.str(), expected) << "docs/rules.md is stale: " << regen;
   for (const RuleInfo &r : allRules())
     EXPECT_NE(ss.str().find(std::string(r.code)), std::string::npos) << r.code;
+}
+
+TEST(AneRules, CoverageIsGeneratedFromTheCorpus) {
+  // Coverage.def holds the patterns of the corpus's working cases; a case
+  // added or changed leaves it stale until it is regenerated.
+  std::string dir = std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/evidence";
+  auto load = [](const std::string &model) {
+    return anefit::loadModel(model, anefit::LoadOptions{.openWeights = false});
+  };
+  Coverage all = corpusCoverage(dir, loadCorpus(dir), load, /*derivePartOnly=*/false);
+  EXPECT_EQ(all.keys, builtinCoverage().keys)
+      << "src/ane/Coverage.def is stale: run 'anefit rules --format coverage --evidence "
+         "tests/fixtures/evidence > src/ane/Coverage.def'";
+  EXPECT_GT(all.keys.size(), 50u);
 }
