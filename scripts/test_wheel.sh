@@ -67,13 +67,13 @@ anefit_bin="$work/venv/bin/anefit"
 [ "$(head -c 4 "$anefit_bin" | tail -c 3)" = ELF ] ||
   { echo "wheel: $anefit_bin is not a native executable" >&2; exit 1; }
 set +e
-"$anefit_bin" check "$root/examples/lfm2_shortconv.mlpackage" >"$work/check.txt"
+"$anefit_bin" check --fail-on at-risk "$root/examples/lfm2_shortconv.mlpackage" >"$work/check.txt"
 code=$?
 set -e
-grep -q "ane-fails" "$work/check.txt"
-[ "$code" = 1 ] || { echo "wheel: anefit check exited $code, expected 1" >&2; exit 1; }
+grep -q "verdict at-risk" "$work/check.txt"
+[ "$code" = 1 ] || { echo "wheel: anefit check --fail-on at-risk exited $code, expected 1" >&2; exit 1; }
 verdict=$("$venv_python" -c "import anefit; print(anefit.check('$root/examples/lfm2_shortconv.mlpackage').verdict)")
-[ "$verdict" = ane-fails ] || { echo "wheel: verdict '$verdict', expected ane-fails" >&2; exit 1; }
+[ "$verdict" = at-risk ] || { echo "wheel: verdict '$verdict', expected at-risk" >&2; exit 1; }
 "$venv_python" -m anefit --help | grep -q "Usage: anefit"
 
 # Import time: median of 5 fresh interpreters, less an empty interpreter's.
