@@ -78,8 +78,8 @@ static nlohmann::json parseObject(std::string_view text, const std::string &path
   return j;
 }
 
-std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::string &path) {
-  nlohmann::json j = parseObject(text, path);
+/// The cases of one parsed case file.
+static std::vector<CorpusCase> casesOf(const nlohmann::json &j, const std::string &path) {
   bool v1 = j.value("schema", "") == "anefit.evidence/1";
   const auto &cases = j.find("cases");
   if (cases == j.end() || !cases->is_array())
@@ -149,6 +149,10 @@ std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::strin
   return out;
 }
 
+std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::string &path) {
+  return casesOf(parseObject(text, path), path);
+}
+
 static std::string readText(const std::string &path, const char *what) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
@@ -161,8 +165,8 @@ static std::string readText(const std::string &path, const char *what) {
 std::vector<CorpusCase> loadCorpus(const std::string &dir) {
   std::string path = dir + "/cases.json";
   std::string text = readText(path, "evidence corpus");
-  std::vector<CorpusCase> cases = parseCorpusCases(text, path);
   nlohmann::json top = parseObject(text, path);
+  std::vector<CorpusCase> cases = casesOf(top, path);
   if (auto groups = top.find("groups"); groups != top.end()) {
     if (!groups->is_array())
       failExpected(path, "groups", "an array of case files", groups->type_name());

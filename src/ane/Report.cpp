@@ -576,6 +576,12 @@ std::string renderProgramSarif(const std::vector<CheckReport> &reports,
                                        {"delegates", std::move(delegates)}});
 }
 
+/// Whether the rule can call a model ane-fails: a failing case observed in
+/// isolation, on the Core ML path (RuleContext::report contests the rest).
+static bool confirmsFailures(const RuleInfo &r) {
+  return r.path == EvidencePath::CoreMl && r.failureIsolated();
+}
+
 std::string_view strongestFailure(const RuleInfo &rule) {
   auto fails = rule.failCases();
   if (fails.empty())
@@ -605,7 +611,7 @@ std::string ruleText(const RuleInfo &r) {
   out += "  matches: " + std::string(r.scope) + "\n";
   if (r.effect >= Effect::CompileFail)
     out += std::string("  verdict: ") +
-           (r.path == EvidencePath::CoreMl && r.failureIsolated()
+           (confirmsFailures(r)
                 ? "ane-fails (a failure observed for the pattern alone)"
                 : "at-risk at most (no failure observed for the pattern alone on Core ML)") +
            "\n";
@@ -733,7 +739,7 @@ std::string rulesMarkdown(std::string_view corpusSection) {
       md += "- ours: " + cell(c.what) + "\n";
     if (r.effect >= Effect::CompileFail)
       md += std::string("- verdict: ") +
-            (r.path == EvidencePath::CoreMl && r.failureIsolated()
+            (confirmsFailures(r)
                  ? "`ane-fails` where nothing public contradicts it for the case"
                  : "`at-risk` at most: no failure observed for the pattern alone on Core ML") +
             "\n";
