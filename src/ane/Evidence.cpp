@@ -10,13 +10,12 @@
 
 #include "ane/AneRules.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
-#include <fstream>
-#include <sstream>
 
 namespace anefit::ane {
 
@@ -153,18 +152,16 @@ std::vector<CorpusCase> parseCorpusCases(std::string_view text, const std::strin
   return casesOf(parseObject(text, path), path);
 }
 
-static std::string readText(const std::string &path, const char *what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    failExpected(path, what, "a readable file", "no such file");
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+/// A case file's text: a regular file (a FIFO or a directory is refused,
+/// never waited on), read with the support module's input checks.
+static std::string readText(const std::string &path) {
+  std::vector<uint8_t> bytes = readFileBytes(path);
+  return std::string(bytes.begin(), bytes.end());
 }
 
 std::vector<CorpusCase> loadCorpus(const std::string &dir) {
   std::string path = dir + "/cases.json";
-  std::string text = readText(path, "evidence corpus");
+  std::string text = readText(path);
   nlohmann::json top = parseObject(text, path);
   std::vector<CorpusCase> cases = casesOf(top, path);
   if (auto groups = top.find("groups"); groups != top.end()) {
@@ -175,7 +172,7 @@ std::vector<CorpusCase> loadCorpus(const std::string &dir) {
       if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/')
         failExpected(path, "groups", "case files inside the corpus", g.dump());
       std::string groupPath = dir + "/" + rel;
-      for (CorpusCase &c : parseCorpusCases(readText(groupPath, "case file"), groupPath))
+      for (CorpusCase &c : parseCorpusCases(readText(groupPath), groupPath))
         cases.push_back(std::move(c));
     }
   }
