@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "ane/Report.h"
 
+#include "support/Units.h"
+
 #include "ane/Remedies.h"
 
 #include <nlohmann/json.hpp>
@@ -37,30 +39,6 @@ std::string percent(double part, double whole) {
     return "n/a";
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f%%", 100.0 * part / whole);
-  return buf;
-}
-
-std::string humanBytes(uint64_t b) {
-  char buf[32];
-  if (b >= 1000000000ull)
-    std::snprintf(buf, sizeof buf, "%.2f GB", b / 1e9);
-  else if (b >= 1000000ull)
-    std::snprintf(buf, sizeof buf, "%.1f MB", b / 1e6);
-  else if (b >= 1000ull)
-    std::snprintf(buf, sizeof buf, "%.1f KB", b / 1e3);
-  else
-    std::snprintf(buf, sizeof buf, "%llu B", (unsigned long long)b);
-  return buf;
-}
-
-std::string humanFlops(double f) {
-  char buf[32];
-  if (f >= 1e9)
-    std::snprintf(buf, sizeof buf, "%.2f GFLOP", f / 1e9);
-  else if (f >= 1e6)
-    std::snprintf(buf, sizeof buf, "%.2f MFLOP", f / 1e6);
-  else
-    std::snprintf(buf, sizeof buf, "%.0f FLOP", f);
   return buf;
 }
 

@@ -18,6 +18,7 @@
 #include "report/GraphLayout.h"
 #include "report/ProgramGraph.h"
 #include "support/Error.h"
+#include "support/Units.h"
 
 #include <nlohmann/json.hpp>
 
@@ -103,22 +104,6 @@ std::string coord(double v) {
     s += static_cast<char>('0' + tenths % 10);
   }
   return s;
-}
-
-std::string humanBytes(double b) {
-  const char *units[] = {"B", "KB", "MB", "GB", "TB"};
-  int u = 0;
-  while (b >= 1000 && u < 4)
-    b /= 1000, ++u;
-  return (u == 0 ? num(b, 0) : num(b, b < 10 ? 2 : 1)) + " " + units[u];
-}
-
-std::string humanFlops(double f) {
-  const char *units[] = {"", "K", "M", "G", "T", "P"};
-  int u = 0;
-  while (f >= 1000 && u < 5)
-    f /= 1000, ++u;
-  return (u == 0 ? num(f, 0) : num(f, 2)) + " " + units[u] + "FLOP";
 }
 
 std::string percent(double part, double whole) {
@@ -755,8 +740,7 @@ void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOp
          esc(ane::computeUnitsName(o.computeUnits)) + "</b>";
   if (!o.function.empty())
     out += " \xC2\xB7 function <b>" + esc(o.function) + "</b>";
-  out += " \xC2\xB7 weights <b>" + humanBytes(static_cast<double>(report.weightBytes)) +
-         "</b> (never read)</div>";
+  out += " \xC2\xB7 weights <b>" + humanBytes(report.weightBytes) + "</b> (never read)</div>";
 
   out += "<table class=\"fnstats\"><thead><tr><th>function</th><th>verdict</th><th>ops on the "
          "ANE</th><th>FLOPs on the ANE</th><th>segments</th><th>boundaries</th><th>states</th>"
@@ -764,17 +748,16 @@ void renderHeader(std::string &out, const ane::CheckReport &report, const HtmlOp
          "placement)</th></tr></thead><tbody>";
   for (size_t f = 0; f < report.functions.size(); ++f) {
     const ane::FunctionReport &fr = report.functions[f];
-    out += "<tr data-f=\"" + std::to_string(f) + "\"><td><code>" + esc(fr.name) +
-           "</code></td><td>" + chip("verdict", ane::verdictName(fr.verdict)) + "</td><td>" +
-           bar(static_cast<double>(fr.aneOps), static_cast<double>(fr.ops.size())) + "<b>" +
-           std::to_string(fr.aneOps) + "</b> / " + std::to_string(fr.ops.size()) + " (" +
-           percent(static_cast<double>(fr.aneOps), static_cast<double>(fr.ops.size())) +
-           ")</td><td>" + bar(fr.aneFlops, fr.totalFlops) + "<b>" +
-           percent(fr.aneFlops, fr.totalFlops) + "</b> of " + humanFlops(fr.totalFlops) +
-           "</td><td>" + std::to_string(fr.segments.size()) + "</td><td>" +
-           std::to_string(fr.boundaries) + "</td><td>" + std::to_string(fr.states) + "</td><td>" +
-           humanBytes(static_cast<double>(fr.weightBytes)) + "</td><td>" + coverageCell(fr) +
-           "</td><td class=\"strip\">";
+    out +=
+        "<tr data-f=\"" + std::to_string(f) + "\"><td><code>" + esc(fr.name) + "</code></td><td>" +
+        chip("verdict", ane::verdictName(fr.verdict)) + "</td><td>" +
+        bar(static_cast<double>(fr.aneOps), static_cast<double>(fr.ops.size())) + "<b>" +
+        std::to_string(fr.aneOps) + "</b> / " + std::to_string(fr.ops.size()) + " (" +
+        percent(static_cast<double>(fr.aneOps), static_cast<double>(fr.ops.size())) + ")</td><td>" +
+        bar(fr.aneFlops, fr.totalFlops) + "<b>" + percent(fr.aneFlops, fr.totalFlops) + "</b> of " +
+        humanFlops(fr.totalFlops) + "</td><td>" + std::to_string(fr.segments.size()) + "</td><td>" +
+        std::to_string(fr.boundaries) + "</td><td>" + std::to_string(fr.states) + "</td><td>" +
+        humanBytes(fr.weightBytes) + "</td><td>" + coverageCell(fr) + "</td><td class=\"strip\">";
     // The program strip: runs of equal placement in program order.
     size_t total = std::max<size_t>(fr.ops.size(), 1);
     out += "<svg viewBox=\"0 0 1000 14\" preserveAspectRatio=\"none\">";

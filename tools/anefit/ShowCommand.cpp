@@ -15,6 +15,7 @@
 #include "io/Pte.h"
 #include "ir/Model.h"
 #include "ops/Weights.h"
+#include "support/Units.h"
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -164,22 +165,6 @@ std::string grouped(uint64_t n) {
     out += digits[i];
   }
   return out;
-}
-
-std::string humanBytes(uint64_t n) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(n);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  std::ostringstream os;
-  if (u == 0)
-    os << n << " B";
-  else
-    os << std::fixed << std::setprecision(1) << v << " " << units[u];
-  return os.str();
 }
 
 void printFeatures(std::ostream &os, const char *title,
