@@ -8,8 +8,10 @@
 #include "ane/AneRules.h"
 
 #include "ane/Coverage.h"
+#include "ane/Limits.h"
 #include "ane/RuleContext.h"
 #include "ops/OpRegistry.h"
+#include "ops/Weights.h"
 #include "support/Text.h"
 
 #include <algorithm>
@@ -169,10 +171,33 @@ std::string RuleInfo::fixText() const {
     passes += (passes.empty() ? "" : ",") + std::string(p);
   if (passes.empty())
     return std::string(fix);
-  // fix picks passes for blocking findings only; for the others it takes
-  // --passes.
-  if (effect >= Effect::CompileFail)
+  // fix picks passes for blocking findings by default, for fallback and
+  // slow ones under --goal ane, for the others only as --passes; a pass that
+  // changes values only when asked.
+  std::string asked;
+  struct Row {
+    std::string_view id, cliName;
+  };
+  static constexpr Row kAllPasses[] = {
+#define PASS(Id, CliName, Summary, Description, Before, After) {#Id, CliName},
+#include "transforms/Passes.def"
+  };
+  struct AskedId {
+    std::string_view id, fixOption;
+  };
+  static constexpr AskedId kAsked[] = {
+#define PASS_ASKED(Id, FixOption, PassOption) {#Id, FixOption},
+#include "transforms/Passes.def"
+  };
+  for (std::string_view p : fixPasses())
+    for (const Row &row : kAllPasses)
+      for (const AskedId &a : kAsked)
+        if (row.cliName == p && row.id == a.id)
+          asked += " --" + std::string(a.fixOption) + " ...";
+  if (effect >= Effect::CompileFail && asked.empty())
     return std::string(fix) + " (`anefit fix` runs " + passes + ")";
+  if (effect == Effect::Fallback || effect == Effect::Slow || !asked.empty())
+    return std::string(fix) + " (`anefit fix --goal ane" + asked + "` runs " + passes + ")";
   return std::string(fix) + " (`anefit fix --passes " + passes + "`)";
 }
 
@@ -1158,7 +1183,7 @@ static bool isDepthwise(const Operation &op, int64_t *channels = nullptr) {
 // LFM2 audit; flagged from 1024 channels up.
 static void checkDepthwiseWide(RuleContext &ctx, const Operation *op) {
   int64_t c = 0;
-  if (op && isDepthwise(*op, &c) && c >= 1024)
+  if (op && isDepthwise(*op, &c) && c >= kWideDepthwiseChannels)
     ctx.report(op, "depthwise conv over " + std::to_string(c) +
                        " channels (groups == channels) was placed on CPU in a measured LFM2 audit");
 }
@@ -1192,9 +1217,9 @@ static void checkMatmulKmem(RuleContext &ctx, const Operation *op) {
   if (!s || s->empty())
     return;
   uint64_t bytes = (uint64_t)s->back() * elementBytes(op->output()->type.dtype());
-  if (bytes > 65536)
+  if (bytes > kMatmulKernelMemoryBytes)
     ctx.report(op, "output dim " + std::to_string(s->back()) + " needs " + std::to_string(bytes) +
-                       " bytes of kernel memory > 65536");
+                       " bytes of kernel memory > " + std::to_string(kMatmulKernelMemoryBytes));
 }
 
 static void checkChannelPad(RuleContext &ctx, const Operation *op) {
@@ -1309,7 +1334,7 @@ static void checkSdpaMany(RuleContext &ctx, const Operation *) {
 // ANE-QUANT-001: the ANE takes per-tensor or per-output-channel scales only; a
 // scale dim strictly between 1 and the data dim means blocks.
 static void checkBlockwiseQuant(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "constexpr_blockwise_shift_scale")
+  if (!op || weightSchemeOf(*op) != WeightScheme::Blockwise)
     return;
   const Type *data = paramType(*op, "data");
   const Type *scale = paramType(*op, "scale");
@@ -1334,7 +1359,7 @@ static void checkBlockwiseQuant(RuleContext &ctx, const Operation *op) {
 // palettized CNNs with narrower depthwise convs run, so only wide ones fire.
 static void checkPalettizedDepthwise(RuleContext &ctx, const Operation *op) {
   int64_t channels = 0;
-  if (!op || !isDepthwise(*op, &channels) || channels < 1024)
+  if (!op || !isDepthwise(*op, &channels) || channels < kWideDepthwiseChannels)
     return;
   const Value *w = op->inputValue("weight");
   const Operation *def = w ? w->definingOp : nullptr;

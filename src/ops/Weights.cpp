@@ -56,7 +56,9 @@ bool hasBlockScales(const Operation &op) {
   return false;
 }
 
-WeightScheme schemeOf(const Operation &op) {
+} // namespace
+
+WeightScheme weightSchemeOf(const Operation &op) {
   const std::string &t = op.type;
   if (t == "constexpr_lut_to_dense")
     return WeightScheme::Palettized;
@@ -71,6 +73,8 @@ WeightScheme schemeOf(const Operation &op) {
     return WeightScheme::Cast;
   return WeightScheme::Dense;
 }
+
+namespace {
 
 /// Elements of a tensor type with a static shape; nullopt otherwise.
 std::optional<uint64_t> tensorElements(const Type &t) {
@@ -153,14 +157,14 @@ private:
       if (it != users.end())
         for (const Operation *u : it->second)
           if (isConstexpr(*u)) {
-            scheme = schemeOf(*u);
+            scheme = weightSchemeOf(*u);
             break;
           }
       stored(*val, result->type, scheme, &op);
       return;
     }
     bool constexprOp = isConstexpr(op);
-    WeightScheme scheme = constexprOp ? schemeOf(op) : WeightScheme::Dense;
+    WeightScheme scheme = constexprOp ? weightSchemeOf(op) : WeightScheme::Dense;
     for (const OpInput &in : op.inputs)
       for (const Binding &b : in.bindings) {
         if (b.isValue()) {

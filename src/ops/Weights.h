@@ -34,6 +34,11 @@ inline constexpr size_t kWeightSchemes = 6;
 /// "dense", "palettized", "sparse", "blockwise", "per-channel", "cast".
 std::string_view weightSchemeName(WeightScheme s);
 
+/// The scheme of the weight `op` produces: Dense for a const (or any op that
+/// is not constexpr_*); for constexpr_blockwise_shift_scale, Blockwise when a
+/// scale dim lies strictly between 1 and the data's dim, else PerChannel.
+WeightScheme weightSchemeOf(const Operation &op);
+
 struct WeightTally {
   uint64_t elements = 0;
   uint64_t bytes = 0;

@@ -41,6 +41,9 @@ struct PassInfo {
   std::string_view before;
   std::string_view after;
   std::vector<PassOptionInfo> options;
+  /// Options the before/after example runs with (PASS_EXAMPLE_OPTIONS);
+  /// empty: the defaults.
+  std::string_view exampleOptions;
 };
 
 /// One PASS_FIX row of Passes.def: how `anefit fix` picks a pass.
@@ -51,6 +54,10 @@ struct FixUse {
   /// Rule ids whose blocking findings the pass removes; empty for clean-up.
   std::vector<std::string_view> removes;
   bool isCleanup() const { return removes.empty(); }
+  /// PASS_ASKED: the `anefit fix` option without which the pass is not run
+  /// ("requantize"), and the pass option it sets; empty for other passes.
+  std::string_view askedBy;
+  std::string_view askedOption;
   /// "name" or "name{options}".
   std::string pipelineElement() const;
 };
@@ -99,6 +106,14 @@ struct PassResult {
   Diagnostics diagnostics;
   /// Moved states, filled by state-to-io.
   StateMap stateMap;
+  /// A pass changed values beyond floating-point rounding (requantize to
+  /// fewer levels): the rewrite no longer claims the same outputs; `fix`
+  /// measures the error instead.
+  bool lossy = false;
+  /// A pass wrote weights as the device materializes them (fp16 values of a
+  /// decompressed weight the interpreter's fp32 mode keeps unrounded): the
+  /// rewrite is exact as the device computes, so `fix` compares in fp16.
+  bool exactInFp16 = false;
 };
 
 class Pass {

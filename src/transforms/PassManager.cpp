@@ -59,7 +59,7 @@ const std::vector<PassInfo> &passRegistry() {
   static const std::vector<PassInfo> registry = [] {
     std::vector<PassInfo> rows;
 #define PASS(Id, CliName, Summary, Description, Before, After)                                     \
-  rows.push_back(PassInfo{CliName, Summary, Description, Before, After, {}});
+  rows.push_back(PassInfo{CliName, Summary, Description, Before, After, {}, {}});
 #include "transforms/Passes.def"
     auto add = [&](std::string_view pass, PassOptionInfo opt) {
       for (PassInfo &p : rows)
@@ -79,6 +79,13 @@ const std::vector<PassInfo> &passRegistry() {
     };
 #define PASS_OPTION(Id, Name, Kind, Default, Help)                                                 \
   add(cliOf(#Id), PassOptionInfo{Name, PassOptionKind::Kind, Default, Help});
+#include "transforms/Passes.def"
+    auto example = [&](std::string_view pass, std::string_view options) {
+      for (PassInfo &p : rows)
+        if (p.cliName == pass)
+          p.exampleOptions = options;
+    };
+#define PASS_EXAMPLE_OPTIONS(Id, Options) example(cliOf(#Id), Options);
 #include "transforms/Passes.def"
     return rows;
   }();
@@ -109,9 +116,20 @@ const std::vector<FixUse> &fixUses() {
     auto add = [&](std::string_view id, std::string_view options, std::string_view removes) {
       for (auto &[i, cli] : ids)
         if (i == id)
-          out.push_back(FixUse{cli, options, split(removes)});
+          out.push_back(FixUse{cli, options, split(removes), {}, {}});
     };
 #define PASS_FIX(Id, Options, Removes) add(#Id, Options, Removes);
+#include "transforms/Passes.def"
+    auto asked = [&](std::string_view id, std::string_view fixOption, std::string_view option) {
+      for (auto &[i, cli] : ids)
+        if (i == id)
+          for (FixUse &u : out)
+            if (u.cliName == cli) {
+              u.askedBy = fixOption;
+              u.askedOption = option;
+            }
+    };
+#define PASS_ASKED(Id, FixOption, PassOption) asked(#Id, FixOption, PassOption);
 #include "transforms/Passes.def"
     // Table order of the passes, whatever the order of the PASS_FIX rows.
     std::vector<FixUse> ordered;
@@ -377,7 +395,9 @@ PassExampleRun runPassExample(const PassInfo &info) {
   std::unique_ptr<Model> before = parseModelText(info.before, name + " (before)", nullptr);
   std::unique_ptr<Model> after = parseModelText(info.after, name + " (after)", nullptr);
   PassManager pm;
-  pm.addPipeline(info.cliName);
+  pm.addPipeline(info.exampleOptions.empty()
+                     ? std::string(info.cliName)
+                     : std::string(info.cliName) + "{" + std::string(info.exampleOptions) + "}");
   pm.run(*before);
   return {print(*before), print(*after)};
 }
@@ -390,7 +410,12 @@ std::string passesMarkdown() {
      << "Passes rewrite a model. Without `--passes`, `anefit fix` checks the model and runs "
      << "only the passes that remove one of its blocking findings (compile-fail or "
      << "runtime-fail, confirmed or at-risk), with the options below, in table order, then "
-     << "the clean-up passes; a model with no such finding is left as it is. `--passes` "
+     << "the clean-up passes; a model with no such finding is left as it is. With `--goal "
+     << "ane` it also runs the passes that remove findings that keep ops off the ANE "
+     << "(fallback, slow), and prints the predicted residency (share of ops and FLOPs on "
+     << "the ANE, boundaries) before and after each pass. A pass that changes values or "
+     << "size runs only when asked (`requantize`: `--requantize fp16|c8w|c4w|auto`); a "
+     << "lossy rewrite is verified by its measured error instead of equal outputs. `--passes` "
      << "names the pipeline instead, and `anefit-opt --passes` runs any pipeline on MIL "
      << "text. A pipeline is a comma-separated list of pass names, each optionally followed "
      << "by options in braces separated by spaces: `state-to-io{keep-largest "
@@ -408,6 +433,9 @@ std::string passesMarkdown() {
         if (rules.empty())
           rules = "clean-up after any pass it picked";
         with = u.options.empty() ? "-" : "`" + std::string(u.options) + "`";
+        if (!u.askedBy.empty())
+          with = "only with `--" + std::string(u.askedBy) + " VALUE` (`" +
+                 std::string(u.askedOption) + "=VALUE`)";
       }
     os << "| [`" << p.cliName << "`](#" << p.cliName << ") | " << p.summary << " | " << rules
        << " | " << with << " |\n";
@@ -422,7 +450,12 @@ std::string passesMarkdown() {
                                       : "`" + std::string(o.defaultValue) + "`")
            << " | " << o.help << " |\n";
     }
-    os << "\nBefore:\n\n```\n" << p.before << "\n```\n\nAfter:\n\n```\n" << p.after << "\n```\n";
+    os << "\nBefore"
+       << (p.exampleOptions.empty() ? std::string()
+                                    : " (run with `" + std::string(p.exampleOptions) + "`)")
+       << ":\n\n```\n"
+       << p.before << "\n```\n\nAfter:\n\n```\n"
+       << p.after << "\n```\n";
   }
   return os.str();
 }

@@ -1,0 +1,272 @@
+//===- WeightPassesTest.cpp - Passes that rewrite weights, on random problems ===//
+//
+// requantize, split-projection and depthwise-taps on random shapes, storage
+// forms and biases, each model run through the interpreter beside its
+// rewrite (fix's own comparison): fp16 requantization bit-equal in fp16
+// mode, per-channel int8 within the error it reports, split projections and
+// tap products bit-equal to the op they replace in fp32.
+//
+//===----------------------------------------------------------------------===//
+#include "TestPrograms.h"
+
+#include "ir/Clone.h"
+#include "ir/Verifier.h"
+#include "support/DType.h"
+#include "transforms/Fix.h"
+#include "transforms/Pass.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace anefit;
+using namespace anefit::test;
+
+namespace {
+
+std::mt19937 &rng() {
+  static std::mt19937 r(7);
+  return r;
+}
+
+int64_t pick(std::vector<int64_t> options) {
+  return options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng())];
+}
+
+Constant randomF16(std::vector<int64_t> shape, float scale) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<uint16_t> v(static_cast<size_t>(n));
+  for (auto &h : v)
+    h = floatToHalf(normal(rng()));
+  return Constant::fromF16Bits(std::move(v), std::move(shape));
+}
+
+/// Packed integers of `dtype` (int4/uint4/int8/uint8), uniformly random.
+Constant randomInts(DType dtype, std::vector<int64_t> shape) {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  int bits = dtypeBits(dtype);
+  std::uniform_int_distribution<int> any(0, (1 << bits) - 1);
+  Constant c;
+  c.type = Type::tensor(dtype, shape);
+  c.bytes.assign(static_cast<size_t>((n * bits + 7) / 8), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int v = any(rng());
+    if (bits == 4)
+      c.bytes[static_cast<size_t>(i / 2)] |= static_cast<uint8_t>(v << (4 * (i % 2)));
+    else
+      c.bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(v);
+  }
+  return c;
+}
+
+/// y = linear(x, W) with W (rows, cols) from constexpr_blockwise_shift_scale
+/// over blocks of (rowBlock, colBlock), or a plain fp16 const when both are 0.
+std::unique_ptr<Model> linearModel(int64_t rows, int64_t cols, int64_t rowBlock, int64_t colBlock,
+                                   DType dtype, bool offset, bool bias) {
+  auto m = newModel();
+  Function &fn = newFunction(*m, "main");
+  FnBuilder b(fn);
+  Value *x = b.input("x", f16({1, cols}));
+  Value *w;
+  if (!rowBlock) {
+    w = b.constant("w", randomF16({rows, cols}, 1.0f / std::sqrt(float(cols))));
+  } else {
+    std::vector<int64_t> s = {rows / rowBlock, cols / colBlock};
+    Value *d = b.constant("d", randomInts(dtype, {rows, cols}));
+    Value *sc = b.constant("s", randomF16(s, 0.02f));
+    std::vector<std::pair<std::string, std::vector<Value *>>> in = {{"data", {d}}, {"scale", {sc}}};
+    if (offset)
+      in.push_back({"offset", {b.constant("o", randomInts(dtype, s))}});
+    w = b.op("constexpr_blockwise_shift_scale", "w", in, f16({rows, cols}));
+  }
+  std::vector<std::pair<std::string, std::vector<Value *>>> in = {{"x", {x}}, {"weight", {w}}};
+  if (bias)
+    in.push_back({"bias", {b.constant("b", randomF16({rows}, 1.0f))}});
+  b.output(b.op("linear", "y", in, f16({1, rows})));
+  describe(*m);
+  return m;
+}
+
+struct Rewritten {
+  std::unique_ptr<Model> model;
+  PassResult result;
+};
+
+Rewritten rewrite(const Model &m, const std::string &pipeline) {
+  Rewritten r{cloneModel(m), {}};
+  PassManager pm;
+  pm.addPipeline(pipeline);
+  r.result = pm.run(*r.model);
+  EXPECT_FALSE(hasErrors(verifyModel(*r.model))) << pipeline;
+  return r;
+}
+
+/// Runs both models on the same random inputs; fills `error`.
+runtime::Comparison compare(const Model &a, const Model &b, runtime::Precision precision,
+                            FixVerification *error = nullptr,
+                            runtime::Tolerance tolerance = {0, 0}) {
+  return compareRewrite(a, b, StateMap{}, 2, 11, tolerance, precision, error);
+}
+
+DType pickIntType() {
+  DType types[] = {DType::I4, DType::U4, DType::I8, DType::U8};
+  return types[pick({0, 1, 2, 3})];
+}
+
+TEST(Requantize, Fp16IsExactAsTheDeviceComputes) {
+  rng().seed(101); // each test draws the same problems alone or in any order
+  for (int trial = 0; trial < 40; ++trial) {
+    int64_t cols = pick({32, 64, 96}), rows = pick({8, 24, 64});
+    // Blocks along the columns (fewer than the row): per-block, not per-channel.
+    int64_t colBlock = std::min(pick({8, 16, 32}), cols / 2), rowBlock = pick({1, 1, 8});
+    DType t = pickIntType();
+    bool offset = pick({0, 1}), bias = pick({0, 1});
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " blocks " +
+                 std::to_string(rowBlock) + "x" + std::to_string(colBlock) + " " +
+                 std::string(dtypeName(t)) + (offset ? " offset" : ""));
+    auto m = linearModel(rows, cols, rowBlock, colBlock, t, offset, bias);
+    Rewritten r = rewrite(*m, "requantize{to=fp16}");
+    EXPECT_EQ(countOps(*r.model->program->functions[0], "constexpr_blockwise_shift_scale"), 0);
+    EXPECT_TRUE(r.result.exactInFp16);
+    EXPECT_FALSE(r.result.lossy);
+    runtime::Comparison c = compare(*m, *r.model, runtime::Precision::FP16);
+    EXPECT_EQ(c.maxAbsDiff(), 0.0) << c.firstMismatch();
+  }
+}
+
+TEST(Requantize, PerChannelInt8StaysWithinTheErrorItReports) {
+  rng().seed(102); // each test draws the same problems alone or in any order
+  for (int trial = 0; trial < 30; ++trial) {
+    int64_t cols = pick({64, 128}), rows = pick({16, 64});
+    auto m = linearModel(rows, cols, 1, pick({16, 32}), pickIntType(), pick({0, 1}), false);
+    Rewritten r = rewrite(*m, "requantize{to=c8w}");
+    EXPECT_TRUE(r.result.lossy);
+    ASSERT_EQ(r.result.changes.size(), 1u);
+    EXPECT_NE(r.result.changes[0].find("per-channel int8"), std::string::npos);
+    // One scale per output channel: data (rows, cols) int8, scale (rows, 1).
+    walk(*r.model->program->functions[0]->body, [&](const Operation &op) {
+      if (op.type != "constexpr_blockwise_shift_scale")
+        return;
+      EXPECT_EQ(op.inputType("data")->dtype(), DType::I8);
+      EXPECT_EQ(*op.inputType("scale")->staticShape(), (std::vector<int64_t>{rows, 1}));
+    });
+    FixVerification v;
+    compare(*m, *r.model, runtime::Precision::FP32, &v);
+    // A weight error of at most half a step of amax/127 per element bounds
+    // the output's relative error by about 1/127 times the row's spread.
+    EXPECT_LT(v.relError, 0.02);
+  }
+}
+
+TEST(Requantize, AutoFallsBackToFp16PastTheWeightErrorBound) {
+  rng().seed(103); // each test draws the same problems alone or in any order
+  auto m = linearModel(16, 64, 1, 16, DType::I8, false, false);
+  Rewritten r = rewrite(*m, "requantize{to=auto max-weight-error=0}");
+  ASSERT_EQ(r.result.changes.size(), 1u);
+  EXPECT_NE(r.result.changes[0].find("1 fp16 (exact)"), std::string::npos) << r.result.changes[0];
+  EXPECT_FALSE(r.result.lossy);
+}
+
+TEST(SplitProjection, PiecesEqualTheWideLinear) {
+  rng().seed(104); // each test draws the same problems alone or in any order
+  for (int trial = 0; trial < 40; ++trial) {
+    int64_t rows = pick({40, 96, 130, 256}), cols = pick({16, 32});
+    int64_t maxBytes = pick({16, 64, 128});
+    bool quantized = pick({0, 1});
+    int64_t rowBlock = quantized ? pick({1, 2}) : 0;
+    if (rowBlock && rows % rowBlock)
+      rowBlock = 1;
+    bool bias = pick({0, 1});
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " max-bytes " +
+                 std::to_string(maxBytes) + (quantized ? " quantized" : "") +
+                 (bias ? " bias" : ""));
+    auto m = linearModel(rows, cols, rowBlock, quantized ? 8 : 0, DType::I8, false, bias);
+    Rewritten r = rewrite(*m, "split-projection{max-bytes=" + std::to_string(maxBytes) + "},dce");
+    const Function &fn = *r.model->program->functions[0];
+    int64_t pieces = countOps(fn, "linear");
+    EXPECT_GE(pieces * maxBytes / 2, rows);
+    EXPECT_EQ(countOps(fn, "concat"), pieces > 1 ? 1 : 0);
+    EXPECT_EQ(outputNames(fn), std::vector<std::string>{"y"});
+    walk(*fn.body, [&](const Operation &op) {
+      if (op.type == "linear")
+        EXPECT_LE(op.output()->type.staticShape()->back() * 2, maxBytes) << op.name;
+    });
+    // Each output element is the same dot product: bit-equal.
+    runtime::Comparison c = compare(*m, *r.model, runtime::Precision::FP32);
+    EXPECT_EQ(c.maxAbsDiff(), 0.0) << c.firstMismatch();
+  }
+}
+
+/// y = conv(x, w, groups=C) over a window of exactly K (rank 3 or 4).
+std::unique_ptr<Model> depthwiseModel(int64_t c, int64_t k, bool rank4, bool bias) {
+  auto m = newModel();
+  Function &fn = newFunction(*m, "main");
+  FnBuilder b(fn);
+  std::vector<int64_t> xs =
+      rank4 ? std::vector<int64_t>{1, c, 1, k} : std::vector<int64_t>{1, c, k};
+  std::vector<int64_t> ws =
+      rank4 ? std::vector<int64_t>{c, 1, 1, k} : std::vector<int64_t>{c, 1, k};
+  std::vector<int64_t> ys =
+      rank4 ? std::vector<int64_t>{1, c, 1, 1} : std::vector<int64_t>{1, c, 1};
+  Value *x = b.input("x", f16(xs));
+  Value *w = b.constant("w", randomF16(ws, 0.5f));
+  int spatial = rank4 ? 2 : 1;
+  std::vector<int32_t> ones(static_cast<size_t>(spatial), 1), zeros(2 * spatial, 0);
+  std::vector<std::pair<std::string, std::vector<Value *>>> in = {
+      {"x", {x}},
+      {"weight", {w}},
+      {"strides", {b.ints("strides", ones)}},
+      {"pad_type", {b.constant("pad_type", Constant::scalarString("valid"))}},
+      {"pad", {b.ints("pad", zeros)}},
+      {"dilations", {b.ints("dilations", ones)}},
+      {"groups", {b.scalarInt("groups", static_cast<int32_t>(c))}}};
+  if (bias)
+    in.push_back({"bias", {b.constant("b", randomF16({c}, 1.0f))}});
+  b.output(b.op("conv", "y", in, f16(ys)));
+  describe(*m);
+  return m;
+}
+
+TEST(DepthwiseTaps, MatchesTheConvKernel) {
+  rng().seed(105); // each test draws the same problems alone or in any order
+  for (int trial = 0; trial < 40; ++trial) {
+    int64_t c = pick({1, 4, 64, 1024}), k = pick({1, 2, 3, 4, 5});
+    bool rank4 = pick({0, 1}), bias = pick({0, 1});
+    SCOPED_TRACE("C " + std::to_string(c) + " K " + std::to_string(k) +
+                 (rank4 ? " rank 4" : " rank 3") + (bias ? " bias" : ""));
+    auto m = depthwiseModel(c, k, rank4, bias);
+    Rewritten r = rewrite(*m, "depthwise-taps,dce");
+    const Function &fn = *r.model->program->functions[0];
+    EXPECT_EQ(countOps(fn, "conv"), 0);
+    EXPECT_EQ(countOps(fn, "mul"), k);
+    EXPECT_EQ(outputNames(fn), std::vector<std::string>{"y"});
+    // The conv's own float operations in its order: bit-equal in fp32.
+    runtime::Comparison c32 = compare(*m, *r.model, runtime::Precision::FP32);
+    EXPECT_EQ(c32.maxAbsDiff(), 0.0) << c32.firstMismatch();
+    // fp16 mode rounds each product and partial sum: a few fp16 steps.
+    FixVerification v;
+    compare(*m, *r.model, runtime::Precision::FP16, &v);
+    EXPECT_LT(v.relError, 2e-3);
+  }
+}
+
+TEST(DepthwiseTaps, LeavesConvsOverALongerWindow) {
+  rng().seed(106); // each test draws the same problems alone or in any order
+  auto m = depthwiseModel(8, 3, false, false);
+  // A prefill window: 6 positions in, 4 out.
+  Function &fn = *m->program->functions[0];
+  fn.inputs[0]->type = f16({1, 8, 6});
+  fn.body->outputs[0]->type = f16({1, 8, 4});
+  describe(*m);
+  Rewritten r = rewrite(*m, "depthwise-taps");
+  EXPECT_EQ(countOps(*r.model->program->functions[0], "conv"), 1);
+  EXPECT_TRUE(r.result.changes.empty());
+}
+
+} // namespace
