@@ -54,6 +54,10 @@ std::string verificationName(FixVerification::Status s) {
     return "same";
   case FixVerification::Status::Different:
     return "different";
+  case FixVerification::Status::Measured:
+    return "measured";
+  case FixVerification::Status::TooLossy:
+    return "too-lossy";
   }
   return "not-run";
 }
@@ -80,6 +84,16 @@ struct PyFixResult {
   int64_t steps = 0;
   size_t compared = 0;
   double maxAbsDiff = 0;
+  double meanAbsDiff = 0;
+  std::string top1Output;
+  size_t top1Agree = 0, top1Rows = 0;
+  double relError = 0;
+  bool lossy = false;
+  std::string roundedPasses;
+  double roundedMaxAbsDiff = 0;
+  std::vector<std::string> notRun;
+  /// Per stage ("check", then each pass): per function its residency.
+  std::vector<nb::dict> residency;
   std::string firstMismatch;
   bool verifies = false;
   bool ok = false;
@@ -129,12 +143,35 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
   r.verification = verificationName(v.status);
   r.skipReason = v.skipReason;
   r.steps = v.steps;
-  if (v.status == FixVerification::Status::Same || v.status == FixVerification::Status::Different) {
+  if (v.status != FixVerification::Status::NotRun && v.status != FixVerification::Status::Skipped) {
     r.compared = v.comparison.compared();
     r.maxAbsDiff = v.comparison.maxAbsDiff();
-    if (!v.comparison.ok())
+    r.meanAbsDiff = v.meanAbsDiff;
+    r.top1Output = v.top1Output;
+    r.top1Agree = v.top1Agree;
+    r.top1Rows = v.top1Rows;
+    r.relError = v.relError;
+    r.roundedPasses = v.roundedPasses;
+    r.roundedMaxAbsDiff = v.rounded.maxAbsDiff();
+    if (!v.rounded.ok())
+      r.firstMismatch = v.rounded.firstMismatch();
+    if (!v.comparison.ok() && v.status == FixVerification::Status::Different)
       r.firstMismatch = v.comparison.firstMismatch();
   }
+  r.lossy = result.lossy;
+  r.notRun = result.notRun;
+  for (const FixStage &stage : result.stages)
+    for (const Residency &res : stage.residency) {
+      nb::dict d;
+      d["stage"] = stage.pass;
+      d["function"] = res.function;
+      d["ops"] = res.ops;
+      d["ane_ops"] = res.aneOps;
+      d["flops"] = res.flops;
+      d["ane_flops"] = res.aneFlops;
+      d["boundaries"] = res.boundaries;
+      r.residency.push_back(std::move(d));
+    }
   r.before = reportObject(std::move(result.before), std::move(original));
   r.after = r.verifies ? reportObject(std::move(result.after), fixed) : nb::none();
   r.model = nb::cast(PyModel{fixed, true, {}});
@@ -175,7 +212,8 @@ PyProgramFixResult fixProgram(const ModelArg &target, const std::string &output,
 nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
                   const std::variant<std::monostate, std::string, std::vector<std::string>> &passes,
                   nb::handle verify, int64_t steps, uint64_t seed, double atol, double rtol,
-                  const std::string &precision, bool force) {
+                  const std::string &precision, bool force, const std::string &goal,
+                  const std::string &requantize, double maxRelError, double minTop1) {
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
   FixOptions options;
@@ -185,6 +223,14 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.seed = seed;
   options.tolerance = {atol, rtol};
   options.precision = runtime::parsePrecision(precision);
+  options.goal = parseFixGoal(goal);
+  if (requantize != "keep" && requantize != "fp16" && requantize != "c8w" && requantize != "c4w" &&
+      requantize != "auto")
+    throw InputError("requantize: expected keep, fp16, c8w, c4w or auto, found '" + requantize +
+                     "'");
+  options.requantize = requantize;
+  options.minTop1 = minTop1;
+  options.maxRelError = maxRelError;
   std::string output = out ? pathText(*out) : std::string();
   if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
     return nb::cast(fixProgram(target, output, options, force));
@@ -309,6 +355,8 @@ void bindTransform(nb::module_ &m) {
               "written otherwise.")
       .def_ro("verification", &PyFixResult::verification,
               "How the interpreter comparison ended: ``'same'``, ``'different'``, "
+              "``'measured'`` (a lossy rewrite within ``max_rel_error`` and ``min_top1``), "
+              "``'too-lossy'``, "
               "``'skipped'`` (``verify='auto'`` and the interpreter could not run the model) or "
               "``'not-run'``.")
       .def_ro("skip_reason", &PyFixResult::skipReason,
@@ -317,6 +365,31 @@ void bindTransform(nb::module_ &m) {
       .def_ro("values_compared", &PyFixResult::compared, "Values compared over all steps.")
       .def_ro("max_abs_diff", &PyFixResult::maxAbsDiff,
               "Largest absolute difference between original and fixed outputs.")
+      .def_ro("mean_abs_diff", &PyFixResult::meanAbsDiff,
+              "Mean absolute difference between original and fixed outputs.")
+      .def_ro("top1_output", &PyFixResult::top1Output,
+              "The widest float output (an LLM's logits), whose top-1 agreement is measured.")
+      .def_ro("top1_agree", &PyFixResult::top1Agree,
+              "Rows of ``top1_output`` whose argmax is the same in both models.")
+      .def_ro("top1_rows", &PyFixResult::top1Rows, "Rows of ``top1_output`` compared.")
+      .def_ro("rel_error", &PyFixResult::relError,
+              "Relative RMS error of ``top1_output`` over every step compared.")
+      .def_ro("rounded_passes", &PyFixResult::roundedPasses,
+              "Passes that wrote weights exactly as the device rounds them (``requantize`` to "
+              "fp16); when set, the proof compared the original with the model after them alone "
+              "in fp16 mode (``rounded_max_abs_diff``), then that model with the fixed one.")
+      .def_ro("rounded_max_abs_diff", &PyFixResult::roundedMaxAbsDiff,
+              "Largest difference of the first step of a two-step proof; 0 when equal.")
+      .def_ro("lossy", &PyFixResult::lossy,
+              "A pass changed values beyond rounding (``requantize`` to c8w or c4w): the "
+              "error is measured instead of held to ``atol``/``rtol``.")
+      .def_ro("not_run", &PyFixResult::notRun,
+              "Passes the goal called for that were not run, each with why.")
+      .def_ro("residency", &PyFixResult::residency,
+              nb::sig("def residency(self) -> list[dict[str, object]]"),
+              "Predicted placement before the rewrite (``stage`` 'check') and after each "
+              "pass: per function ``ops``, ``ane_ops``, ``flops``, ``ane_flops``, "
+              "``boundaries``.")
       .def_ro("first_mismatch", &PyFixResult::firstMismatch,
               "The first value out of tolerance; empty when none.")
       .def_ro("carries", &PyFixResult::carries,
@@ -362,16 +435,25 @@ void bindTransform(nb::module_ &m) {
   m.def("fix", &runFix, nb::arg("model"), nb::arg("out") = nb::none(),
         nb::arg("passes") = nb::none(), nb::arg("verify") = true, nb::arg("steps") = 8,
         nb::arg("seed") = 0, nb::arg("atol") = 1e-4, nb::arg("rtol") = 1e-3,
-        nb::arg("precision") = "fp32", nb::arg("force") = false,
+        nb::arg("precision") = "fp32", nb::arg("force") = false, nb::arg("goal") = "compile",
+        nb::arg("requantize") = "keep", nb::arg("max_rel_error") = 0.05, nb::arg("min_top1") = 0.0,
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
-                "precision: str = 'fp32', force: bool = False) -> FixResult | ProgramFixResult"),
+                "precision: str = 'fp32', force: bool = False, goal: str = 'compile', "
+                "requantize: str = 'keep', max_rel_error: float = 0.05, min_top1: float = 0.0) -> "
+                "FixResult | "
+                "ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
         "the rewrite by stepping original and rewritten model side by side in the interpreter "
         "(``steps`` predictions, states carried, random inputs from ``seed``, within "
         "``atol``/``rtol``). ``passes``: a pipeline (``'kv-write-static,decompose-sdpa'`` or a "
-        "list), default the passes that remove the model's blocking findings. ``verify``: "
+        "list), default the passes that remove the model's blocking findings; with ``goal='ane'`` "
+        "also those that move ops placed off the ANE onto it. ``requantize``: what per-block "
+        "weights become (``'keep'``, ``'fp16'``, ``'c8w'``, ``'c4w'``, ``'auto'``); a lossy "
+        "rewrite is kept when its widest output stays within ``max_rel_error`` (relative RMS) "
+        "and its top-1 agrees on ``min_top1`` of rows. "
+        "``verify``: "
         "True (an interpreter error raises InputError), False, or ``'auto'`` (as the command "
         "line: under 2 GB of weights, skipped when the interpreter cannot run the model). "
         "``out``: where to write the rewritten model (``.mlpackage``, ``.mlmodel``, ``.mil``) "

@@ -7,6 +7,8 @@
 #include "support/Error.h"
 #include "transforms/Pass.h"
 
+#include <algorithm>
+#include <cmath>
 #include <random>
 
 namespace anefit {
@@ -23,16 +25,142 @@ std::vector<std::string> blockingRules(const ane::CheckReport &report) {
   return out;
 }
 
-std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before) {
+FixGoal parseFixGoal(std::string_view s) {
+  if (s == "compile")
+    return FixGoal::Compile;
+  if (s == "ane")
+    return FixGoal::Ane;
+  throw InputError("--goal: expected compile or ane, found '" + std::string(s) + "'");
+}
+
+std::vector<std::string> residencyRules(const ane::CheckReport &report) {
+  std::vector<std::string> out;
+  for (const ane::RuleInfo &r : ane::allRules())
+    for (const ane::Finding &f : report.findings)
+      if (f.rule == r.id && (f.effect == ane::Effect::Fallback || f.effect == ane::Effect::Slow)) {
+        out.emplace_back(r.code);
+        break;
+      }
+  return out;
+}
+
+std::vector<Residency> residencyOf(const ane::CheckReport &report) {
+  std::vector<Residency> out;
+  for (const ane::FunctionReport &f : report.functions)
+    out.push_back({f.name, f.ops.size(), f.aneOps, f.totalFlops, f.aneFlops, f.boundaries});
+  return out;
+}
+
+namespace {
+
+/// The value of `anefit fix --<option>` (FixOptions); "" when not given.
+std::string askedValue(const FixOptions &options, std::string_view option) {
+  if (option == "requantize" && options.requantize != "keep")
+    return options.requantize;
+  return "";
+}
+
+const FixUse *fixUseOf(std::string_view pass) {
+  for (const FixUse &u : fixUses())
+    if (u.cliName == pass)
+      return &u;
+  return nullptr;
+}
+
+} // namespace
+
+std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before,
+                        std::vector<std::string> *notRun) {
   if (!options.passes.empty())
     return options.passes;
-  return pipelineRemoving(blockingRules(before));
+  std::vector<std::string> rules = blockingRules(before);
+  for (const std::string &r : residencyRules(before)) {
+    // A pass the user asked for runs whatever the goal.
+    bool asked = false;
+    for (std::string_view p : passesRemoving(r))
+      if (const FixUse *u = fixUseOf(p))
+        asked = asked || (!u->askedBy.empty() && !askedValue(options, u->askedBy).empty());
+    if (options.goal == FixGoal::Ane || asked)
+      rules.push_back(r);
+  }
+  std::string picked;
+  for (const PipelineElement &e : parsePipeline(pipelineRemoving(rules))) {
+    std::string element = e.name;
+    const FixUse *use = fixUseOf(e.name);
+    if (use && !use->askedBy.empty()) {
+      std::string value = askedValue(options, use->askedBy);
+      if (value.empty()) {
+        if (notRun)
+          notRun->push_back(e.name +
+                            ": it changes the model's values or size, so it runs only "
+                            "when asked: --" +
+                            std::string(use->askedBy));
+        continue;
+      }
+      element += "{" + std::string(use->askedOption) + "=" + value + "}";
+    } else if (!e.options.empty()) {
+      std::string opts;
+      for (const auto &[k, v] : e.options)
+        opts += (opts.empty() ? "" : " ") + (v == "true" ? k : k + "=" + v);
+      element += "{" + opts + "}";
+    }
+    picked += (picked.empty() ? "" : ",") + element;
+  }
+  // Only clean-up passes left: nothing to do.
+  bool any = false;
+  for (const PipelineElement &e : parsePipeline(picked))
+    if (const FixUse *u = fixUseOf(e.name))
+      any = any || !u->isCleanup();
+  return any ? picked : std::string();
 }
 
 runtime::Comparison compareRewrite(const Model &original, const Model &fixed, const StateMap &map,
                                    int64_t steps, uint64_t seed, runtime::Tolerance tolerance,
-                                   runtime::Precision precision) {
+                                   runtime::Precision precision, FixVerification *error) {
   runtime::Comparison cmp(tolerance);
+  double sumAbs = 0, err2 = 0, norm2 = 0;
+  size_t counted = 0;
+  // The widest float output of the first function: an LLM's logits.
+  auto measure = [&](const std::vector<runtime::NamedTensor> &a,
+                     const std::vector<runtime::NamedTensor> &b) {
+    if (!error)
+      return;
+    if (error->top1Output.empty()) {
+      int64_t widest = 1;
+      for (const runtime::NamedTensor &t : a)
+        if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
+            t.tensor.dim(t.tensor.rank() - 1) > widest) {
+          widest = t.tensor.dim(t.tensor.rank() - 1);
+          error->top1Output = t.name;
+        }
+    }
+    for (const runtime::NamedTensor &x : a)
+      for (const runtime::NamedTensor &y : b) {
+        if (x.name != y.name || !isFloat(x.tensor.dtype()) || x.tensor.shape() != y.tensor.shape())
+          continue;
+        std::vector<float> u = x.tensor.toFloats(), v = y.tensor.toFloats();
+        for (size_t i = 0; i < u.size(); ++i)
+          if (std::isfinite(u[i]) && std::isfinite(v[i])) {
+            sumAbs += std::fabs(static_cast<double>(u[i]) - v[i]);
+            ++counted;
+          }
+        if (x.name != error->top1Output || u.empty())
+          continue;
+        for (size_t i = 0; i < u.size(); ++i)
+          if (std::isfinite(u[i]) && std::isfinite(v[i])) {
+            double d = static_cast<double>(u[i]) - v[i];
+            err2 += d * d;
+            norm2 += static_cast<double>(u[i]) * u[i];
+          }
+        size_t last = static_cast<size_t>(x.tensor.dim(x.tensor.rank() - 1));
+        for (size_t r = 0; r + last <= u.size(); r += last) {
+          auto au = std::max_element(u.begin() + r, u.begin() + r + last) - u.begin();
+          auto av = std::max_element(v.begin() + r, v.begin() + r + last) - v.begin();
+          error->top1Agree += au == av;
+          ++error->top1Rows;
+        }
+      }
+  };
   std::mt19937_64 rng(seed);
   for (const auto &fnPtr : original.program->functions) {
     const Function &fo = *fnPtr;
@@ -61,6 +189,7 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
       std::vector<runtime::NamedTensor> outF = sf.step(inputs);
       std::string at = fo.name + ": step " + std::to_string(step) + ": ";
       cmp.compareOutputs(at, outO, outF);
+      measure(outO, outF);
       for (const StateMapEntry &e : map.entries) {
         const runtime::Tensor *was = so.states().find(e.state);
         for (const runtime::NamedTensor &nt : outF)
@@ -68,6 +197,10 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
             cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor);
       }
     }
+  }
+  if (error) {
+    error->meanAbsDiff = counted ? sumAbs / counted : 0;
+    error->relError = norm2 > 0 ? std::sqrt(err2 / norm2) : (err2 > 0 ? INFINITY : 0);
   }
   return cmp;
 }
@@ -86,19 +219,48 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   result.before = ane::checkModel(model);
 
   stage("rewrite");
-  result.pipeline = fixPipeline(options, result.before);
-  if (options.passes.empty())
-    for (const std::string &rule : blockingRules(result.before))
-      if (!passesRemoving(rule).empty())
-        result.pickedFor.push_back(rule);
-  PassManager pm;
-  if (!result.pipeline.empty())
-    pm.addPipeline(result.pipeline);
+  result.pipeline = fixPipeline(options, result.before, &result.notRun);
+  if (options.passes.empty()) {
+    std::vector<std::string> rules = blockingRules(result.before);
+    for (const std::string &r : residencyRules(result.before))
+      rules.push_back(r);
+    for (const PipelineElement &e : parsePipeline(result.pipeline))
+      for (const FixUse &u : fixUses())
+        if (u.cliName == e.name)
+          for (std::string_view r : u.removes)
+            if (std::find(rules.begin(), rules.end(), r) != rules.end() &&
+                std::find(result.pickedFor.begin(), result.pickedFor.end(), r) ==
+                    result.pickedFor.end())
+              result.pickedFor.emplace_back(r);
+  }
   result.fixed = cloneModel(model);
-  PassResult passes = pm.run(*result.fixed);
-  result.changes = std::move(passes.changes);
-  result.diagnostics = std::move(passes.diagnostics);
-  result.stateMap = std::move(passes.stateMap);
+  result.stages.push_back({"check", residencyOf(result.before)});
+  // One pass at a time, so each pass's residency can be reported.
+  for (const PipelineElement &e : parsePipeline(result.pipeline)) {
+    PassManager pm;
+    std::string element = e.name;
+    if (!e.options.empty()) {
+      std::string opts;
+      for (const auto &[k, v] : e.options)
+        opts += (opts.empty() ? "" : " ") + k + "=" + v;
+      element += "{" + opts + "}";
+    }
+    pm.addPipeline(element);
+    PassResult passes = pm.run(*result.fixed);
+    result.changes.insert(result.changes.end(), passes.changes.begin(), passes.changes.end());
+    result.diagnostics.insert(result.diagnostics.end(), passes.diagnostics.begin(),
+                              passes.diagnostics.end());
+    result.stateMap.entries.insert(result.stateMap.entries.end(), passes.stateMap.entries.begin(),
+                                   passes.stateMap.entries.end());
+    result.stateMap.keptStates.insert(result.stateMap.keptStates.end(),
+                                      passes.stateMap.keptStates.begin(),
+                                      passes.stateMap.keptStates.end());
+    result.lossy = result.lossy || passes.lossy;
+    if (passes.exactInFp16)
+      result.roundedPasses.push_back(element);
+    if (!hasErrors(verifyModel(*result.fixed)))
+      result.stages.push_back({e.name, residencyOf(ane::checkModel(*result.fixed))});
+  }
 
   result.verifierDiagnostics = verifyModel(*result.fixed);
   if (result.verifies() && result.fixed->program) {
@@ -120,10 +282,34 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   FixVerification &v = result.verification;
   v.steps = options.steps;
   try {
-    v.comparison = compareRewrite(model, *result.fixed, result.stateMap, options.steps,
-                                  options.seed, options.tolerance, options.precision);
-    v.status =
-        v.comparison.ok() ? FixVerification::Status::Same : FixVerification::Status::Different;
+    const Model *baseline = &model;
+    std::unique_ptr<Model> rounded;
+    if (!result.roundedPasses.empty() && !result.lossy) {
+      // Weights written at fp16 equal the original's only as the device
+      // rounds them: prove that step in fp16 mode on its own, then the rest
+      // against it in the precision asked for.
+      PassManager pm;
+      for (const std::string &e : result.roundedPasses) {
+        pm.addPipeline(e);
+        v.roundedPasses += (v.roundedPasses.empty() ? "" : ",") + e;
+      }
+      rounded = cloneModel(model);
+      pm.run(*rounded);
+      v.rounded = compareRewrite(model, *rounded, StateMap{}, options.steps, options.seed,
+                                 options.tolerance, runtime::Precision::FP16);
+      baseline = rounded.get();
+    }
+    v.comparison = compareRewrite(*baseline, *result.fixed, result.stateMap, options.steps,
+                                  options.seed, options.tolerance, options.precision, &v);
+    if (!result.lossy)
+      v.status = v.comparison.ok() && v.rounded.ok() ? FixVerification::Status::Same
+                                                     : FixVerification::Status::Different;
+    else
+      v.status =
+          v.relError <= options.maxRelError && static_cast<double>(v.top1Agree) >=
+                                                   options.minTop1 * static_cast<double>(v.top1Rows)
+              ? FixVerification::Status::Measured
+              : FixVerification::Status::TooLossy;
   } catch (const InputError &e) {
     // An op without a kernel (or similar) should not keep users from a
     // rewrite they did not ask to verify; FixVerify::Always insists.

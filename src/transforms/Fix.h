@@ -37,6 +37,19 @@ enum class FixVerify {
   Never,
 };
 
+/// What `fix` picks passes for when FixOptions::passes is empty.
+enum class FixGoal {
+  /// The passes that remove blocking findings (compile-fail, runtime-fail):
+  /// the model compiles for the ANE, changed as little as possible.
+  Compile,
+  /// Also the passes that bring ops placed off the ANE onto it (fallback and
+  /// slow findings): most of the compute on the ANE, few boundaries.
+  Ane,
+};
+
+/// "compile" / "ane" -> FixGoal; throws InputError otherwise.
+FixGoal parseFixGoal(std::string_view s);
+
 /// Above this many weight bytes, FixVerify::Auto does not verify.
 inline constexpr uint64_t kAutoVerifyWeightBytes = uint64_t(2) << 30;
 
@@ -44,6 +57,18 @@ struct FixOptions {
   /// Pass pipeline (Pass.h syntax); empty picks the passes from the model's
   /// blocking findings (fixPipeline).
   std::string passes;
+  FixGoal goal = FixGoal::Compile;
+  /// How per-block weights are rewritten (the requantize pass's `to`:
+  /// fp16, c8w, c4w, auto); empty or "keep": they are not. Lossy forms are
+  /// never picked without it.
+  std::string requantize;
+  /// A lossy rewrite (PassResult::lossy) is kept only when its widest
+  /// output (an LLM's logits) stays within this relative RMS error of the
+  /// original's ...
+  double maxRelError = 0.05;
+  /// ... and its top-1 agrees with the original's on at least this share of
+  /// rows (0: not required; random-weight models have near ties).
+  double minTop1 = 0;
   FixVerify verify = FixVerify::Auto;
   /// Prediction steps compared, states carried between them (>= 1).
   int64_t steps = 8;
@@ -64,12 +89,52 @@ struct FixVerification {
     Skipped,   ///< Auto, and the interpreter could not run the model
     Same,      ///< every output and moved state within tolerance
     Different, ///< see comparison.firstMismatch()
+    /// A lossy rewrite: the error is measured, not held to the tolerance,
+    /// and within FixOptions::maxRelError and minTop1.
+    Measured,
+    /// A lossy rewrite whose error exceeds FixOptions::maxRelError or whose
+    /// top-1 agreement is below minTop1.
+    TooLossy,
   };
   Status status = Status::NotRun;
   /// Status::Skipped: the interpreter's reason.
   std::string skipReason;
   int64_t steps = 0;
   runtime::Comparison comparison;
+  /// When a pass wrote weights exactly as the device rounds them
+  /// (PassResult::exactInFp16) and the rewrite is not lossy, the proof has
+  /// two steps, each an equality where it holds: the original against the
+  /// model after those passes alone (`roundedPasses`), in fp16 mode
+  /// (`rounded`); then that model against the fixed one, in the requested
+  /// precision (`comparison`).
+  std::string roundedPasses;
+  runtime::Comparison rounded;
+  /// Mean |difference| over every element compared.
+  double meanAbsDiff = 0;
+  /// The widest float output (an LLM's logits): rows whose argmax over the
+  /// last axis is the same in both models, of `top1Rows`.
+  std::string top1Output;
+  size_t top1Agree = 0, top1Rows = 0;
+  /// ||fixed - original|| / ||original|| over `top1Output`, every step.
+  double relError = 0;
+};
+
+/// Where one function's compute is predicted to run.
+struct Residency {
+  std::string function;
+  size_t ops = 0, aneOps = 0;
+  double flops = 0, aneFlops = 0;
+  size_t boundaries = 0;
+};
+
+/// The residency of every function of a check report.
+std::vector<Residency> residencyOf(const ane::CheckReport &report);
+
+/// One step of the rewrite: the residency after a pass ("check" for the
+/// model before any).
+struct FixStage {
+  std::string pass;
+  std::vector<Residency> residency;
 };
 
 struct FixResult {
@@ -91,13 +156,25 @@ struct FixResult {
   Diagnostics verifierDiagnostics;
   ane::CheckReport before;
   ane::CheckReport after;
+  /// Residency before the rewrite and after each pass of the pipeline.
+  std::vector<FixStage> stages;
+  /// A pass changed values beyond rounding (PassResult::lossy).
+  bool lossy = false;
+  /// The passes that wrote weights exactly as the device holds them
+  /// (PassResult::exactInFp16), as pipeline elements; see
+  /// FixVerification::rounded.
+  std::vector<std::string> roundedPasses;
+  /// Passes the goal called for but fixModel did not run, with why ("
+  /// requantize: lossy, run only with --requantize").
+  std::vector<std::string> notRun;
   FixVerification verification;
 
   /// The rewritten model passed the structural verifier.
   bool verifies() const { return !hasErrors(verifierDiagnostics); }
   /// Safe to save: it verifies and the comparison did not find a difference.
   bool ok() const {
-    return verifies() && verification.status != FixVerification::Status::Different;
+    return verifies() && verification.status != FixVerification::Status::Different &&
+           verification.status != FixVerification::Status::TooLossy;
   }
 };
 
@@ -105,11 +182,19 @@ struct FixResult {
 /// confirmed or at-risk): their rule ids, each once, in table order.
 std::vector<std::string> blockingRules(const ane::CheckReport &report);
 
+/// The rules of `report`'s findings that keep ops off the ANE without
+/// failing it (fallback, slow), each once, in table order.
+std::vector<std::string> residencyRules(const ane::CheckReport &report);
+
 /// The pipeline fixModel runs for `options` on a model whose check report is
 /// `before`: FixOptions::passes when given; else the passes whose PASS_FIX
-/// row in Passes.def removes a blocking rule of `before` (pipelineRemoving),
-/// empty when none does.
-std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before);
+/// row in Passes.def removes a rule of `before` the goal calls for
+/// (pipelineRemoving): the blocking rules, under FixGoal::Ane also the
+/// residency rules; requantize only with FixOptions::requantize (then with
+/// to=<it>). Empty when no pass is called for. `notRun`, when given, gets
+/// the passes left out and why.
+std::string fixPipeline(const FixOptions &options, const ane::CheckReport &before,
+                        std::vector<std::string> *notRun = nullptr);
 
 /// Rewrites a copy of `model` for the ANE and proves it. Throws InputError on
 /// bad options or input (an unknown pass, a state name matching nothing, an
@@ -119,10 +204,12 @@ FixResult fixModel(const Model &model, const FixOptions &options = {});
 /// Steps every function of `original` and its counterpart in `fixed` for
 /// `steps` steps on the same random inputs, moved states carried as `map`
 /// says; compares each output and each moved state (the original's state
-/// against the fixed model's output). Throws InputError when the
+/// against the fixed model's output). With `error`, also fills its mean
+/// |difference| and top-1 agreement. Throws InputError when the
 /// interpreter cannot run either model or a function is missing.
 runtime::Comparison compareRewrite(const Model &original, const Model &fixed, const StateMap &map,
                                    int64_t steps, uint64_t seed, runtime::Tolerance tolerance,
-                                   runtime::Precision precision = runtime::Precision::FP32);
+                                   runtime::Precision precision = runtime::Precision::FP32,
+                                   FixVerification *error = nullptr);
 
 } // namespace anefit

@@ -24,7 +24,19 @@ def test_fix_does_what_the_command_line_does(anefit_py, anefit, tmp_path):
     assert result.ok and result.verifies and result.verification == "same"
     assert f"  passes: {result.pipeline} (for {', '.join(result.picked_for)})" in cli
     assert [f"  {c}" for c in result.changes + result.diagnostics] == \
-        [line for line in cli[2:] if not line.startswith(("check ", "  main:", "verify", "wrote"))]
+        [line for line in cli[2:] if not line.startswith(
+            ("check ", "  main:", "verify", "wrote", "residency", "    after ", "left off", "  ANE-"))]
+    # The residency the command line prints, stage by stage.
+    stages = [r["stage"] for r in result.residency]
+    assert stages[0] == "check" and stages[1:] == [p.split("{")[0] for p in
+                                                   result.pipeline.split(",")]
+    first, last = result.residency[0], result.residency[-1]
+    pct = lambda a, b: f"{100 * a / b:.1f}%"
+    assert (f"  main: ops on the ANE {pct(first['ane_ops'], first['ops'])} -> "
+            f"{pct(last['ane_ops'], last['ops'])}, FLOPs {pct(first['ane_flops'], first['flops'])}"
+            f" -> {pct(last['ane_flops'], last['flops'])}, boundaries {first['boundaries']} -> "
+            f"{last['boundaries']}") in cli
+    assert result.not_run == [] and not result.lossy
     assert result.steps == 8 and result.values_compared > 0 and result.first_mismatch == ""
     assert result.output == str(out) and os.path.isdir(out)
     assert result.state_map_path == str(tmp_path / "py.statemap.json")

@@ -140,3 +140,57 @@ def test_original_and_fixed_step_alike(anefit, fixed, tmp_path, name, precision)
     # The carried caches change the logits from step to step.
     assert not np.array_equal(outs["x"][logits[0]], outs["x"][logits[-1]])
     assert diff <= (1e-4 if precision == "fp32" else 1e-2 * max(scale, 1.0))
+
+
+@pytest.fixture(scope="module")
+def requantized(anefit, tmp_path_factory):
+    """The 4-bit export fixed for residency with exact fp16 weights: (x, y, stdout)."""
+    x = os.path.join(PTE_DIR, "lfm2_export_llm_4w.pte")
+    y = str(tmp_path_factory.mktemp("residency") / "fp16.pte")
+    proc = anefit("fix", x, "-o", y, "--goal", "ane", "--requantize", "fp16")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return x, y, proc.stdout
+
+
+def test_goal_ane_puts_the_quantized_projections_on_the_ane(anefit, requantized):
+    x, y, log = requantized
+    assert "requantize{to=fp16}" in log and "same outputs" in log, log
+    before = json.loads(anefit("check", "--json", x).stdout)["functions"][0]
+    after = json.loads(anefit("check", "--json", y).stdout)["functions"][0]
+    print(f"ANE FLOPs {before['aneFlopFraction']:.3f} -> {after['aneFlopFraction']:.3f}, "
+          f"boundaries {before['boundaries']} -> {after['boundaries']}")
+    assert before["aneFlopFraction"] < 0.2
+    assert after["aneFlopFraction"] > 0.9
+    assert after["boundaries"] < before["boundaries"] / 4
+    report = json.loads(anefit("check", "--json", y).stdout)
+    assert not [f for f in report["findings"] if f["rule"] == "ANE-QUANT-001"]
+
+
+def test_executorch_and_coremltools_load_the_requantized_program(requantized):
+    x, y, _ = requantized
+    reports = executorch_probe(x, y)
+    a, b = reports[x], reports[y]
+    for key in ("methods", "metadata", "load", "values"):
+        assert b[key] == a[key], key
+    (ca,), (cb,) = a["coreml"], b["coreml"]
+    assert "error" not in cb, cb  # coremltools reads the new weight blobs
+    assert cb["inputs"] == ca["inputs"] and cb["outputs"] == ca["outputs"]
+    assert cb["ops"] != ca["ops"]
+
+
+def test_requantized_fp16_steps_like_the_device_would(anefit, requantized, tmp_path):
+    """fp16 weights are what the device decompresses the int4 blocks to: in
+    fp16 mode (every op rounded as the ANE computes) the logits are equal."""
+    x, y, _ = requantized
+    inputs = tmp_path / "inputs.npz"
+    decode_inputs(inputs, seed=3)
+    outs = {}
+    for tag, model in (("x", x), ("y", y)):
+        out = tmp_path / f"{tag}.npz"
+        proc = anefit("run", model, "--inputs", inputs, "--precision", "fp16", "-o", out)
+        assert proc.returncode == 0, proc.stderr
+        outs[tag] = load_npz(out)
+    logits = [k for k in outs["x"] if k.endswith("/aten_linear_default_112")]
+    assert len(logits) == STEPS
+    for k in logits:
+        np.testing.assert_array_equal(outs["x"][k], outs["y"][k])

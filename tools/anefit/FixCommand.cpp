@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
+#include "ane/AneRules.h"
 #include "io/ModelIO.h"
 #include "support/Error.h"
 #include "transforms/FixFile.h"
@@ -23,6 +24,10 @@ struct FixCliOptions {
   std::string model;
   std::string output;
   std::string passes;
+  std::string goal = "compile";
+  std::string requantize = "keep";
+  double minTop1 = 0;
+  double maxRelError = 0.05;
   bool verify = false;
   bool noVerify = false;
   int64_t steps = 8;
@@ -54,6 +59,60 @@ std::string checkSummary(const ane::CheckReport &report) {
   return out;
 }
 
+std::string percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", whole > 0 ? 100 * part / whole : 0.0);
+  return buf;
+}
+
+/// "main: ANE ops 83.1% -> 99.2%, FLOPs 10.6% -> 98.0%, boundaries 134 -> 2",
+/// then a line per pass that changed a figure.
+void printResidency(const FixResult &result) {
+  if (result.stages.size() < 2)
+    return;
+  const std::vector<Residency> &first = result.stages.front().residency;
+  const std::vector<Residency> &last = result.stages.back().residency;
+  std::cout << "residency (predicted):\n";
+  for (size_t f = 0; f < first.size() && f < last.size(); ++f) {
+    const Residency &a = first[f], &b = last[f];
+    std::cout << "  " << a.function << ": ops on the ANE " << percent(a.aneOps, a.ops) << " -> "
+              << percent(b.aneOps, b.ops) << ", FLOPs " << percent(a.aneFlops, a.flops) << " -> "
+              << percent(b.aneFlops, b.flops) << ", boundaries " << a.boundaries << " -> "
+              << b.boundaries << "\n";
+    for (size_t s = 1; s < result.stages.size(); ++s) {
+      const std::vector<Residency> &prev = result.stages[s - 1].residency;
+      const std::vector<Residency> &cur = result.stages[s].residency;
+      if (f >= prev.size() || f >= cur.size())
+        continue;
+      const Residency &p = prev[f], &c = cur[f];
+      if (p.aneOps == c.aneOps && p.boundaries == c.boundaries && p.ops == c.ops &&
+          p.aneFlops == c.aneFlops)
+        continue;
+      std::cout << "    after " << result.stages[s].pass << ": " << percent(c.aneOps, c.ops)
+                << " of ops, " << percent(c.aneFlops, c.flops) << " of FLOPs, " << c.boundaries
+                << (c.boundaries == 1 ? " boundary\n" : " boundaries\n");
+    }
+  }
+}
+
+/// The fallback findings left after the rewrite, one line per rule with its
+/// remedy: what fix could not move.
+void printLeftOff(const FixResult &result) {
+  bool header = false;
+  for (const ane::RuleInfo &r : ane::allRules()) {
+    size_t n = 0;
+    for (const ane::Finding &f : result.after.findings)
+      n += f.rule == r.id && f.effect == ane::Effect::Fallback;
+    if (!n)
+      continue;
+    if (!header)
+      std::cout << "left off the ANE:\n";
+    header = true;
+    std::cout << "  " << r.code << " " << r.title << " (" << n << " finding" << (n == 1 ? "" : "s")
+              << "): " << r.fixText() << "\n";
+  }
+}
+
 /// Prints what fixModel did, and on stderr why a rewrite that is not ok()
 /// is not saved.
 void report(const FixResult &result, const FixCliOptions &opts) {
@@ -66,6 +125,8 @@ void report(const FixResult &result, const FixCliOptions &opts) {
                                           : result.pipeline + " (for " + rules + ")")
               << "\n";
   }
+  for (const std::string &n : result.notRun)
+    std::cout << "  not run: " << n << "\n";
   if (result.changes.empty())
     std::cout << "  no changes\n";
   for (const std::string &c : result.changes)
@@ -82,6 +143,8 @@ void report(const FixResult &result, const FixCliOptions &opts) {
   std::cout << "check before:\n"
             << checkSummary(result.before) << "check after:\n"
             << checkSummary(result.after);
+  printResidency(result);
+  printLeftOff(result);
 
   const FixVerification &v = result.verification;
   switch (v.status) {
@@ -93,16 +156,52 @@ void report(const FixResult &result, const FixCliOptions &opts) {
     break;
   case FixVerification::Status::Same:
   case FixVerification::Status::Different: {
-    char buf[200];
-    std::snprintf(buf, sizeof buf,
-                  "verify: %lld steps, %zu values compared, max abs diff %.3g (atol %g, rtol %g%s)",
-                  (long long)v.steps, v.comparison.compared(), v.comparison.maxAbsDiff(), opts.atol,
-                  opts.rtol, opts.precision == "fp16" ? ", fp16 mode" : "");
-    std::cout << buf << (v.comparison.ok() ? ": same outputs\n" : ": DIFFERENT\n");
-    if (!v.comparison.ok()) {
-      std::cerr << "anefit: error: the fixed model differs from the original: "
-                << v.comparison.firstMismatch() << "; nothing written\n";
+    auto line = [&](const runtime::Comparison &c, const char *what, bool fp16) {
+      char buf[300];
+      std::snprintf(buf, sizeof buf,
+                    "verify%s: %lld steps, %zu values compared, max abs diff %.3g (atol %g, rtol "
+                    "%g%s)",
+                    what, (long long)v.steps, c.compared(), c.maxAbsDiff(), opts.atol, opts.rtol,
+                    fp16 ? ", fp16 mode" : "");
+      std::cout << buf << (c.ok() ? ": same outputs\n" : ": DIFFERENT\n");
+      if (!c.ok())
+        std::cerr << "anefit: error: the fixed model differs from the original: "
+                  << c.firstMismatch() << "; nothing written\n";
+    };
+    if (!v.roundedPasses.empty()) {
+      // Two equalities, each where it holds (FixVerification::rounded).
+      std::string first = " " + v.roundedPasses + " (weights as the device rounds them)";
+      line(v.rounded, first.c_str(), true);
+      if (!v.rounded.ok())
+        break;
+      line(v.comparison, " the other passes against it", opts.precision == "fp16");
+      break;
     }
+    line(v.comparison, "", opts.precision == "fp16");
+    break;
+  }
+  case FixVerification::Status::Measured:
+  case FixVerification::Status::TooLossy: {
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "verify: %lld steps, %zu values compared; lossy rewrite, error measured: max abs "
+                  "diff %.3g, mean abs diff %.3g%s",
+                  (long long)v.steps, v.comparison.compared(), v.comparison.maxAbsDiff(),
+                  v.meanAbsDiff, opts.precision == "fp16" ? " (fp16 mode)" : "");
+    std::cout << buf;
+    if (v.top1Rows) {
+      std::cout << "; '" << v.top1Output << "': relative RMS error " << percent(v.relError, 1)
+                << " (allowed " << percent(opts.maxRelError, 1) << "), top-1 agrees on "
+                << v.top1Agree << "/" << v.top1Rows << " rows ("
+                << percent(double(v.top1Agree), double(v.top1Rows));
+      if (opts.minTop1 > 0)
+        std::cout << ", required " << percent(opts.minTop1, 1);
+      std::cout << ")";
+    }
+    std::cout << "\n";
+    if (v.status == FixVerification::Status::TooLossy)
+      std::cerr << "anefit: error: the lossy rewrite's error exceeds --max-rel-error or "
+                   "--min-top1; nothing written (--requantize fp16 is exact)\n";
     break;
   }
   }
@@ -111,6 +210,10 @@ void report(const FixResult &result, const FixCliOptions &opts) {
 FixOptions fixOptions(const FixCliOptions &opts) {
   FixOptions options;
   options.passes = opts.passes;
+  options.goal = parseFixGoal(opts.goal);
+  options.requantize = opts.requantize;
+  options.minTop1 = opts.minTop1;
+  options.maxRelError = opts.maxRelError;
   options.verify = opts.noVerify ? FixVerify::Never
                    : opts.verify ? FixVerify::Always
                                  : FixVerify::Auto;
@@ -167,6 +270,23 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--passes", opts->passes,
                   "pass pipeline (default: the passes that remove the model's blocking "
                   "findings; docs/passes.md)");
+  cmd->add_option("--goal", opts->goal,
+                  "compile (default): the passes that remove blocking findings; ane: also the "
+                  "passes that move ops placed off the ANE onto it (split-projection, "
+                  "depthwise-taps, ...)")
+      ->check(CLI::IsMember({"compile", "ane"}));
+  cmd->add_option("--requantize", opts->requantize,
+                  "per-block quantized weights (ANE-QUANT-001): keep (default), fp16 (exact, 4x "
+                  "the int4 bytes), c8w or c4w (per-channel int8/int4, lossy, error measured), "
+                  "auto (c8w where the weight error is under 1%, else fp16)")
+      ->check(CLI::IsMember({"keep", "fp16", "c8w", "c4w", "auto"}));
+  cmd->add_option("--max-rel-error", opts->maxRelError,
+                  "a lossy rewrite (--requantize c8w/c4w/auto) is written only when its widest "
+                  "output (an LLM's logits) stays within this relative RMS error of the "
+                  "original's over the verified steps (default 0.05)");
+  cmd->add_option("--min-top1", opts->minTop1,
+                  "... and the top-1 of that output agrees with the original's on at least this "
+                  "share of rows (default 0: reported, not required)");
   cmd->add_flag("--verify", opts->verify,
                 "run original and fixed models in the interpreter and compare (default: on "
                 "when the weights are under 2 GB)");
