@@ -78,13 +78,17 @@ LFM2_PARAMS = {
     "lfm2_350m": {
         "dim": 1024, "hidden_dim": 4608, "n_heads": 16, "n_kv_heads": 8, "vocab_size": 65536,
     },
+    # LFM2(.5)-1.2B: the report's model (the architecture is the same for 2 and 2.5).
+    "lfm2_1_2b": {
+        "dim": 2048, "hidden_dim": 8192, "n_heads": 32, "n_kv_heads": 8, "vocab_size": 65536,
+    },
 }
 LFM2_COMMON = {
     "ffn_dim_multiplier": 1, "n_layers": 16, "norm_eps": 1e-5, "rope_theta": 1000000.0,
     "use_scaled_rope": False, "use_hf_rope": True, "use_qk_norm": True,
     "qk_norm_before_rope": True, "layer_types": LFM2_LAYER_TYPES,
 }
-DEFAULT_CONTEXT = {"small": 32, "lfm2_350m": 512}
+DEFAULT_CONTEXT = {"small": 32, "lfm2_350m": 512, "lfm2_1_2b": 2048}
 
 EXPORT_LLM_MODULE = "executorch.extension.llm.export.export_llm"
 
