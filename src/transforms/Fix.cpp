@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 namespace anefit {
@@ -205,6 +206,43 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
   return cmp;
 }
 
+namespace {
+
+/// A rewrite can cost residency (weights grown past a size rule): say which
+/// rules the fixed model newly breaks, per function that lost ANE FLOPs.
+void warnIfResidencyDrops(FixResult &result) {
+  std::vector<Residency> before = residencyOf(result.before), after = residencyOf(result.after);
+  for (size_t f = 0; f < before.size() && f < after.size(); ++f) {
+    const Residency &a = before[f], &b = after[f];
+    double shareA = a.flops > 0 ? a.aneFlops / a.flops : 0;
+    double shareB = b.flops > 0 ? b.aneFlops / b.flops : 0;
+    // Rewrites add a few cheap ops on either side; a point of share is not
+    // worth a warning (our threshold).
+    if (shareB >= shareA - 0.01)
+      continue;
+    std::string rules;
+    for (const ane::RuleInfo &r : ane::allRules()) {
+      auto fires = [&](const ane::CheckReport &rep) {
+        return std::any_of(rep.findings.begin(), rep.findings.end(), [&](const ane::Finding &x) {
+          return x.rule == r.id && x.function == a.function;
+        });
+      };
+      if (fires(result.after) && !fires(result.before))
+        rules +=
+            (rules.empty() ? "" : ", ") + std::string(r.code) + " (" + std::string(r.title) + ")";
+    }
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "the rewrite lowers the predicted ANE share of FLOPs from %.1f%% to %.1f%%",
+                  100 * shareA, 100 * shareB);
+    result.diagnostics.push_back(
+        {Diagnostic::Severity::Warning, a.function, "",
+         std::string(buf) + (rules.empty() ? "" : "; newly found: " + rules)});
+  }
+}
+
+} // namespace
+
 FixResult fixModel(const Model &model, const FixOptions &options) {
   if (options.steps < 1)
     throw InputError("fix: expected a positive step count, found " + std::to_string(options.steps));
@@ -272,6 +310,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
     return result;
   stage("check");
   result.after = ane::checkModel(*result.fixed);
+  warnIfResidencyDrops(result);
 
   bool verify =
       options.verify == FixVerify::Always ||

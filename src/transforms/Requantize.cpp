@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ops/Weights.h"
+#include "runtime/Convert.h"
 #include "support/DType.h"
 #include "support/Error.h"
 #include "support/Units.h"
@@ -59,6 +60,7 @@ PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
   out.q.resize(w.values.size());
   out.scales.resize(static_cast<size_t>(rows));
   double err2 = 0, norm2 = 0;
+  std::vector<float> back(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     const float *wr = w.values.data() + r * cols;
     float amax = 0;
@@ -72,15 +74,20 @@ PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
     }
     out.scales[static_cast<size_t>(r)] = s;
     float *qr = out.q.data() + r * cols;
+    float inv = 1.0f / s;
     for (int64_t c = 0; c < cols; ++c) {
-      float q = std::clamp(std::nearbyint(wr[c] / s), qmin, qmax);
-      qr[c] = q;
-      // What the interpreter and the device read back: q * s, at the
-      // weight's dtype.
-      float back = q * s;
-      if (w.dtype == DType::F16)
-        back = halfToFloat(floatToHalf(back));
-      double d = static_cast<double>(back) - wr[c];
+      float x = wr[c] * inv;
+      // Round half away from zero, clamped to the integer range.
+      float q = x >= 0 ? std::floor(x + 0.5f) : -std::floor(-x + 0.5f);
+      qr[c] = std::clamp(q, qmin, qmax);
+      back[static_cast<size_t>(c)] = qr[c] * s;
+    }
+    // What the interpreter and the device read back: q * s, at the weight's
+    // dtype.
+    if (w.dtype == DType::F16)
+      runtime::roundToHalfN(back.data(), cols);
+    for (int64_t c = 0; c < cols; ++c) {
+      double d = static_cast<double>(back[static_cast<size_t>(c)]) - wr[c];
       err2 += d * d;
       norm2 += static_cast<double>(wr[c]) * wr[c];
     }

@@ -1,6 +1,7 @@
 //===- WeightData.cpp - Reading and writing the weights rewrites change ---===//
 #include "transforms/WeightData.h"
 
+#include "runtime/Convert.h"
 #include "support/DType.h"
 #include "support/Error.h"
 
@@ -26,13 +27,13 @@ std::vector<float> elementsAsFloat(const Constant &c) {
   std::vector<float> out(n);
   DType t = c.type.dtype();
   switch (t) {
-  case DType::F16:
-    for (uint64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      out[i] = halfToFloat(h);
-    }
+  case DType::F16: {
+    std::vector<uint16_t> h(n);
+    if (n)
+      std::memcpy(h.data(), bytes.data(), 2 * n);
+    runtime::halfToFloatN(h.data(), out.data(), static_cast<int64_t>(n));
     return out;
+  }
   case DType::F32:
     std::memcpy(out.data(), bytes.data(), n * 4);
     return out;
@@ -45,12 +46,22 @@ std::vector<float> elementsAsFloat(const Constant &c) {
       out[i] = static_cast<float>(bytes[i]);
     return out;
   case DType::I4:
-  case DType::U4:
-    for (uint64_t i = 0; i < n; ++i) {
-      int v = (bytes[i / 2] >> (4 * (i % 2))) & 0xF;
-      out[i] = static_cast<float>(t == DType::I4 && v >= 8 ? v - 16 : v);
+  case DType::U4: {
+    // Two values per byte through a table of the 256 byte values.
+    float table[256][2];
+    for (int b = 0; b < 256; ++b)
+      for (int k = 0; k < 2; ++k) {
+        int v = (b >> (4 * k)) & 0xF;
+        table[b][k] = static_cast<float>(t == DType::I4 && v >= 8 ? v - 16 : v);
+      }
+    for (uint64_t i = 0; i + 1 < n; i += 2) {
+      out[i] = table[bytes[i / 2]][0];
+      out[i + 1] = table[bytes[i / 2]][1];
     }
+    if (n % 2)
+      out[n - 1] = table[bytes[n / 2]][0];
     return out;
+  }
   default:
     for (uint64_t i = 0; i < n; ++i)
       out[i] = static_cast<float>(c.elementAsDouble(i));
@@ -115,15 +126,20 @@ std::optional<DenseWeight> denseWeight(const Operation &producer, std::string *w
     int64_t last = (*ds)[rank - 1];
     int64_t rows = last ? static_cast<int64_t>(q.size()) / last : 0;
     std::vector<int64_t> idx(rank, 0); // index of the row's first element
+    int64_t lastBlock = block[rank - 1];
     for (int64_t r = 0; r < rows; ++r) {
       int64_t base = 0;
       for (size_t d = 0; d + 1 < rank; ++d)
         base += idx[d] / block[d] * sstride[d];
       const float *qr = q.data() + r * last;
       float *wr = w.values.data() + r * last;
-      for (int64_t c = 0; c < last; ++c) {
-        int64_t s = base + c / block[rank - 1];
-        wr[c] = roundTo(w.dtype, (qr[c] - (of.empty() ? 0.0f : of[s])) * sc[s]);
+      // One scale (and offset) per run of lastBlock columns.
+      for (int64_t c0 = 0; c0 < last; c0 += lastBlock) {
+        int64_t s = base + c0 / lastBlock;
+        float sc0 = sc[static_cast<size_t>(s)],
+              of0 = of.empty() ? 0.0f : of[static_cast<size_t>(s)];
+        for (int64_t c = c0; c < c0 + lastBlock; ++c)
+          wr[c] = (qr[c] - of0) * sc0;
       }
       for (size_t d = rank - 1; d-- > 0;) {
         if (++idx[d] < (*ds)[d])
@@ -131,6 +147,9 @@ std::optional<DenseWeight> denseWeight(const Operation &producer, std::string *w
         idx[d] = 0;
       }
     }
+    // Materialized at the op's dtype, as Core ML holds the weight.
+    if (w.dtype == DType::F16)
+      runtime::roundToHalfN(w.values.data(), static_cast<int64_t>(w.values.size()));
     return w;
   } catch (const InputError &e) {
     return fail(e.what());
@@ -141,13 +160,14 @@ std::vector<uint8_t> packElements(const std::vector<float> &values, DType dtype)
   size_t n = values.size();
   std::vector<uint8_t> out;
   switch (dtype) {
-  case DType::F16:
+  case DType::F16: {
+    std::vector<uint16_t> h(n);
+    runtime::floatToHalfN(values.data(), h.data(), static_cast<int64_t>(n));
     out.resize(2 * n);
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t h = floatToHalf(values[i]);
-      std::memcpy(out.data() + 2 * i, &h, 2);
-    }
+    if (n)
+      std::memcpy(out.data(), h.data(), 2 * n);
     break;
+  }
   case DType::F32:
     out.resize(4 * n);
     std::memcpy(out.data(), values.data(), 4 * n);
