@@ -19,6 +19,7 @@
 
 namespace anefit::ane {
 struct CheckReport;
+struct CheckOptions;
 } // namespace anefit::ane
 
 namespace anefit::python {
@@ -48,6 +49,11 @@ const Function &functionOf(const PyModel &m, const std::string &name);
 /// A Report object over `report`, made by checking `model` (whose ops the
 /// report points at, so the Report keeps it alive).
 nb::object reportObject(ane::CheckReport report, std::shared_ptr<const Model> model);
+
+/// `chip`, `os` and `compute_units` of check and fix into `options`; throws
+/// InputError naming the argument for an unknown spelling.
+void applyTarget(const std::string &chip, const std::string &os, const std::string &computeUnits,
+                 ane::CheckOptions &options);
 
 void bindModel(nb::module_ &m);
 void bindCheck(nb::module_ &m);

@@ -125,11 +125,10 @@ std::vector<PyFinding> findingsAtLeast(const ane::CheckReport &r, ane::Level thr
   return out;
 }
 
-PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std::string &chip,
-                  const std::string &os, const std::string &computeUnits,
-                  const std::optional<std::string> &function,
-                  const std::vector<std::string> &ignore) {
-  ane::CheckOptions options;
+} // namespace
+
+void applyTarget(const std::string &chip, const std::string &os, const std::string &computeUnits,
+                 ane::CheckOptions &options) {
   auto c = ane::chipFromName(chip);
   if (!c)
     failExpected("", "chip", "one of: " + names(ane::allChips()), "'" + chip + "'");
@@ -142,6 +141,16 @@ PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std
   if (!cu)
     failExpected("", "compute_units", "cpu_and_ne or all", "'" + computeUnits + "'");
   options.computeUnits = *cu;
+}
+
+namespace {
+
+PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std::string &chip,
+                  const std::string &os, const std::string &computeUnits,
+                  const std::optional<std::string> &function,
+                  const std::vector<std::string> &ignore) {
+  ane::CheckOptions options;
+  applyTarget(chip, os, computeUnits, options);
   options.function = function.value_or("");
   for (const std::string &code : ignore) {
     auto rule = ane::ruleFromCode(code);

@@ -213,7 +213,8 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
                   const std::variant<std::monostate, std::string, std::vector<std::string>> &passes,
                   nb::handle verify, int64_t steps, uint64_t seed, double atol, double rtol,
                   const std::string &precision, bool force, const std::string &goal,
-                  const std::string &requantize, double maxRelError, double minTop1) {
+                  const std::string &requantize, double maxRelError, double minTop1,
+                  const std::string &chip, const std::string &os, const std::string &computeUnits) {
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
   FixOptions options;
@@ -224,6 +225,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.tolerance = {atol, rtol};
   options.precision = runtime::parsePrecision(precision);
   options.goal = parseFixGoal(goal);
+  applyTarget(chip, os, computeUnits, options.target);
   if (requantize != "keep" && requantize != "fp16" && requantize != "c8w" && requantize != "c4w" &&
       requantize != "auto")
     throw InputError("requantize: expected keep, fp16, c8w, c4w or auto, found '" + requantize +
@@ -437,11 +439,14 @@ void bindTransform(nb::module_ &m) {
         nb::arg("seed") = 0, nb::arg("atol") = 1e-4, nb::arg("rtol") = 1e-3,
         nb::arg("precision") = "fp32", nb::arg("force") = false, nb::arg("goal") = "compile",
         nb::arg("requantize") = "keep", nb::arg("max_rel_error") = 0.05, nb::arg("min_top1") = 0.0,
+        nb::arg("chip") = "any", nb::arg("os") = "any", nb::arg("compute_units") = "cpu_and_ne",
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
                 "precision: str = 'fp32', force: bool = False, goal: str = 'compile', "
-                "requantize: str = 'keep', max_rel_error: float = 0.05, min_top1: float = 0.0) -> "
+                "requantize: str = 'keep', max_rel_error: float = 0.05, min_top1: float = 0.0, "
+                "chip: str = 'any', os: str = "
+                "'any', compute_units: str = 'cpu_and_ne') -> "
                 "FixResult | "
                 "ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
@@ -452,7 +457,8 @@ void bindTransform(nb::module_ &m) {
         "also those that move ops placed off the ANE onto it. ``requantize``: what per-block "
         "weights become (``'keep'``, ``'fp16'``, ``'c8w'``, ``'c4w'``, ``'auto'``); a lossy "
         "rewrite is kept when its widest output stays within ``max_rel_error`` (relative RMS) "
-        "and its top-1 agrees on ``min_top1`` of rows. "
+        "and its top-1 agrees on ``min_top1`` of rows. ``chip``, ``os``, ``compute_units``: the "
+        "target the checks predict for, as in :func:`check`. "
         "``verify``: "
         "True (an interpreter error raises InputError), False, or ``'auto'`` (as the command "
         "line: under 2 GB of weights, skipped when the interpreter cannot run the model). "

@@ -208,6 +208,14 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
 
 namespace {
 
+ane::CheckOptions checkOptions(const FixOptions &options) {
+  ane::CheckOptions c;
+  c.chip = options.target.chip;
+  c.os = options.target.os;
+  c.computeUnits = options.target.computeUnits;
+  return c;
+}
+
 /// A rewrite can cost residency (weights grown past a size rule): say which
 /// rules the fixed model newly breaks, per function that lost ANE FLOPs.
 void warnIfResidencyDrops(FixResult &result) {
@@ -254,7 +262,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   };
   FixResult result;
   stage("check");
-  result.before = ane::checkModel(model);
+  result.before = ane::checkModel(model, checkOptions(options));
 
   stage("rewrite");
   result.pipeline = fixPipeline(options, result.before, &result.notRun);
@@ -297,7 +305,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
     if (passes.exactInFp16)
       result.roundedPasses.push_back(element);
     if (!hasErrors(verifyModel(*result.fixed)))
-      result.stages.push_back({e.name, residencyOf(ane::checkModel(*result.fixed))});
+      result.stages.push_back(
+          {e.name, residencyOf(ane::checkModel(*result.fixed, checkOptions(options)))});
   }
 
   result.verifierDiagnostics = verifyModel(*result.fixed);
@@ -309,7 +318,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   if (!result.verifies())
     return result;
   stage("check");
-  result.after = ane::checkModel(*result.fixed);
+  result.after = ane::checkModel(*result.fixed, checkOptions(options));
   warnIfResidencyDrops(result);
 
   bool verify =

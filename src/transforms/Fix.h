@@ -57,6 +57,9 @@ struct FixOptions {
   /// Pass pipeline (Pass.h syntax); empty picks the passes from the model's
   /// blocking findings (fixPipeline).
   std::string passes;
+  /// The target the checks before, between and after the passes predict
+  /// for (chip, OS, compute units); `function` and `ignore` are not used.
+  ane::CheckOptions target;
   FixGoal goal = FixGoal::Compile;
   /// How per-block weights are rewritten (the requantize pass's `to`:
   /// fp16, c8w, c4w, auto); empty or "keep": they are not. Lossy forms are

@@ -23,9 +23,7 @@ namespace {
 
 struct CheckCliOptions {
   std::string model;
-  std::string chip = "any";
-  std::string os = "any";
-  std::string computeUnits = "cpu_and_ne";
+  TargetCliOptions target;
   std::string failOn = "compile-fail";
   std::string format;
   std::string output;
@@ -36,32 +34,9 @@ struct CheckCliOptions {
   std::vector<std::string> ignore;
 };
 
-/// Joins the spellings of a table for help text and errors.
-template <typename Range, typename Fn> std::string joined(const Range &r, Fn &&name) {
-  std::string s;
-  for (const auto &x : r)
-    s += (s.empty() ? "" : ", ") + std::string(name(x));
-  return s;
-}
-
-std::string chipNames() {
-  return joined(ane::allChips(), [](const ane::ChipInfo &c) { return c.name; });
-}
-
 int runCheck(const CheckCliOptions &o) {
   ane::CheckOptions options;
-  auto chip = ane::chipFromName(o.chip);
-  if (!chip)
-    failExpected("", "--chip", "one of: " + chipNames(), "'" + o.chip + "'");
-  options.chip = *chip;
-  auto os = ane::osFromName(o.os);
-  if (!os)
-    failExpected("", "--os", "one of: any, ios17, ios18, ios26", "'" + o.os + "'");
-  options.os = *os;
-  auto cu = ane::computeUnitsFromName(o.computeUnits);
-  if (!cu)
-    failExpected("", "--compute-units", "cpu_and_ne or all", "'" + o.computeUnits + "'");
-  options.computeUnits = *cu;
+  applyTargetOptions(o.target, options);
   auto failOn = ane::levelFromName(o.failOn);
   if (!failOn)
     failExpected("", "--fail-on",
@@ -125,10 +100,7 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   auto o = std::make_shared<CheckCliOptions>();
   CLI::App *cmd = &verb;
   cmd->add_option("MODEL", o->model, modelArgumentHelp())->required();
-  cmd->add_option("--chip", o->chip, "Target chip: " + chipNames())->capture_default_str();
-  cmd->add_option("--os", o->os, "Target OS: any, ios17, ios18, ios26")->capture_default_str();
-  cmd->add_option("--compute-units", o->computeUnits, "Compute units: cpu_and_ne, all")
-      ->capture_default_str();
+  addTargetOptions(cmd, o->target);
   cmd->add_option("--fail-on", o->failOn,
                   "Exit 1 when a finding is at least this severe: runtime-fail, compile-fail, "
                   "at-risk (a contested failure), wrong-numerics, fallback, slow")

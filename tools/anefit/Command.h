@@ -6,6 +6,10 @@
 #include <functional>
 #include <string>
 
+namespace anefit::ane {
+struct CheckOptions;
+} // namespace anefit::ane
+
 namespace anefit::cli {
 
 /// Exit codes shared by every verb.
@@ -31,6 +35,18 @@ void addMaxMemoryOption(CLI::App *cmd, std::string &value);
 /// Sets the interpreter's memory budget from a --max-memory value ("8G",
 /// "512M", "1073741824"); empty keeps the default. Throws InputError.
 void applyMaxMemory(const std::string &value);
+
+/// The target a verb predicts placement for: --chip, --os, --compute-units.
+struct TargetCliOptions {
+  std::string chip = "any";
+  std::string os = "any";
+  std::string computeUnits = "cpu_and_ne";
+};
+/// Adds the target options to a verb (check, fix).
+void addTargetOptions(CLI::App *cmd, TargetCliOptions &target);
+/// Sets the chip, OS and compute units of `options`; throws InputError for
+/// an unknown spelling.
+void applyTargetOptions(const TargetCliOptions &target, ane::CheckOptions &options);
 
 /// The --format to use: `format` if given, else the one the -o file's
 /// extension names (.json, .sarif, .html/.htm), else "text".

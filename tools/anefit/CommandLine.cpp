@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
+#include "ane/Checker.h"
+
 #include "runtime/Tensor.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
@@ -46,6 +48,35 @@ void addMaxMemoryOption(CLI::App *cmd, std::string &value) {
   cmd->add_option("--max-memory", value,
                   "Most memory the interpreter's tensors may take at once, e.g. 4G or 512M "
                   "(default: 3/4 of the memory available)");
+}
+
+void addTargetOptions(CLI::App *cmd, TargetCliOptions &t) {
+  std::string chips;
+  for (const ane::ChipInfo &c : ane::allChips())
+    chips += (chips.empty() ? "" : ", ") + std::string(c.name);
+  cmd->add_option("--chip", t.chip, "Target chip: " + chips)->capture_default_str();
+  cmd->add_option("--os", t.os, "Target OS: any, ios17, ios18, ios26")->capture_default_str();
+  cmd->add_option("--compute-units", t.computeUnits, "Compute units: cpu_and_ne, all")
+      ->capture_default_str();
+}
+
+void applyTargetOptions(const TargetCliOptions &t, ane::CheckOptions &options) {
+  auto chip = ane::chipFromName(t.chip);
+  if (!chip) {
+    std::string chips;
+    for (const ane::ChipInfo &c : ane::allChips())
+      chips += (chips.empty() ? "" : ", ") + std::string(c.name);
+    failExpected("", "--chip", "one of: " + chips, "'" + t.chip + "'");
+  }
+  options.chip = *chip;
+  auto os = ane::osFromName(t.os);
+  if (!os)
+    failExpected("", "--os", "one of: any, ios17, ios18, ios26", "'" + t.os + "'");
+  options.os = *os;
+  auto cu = ane::computeUnitsFromName(t.computeUnits);
+  if (!cu)
+    failExpected("", "--compute-units", "cpu_and_ne or all", "'" + t.computeUnits + "'");
+  options.computeUnits = *cu;
 }
 
 void applyMaxMemory(const std::string &value) {

@@ -24,6 +24,7 @@ struct FixCliOptions {
   std::string model;
   std::string output;
   std::string passes;
+  TargetCliOptions target;
   std::string goal = "compile";
   std::string requantize = "keep";
   double minTop1 = 0;
@@ -210,6 +211,7 @@ void report(const FixResult &result, const FixCliOptions &opts) {
 FixOptions fixOptions(const FixCliOptions &opts) {
   FixOptions options;
   options.passes = opts.passes;
+  applyTargetOptions(opts.target, options.target);
   options.goal = parseFixGoal(opts.goal);
   options.requantize = opts.requantize;
   options.minTop1 = opts.minTop1;
@@ -270,6 +272,7 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--passes", opts->passes,
                   "pass pipeline (default: the passes that remove the model's blocking "
                   "findings; docs/passes.md)");
+  addTargetOptions(cmd, opts->target);
   cmd->add_option("--goal", opts->goal,
                   "compile (default): the passes that remove blocking findings; ane: also the "
                   "passes that move ops placed off the ANE onto it (split-projection, "
