@@ -10,9 +10,10 @@
 
 #include "ane/Checker.h"
 #include "ane/Remedies.h"
-#include "ane/Report.h"
 #include "partition/Partitioner.h"
+#include "report/Report.h"
 #include "support/Error.h"
+#include "transforms/Pass.h"
 
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
@@ -271,7 +272,7 @@ void bindCheck(nb::module_ &m) {
           "pass_evidence", [](const PyFinding &f) { return casesOf(f.rule().passCases()); },
           "Known-working public cases that bound the rule, as ``(url, what it shows)``.")
       .def_prop_ro(
-          "fix", [](const PyFinding &f) { return f.rule().fixText(); },
+          "fix", [](const PyFinding &f) { return fixHint(f.rule()); },
           "What removes it, and the passes ``anefit fix`` runs for it.")
       .def_prop_ro(
           "remedies",

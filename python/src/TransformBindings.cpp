@@ -1,7 +1,7 @@
 //===- TransformBindings.cpp - anefit.fix and anefit.split ----------------===//
 //
 // `fix` and `split` run the libraries behind `anefit fix` and `anefit split`
-// (transforms/Fix.h and FixFile.h, partition/Split.h) and return what they
+// (fix/Fix.h and FixFile.h, partition/Split.h) and return what they
 // found as objects: the pipeline, the changes, the checks before and after
 // and the proof in the interpreter (per Core ML delegate for a .pte); the
 // plan, its skip list for ExecuTorch's CoreMLPartitioner and the proof of
@@ -16,8 +16,8 @@
 #include "partition/Split.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
-#include "transforms/Fix.h"
-#include "transforms/FixFile.h"
+#include "fix/Fix.h"
+#include "fix/FixFile.h"
 
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>
@@ -185,7 +185,7 @@ struct PyProgramFixResult {
   std::optional<std::string> output;
 };
 
-/// `fix(x.pte, y.pte)`: transforms/FixFile.h fixFile, as `anefit fix x.pte
+/// `fix(x.pte, y.pte)`: fix/FixFile.h fixFile, as `anefit fix x.pte
 /// -o y.pte`; an in-memory delegate is fixed from the program it was read
 /// from.
 PyProgramFixResult fixProgram(const ModelArg &target, const std::string &output,

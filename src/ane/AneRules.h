@@ -120,13 +120,6 @@ struct RuleInfo {
   std::vector<std::string_view> evidenceUrls() const;
   /// `settle`, or the generic compile-and-plan check when the row has none.
   std::string_view settleCheck() const;
-  /// The passes `anefit fix` runs for this rule (the PASS_FIX rows of
-  /// transforms/Passes.def that name it), in pass table order.
-  std::vector<std::string_view> fixPasses() const;
-  /// `fix` followed by the passes that do it: "... (`anefit fix` runs
-  /// kv-write-static)", or for a rule that blocks nothing, whose passes fix
-  /// runs only when asked: "... (`anefit fix --passes decompose-sdpa`)".
-  std::string fixText() const;
 };
 
 /// Every rule, in table order.

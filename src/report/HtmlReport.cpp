@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 #include "report/HtmlReport.h"
 
-#include "ane/Report.h"
+#include "report/Report.h"
 #include "io/ModelIO.h"
 #include "io/Package.h"
 #include "ir/TorchNames.h"

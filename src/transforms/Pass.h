@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "ane/AneRules.h"
 #include "ir/Model.h"
 #include "ir/StateMap.h"
 #include "support/Diagnostic.h"
@@ -71,6 +72,14 @@ std::vector<std::string_view> passesRemoving(std::string_view ruleId);
 /// with its options, then the clean-up passes; empty when no pass removes
 /// any of them.
 std::string pipelineRemoving(const std::vector<std::string> &ruleIds);
+
+/// The rule's remedy text followed by the passes that apply it: "... (`anefit
+/// fix` runs kv-write-static)" for a blocking rule; "... (`anefit fix --goal
+/// ane` runs split-projection)" for a fallback or slow one, with the options
+/// a pass run only when asked needs ("--goal ane --requantize ..."); "...
+/// (`anefit fix --passes decompose-sdpa`)" for the others. The remedy alone
+/// when no pass applies it.
+std::string fixHint(const ane::RuleInfo &rule);
 
 /// Every registered pass, in table order.
 const std::vector<PassInfo> &passRegistry();

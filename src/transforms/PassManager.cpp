@@ -150,6 +150,27 @@ std::vector<std::string_view> passesRemoving(std::string_view ruleId) {
   return out;
 }
 
+std::string fixHint(const ane::RuleInfo &rule) {
+  std::string passes, asked;
+  for (const FixUse &u : fixUses())
+    if (std::find(u.removes.begin(), u.removes.end(), rule.code) != u.removes.end()) {
+      passes += (passes.empty() ? "" : ",") + std::string(u.cliName);
+      if (!u.askedBy.empty())
+        asked += " --" + std::string(u.askedBy) + " ...";
+    }
+  std::string fix(rule.fix);
+  if (passes.empty())
+    return fix;
+  // fix picks passes for blocking findings by default, for fallback and
+  // slow ones under --goal ane, for the others only as --passes; a pass that
+  // changes values only when asked.
+  if (rule.effect >= ane::Effect::CompileFail && asked.empty())
+    return fix + " (`anefit fix` runs " + passes + ")";
+  if (rule.effect == ane::Effect::Fallback || rule.effect == ane::Effect::Slow || !asked.empty())
+    return fix + " (`anefit fix --goal ane" + asked + "` runs " + passes + ")";
+  return fix + " (`anefit fix --passes " + passes + "`)";
+}
+
 std::string pipelineRemoving(const std::vector<std::string> &ruleIds) {
   std::string pipeline;
   bool picked = false;

@@ -10,7 +10,7 @@
 #include "Command.h"
 
 #include "ane/Checker.h"
-#include "ane/Report.h"
+#include "report/Report.h"
 #include "io/ModelIO.h"
 #include "report/HtmlReport.h"
 #include "support/Error.h"

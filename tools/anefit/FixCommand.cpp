@@ -1,6 +1,6 @@
 //===- FixCommand.cpp - anefit fix: make a model ANE-friendly -------------===//
 //
-// Parses the options, runs fixFile (transforms/FixFile.h: the pass pipeline,
+// Parses the options, runs fixFile (fix/FixFile.h: the pass pipeline,
 // the check before and after, the proof in the interpreter, the fixed model
 // and its state map written, or a .pte's Core ML payloads rewritten) and
 // prints what it found.
@@ -9,9 +9,9 @@
 #include "Command.h"
 
 #include "ane/AneRules.h"
+#include "fix/FixFile.h"
 #include "io/ModelIO.h"
 #include "support/Error.h"
-#include "transforms/FixFile.h"
 #include "transforms/Pass.h"
 
 #include <cstdio>
@@ -110,7 +110,7 @@ void printLeftOff(const FixResult &result) {
       std::cout << "left off the ANE:\n";
     header = true;
     std::cout << "  " << r.code << " " << r.title << " (" << n << " finding" << (n == 1 ? "" : "s")
-              << "): " << r.fixText() << "\n";
+              << "): " << fixHint(r) << "\n";
   }
 }
 

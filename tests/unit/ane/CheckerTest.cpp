@@ -6,8 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/Checker.h"
-#include "ane/Report.h"
+#include "report/Report.h"
 #include "support/Error.h"
+#include "transforms/Pass.h"
 
 #include <gtest/gtest.h>
 
@@ -130,7 +131,7 @@ TEST(AneChecker, ShortConvStateIsAtRiskForStateReasons) {
       << chain[0]->contradiction;
   EXPECT_NE(chain[0]->message.find("concat -> slice_by_index"), std::string::npos)
       << chain[0]->message;
-  EXPECT_NE(ruleInfo(chain[0]->rule).fixText().find("`anefit fix` runs state-to-io"),
+  EXPECT_NE(fixHint(ruleInfo(chain[0]->rule)).find("`anefit fix` runs state-to-io"),
             std::string::npos);
   EXPECT_EQ(chain[0]->torchNode, "aten_copy_default_0");
   const OpReport *read = opNamed(r, "read_state_0");

@@ -7,9 +7,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/Checker.h"
-#include "ane/Report.h"
 #include "io/ModelIO.h"
 #include "io/TestUtil.h"
+#include "report/Report.h"
+#include "transforms/Pass.h"
 
 #include <gtest/gtest.h>
 
@@ -60,7 +61,7 @@ TEST(AneFixtures, ShortConvIsAtRiskForStateReasons) {
   const Finding &top = r.findings.front();
   EXPECT_GE(top.effect, Effect::CompileFail);
   EXPECT_EQ(ruleInfo(top.rule).code.rfind("ANE-STATE-", 0), 0u) << ruleInfo(top.rule).code;
-  EXPECT_NE(ruleInfo(top.rule).fixText().find("`anefit fix` runs state-to-io"), std::string::npos);
+  EXPECT_NE(fixHint(ruleInfo(top.rule)).find("`anefit fix` runs state-to-io"), std::string::npos);
 }
 
 TEST(AneFixtures, TwoLayerShortConvHasTwoStates) {

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
 #include "ane/Evidence.h"
-#include "ane/Report.h"
+#include "report/Report.h"
 #include "io/ModelIO.h"
 
 #include <gtest/gtest.h>

@@ -7,7 +7,7 @@
 // selector out of range, an existing output) write nothing.
 //
 //===----------------------------------------------------------------------===//
-#include "transforms/FixFile.h"
+#include "fix/FixFile.h"
 
 #include "TestSupport.h"
 #include "ane/AneRules.h"

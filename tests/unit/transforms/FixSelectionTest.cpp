@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
 #include "io/ModelIO.h"
-#include "transforms/Fix.h"
+#include "fix/Fix.h"
 #include "transforms/Pass.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
 //===- FixTest.cpp - The fix driver: rewrite, check, prove ----------------===//
-#include "transforms/Fix.h"
+#include "fix/Fix.h"
 #include "io/ModelIO.h"
 #include "ir/AsmPrinter.h"
 #include "support/Error.h"

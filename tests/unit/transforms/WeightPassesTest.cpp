@@ -12,7 +12,7 @@
 #include "ir/Clone.h"
 #include "ir/Verifier.h"
 #include "support/DType.h"
-#include "transforms/Fix.h"
+#include "fix/Fix.h"
 #include "transforms/Pass.h"
 
 #include <gtest/gtest.h>

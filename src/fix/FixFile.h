@@ -18,7 +18,7 @@
 #pragma once
 
 #include "support/FileSystem.h"
-#include "transforms/Fix.h"
+#include "fix/Fix.h"
 
 #include <functional>
 #include <memory>

@@ -1,5 +1,5 @@
 //===- FixFile.cpp - Fix a model file into a model file -------------------===//
-#include "transforms/FixFile.h"
+#include "fix/FixFile.h"
 
 #include "ane/Remedies.h"
 #include "io/ModelIO.h"

@@ -1,5 +1,5 @@
 //===- Fix.cpp - Rewrite a model for the ANE and prove it -----------------===//
-#include "transforms/Fix.h"
+#include "fix/Fix.h"
 
 #include "ir/Clone.h"
 #include "ir/Verifier.h"

@@ -5,7 +5,9 @@
 // test fails when the committed file is stale).
 //
 //===----------------------------------------------------------------------===//
-#include "ane/Report.h"
+#include "report/Report.h"
+
+#include "transforms/Pass.h"
 
 #include "support/Units.h"
 
@@ -232,7 +234,7 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
       if (!works.empty() && l >= Level::AtRisk)
         out += "  works: " + caseText(works.front()) + "\n";
     }
-    out += "  fix: " + r.fixText() + "\n";
+    out += "  fix: " + fixHint(r) + "\n";
     if (!report.origin.empty())
       for (const Remedy *rem : distinctRemedies(list))
         out += "  at export (" + std::string(remedyWhereName(rem->where)) +
@@ -391,8 +393,8 @@ std::string renderJson(const CheckReport &report) {
       fj["contradiction"] = f.contradiction;
       fj["settle"] = r.settleCheck();
     }
-    fj["fix"] = r.fixText();
-    fj["fixPasses"] = r.fixPasses();
+    fj["fix"] = fixHint(r);
+    fj["fixPasses"] = passesRemoving(r.code);
     fj["remedies"] = remediesJson(report, f);
     findings.push_back(fj);
   }
@@ -421,7 +423,7 @@ Json sarifRules() {
                   {{"text", std::string(r.title) + " (" + std::string(effectName(r.effect)) + ", " +
                                 std::string(confidenceName(r.confidence)) +
                                 "). Matches: " + std::string(r.scope) + "."}}},
-                 {"help", {{"text", "Fix: " + r.fixText()}}},
+                 {"help", {{"text", "Fix: " + fixHint(r)}}},
                  {"defaultConfiguration", {{"level", sarifLevel(r.effect)}}},
                  {"properties",
                   {{"effect", effectName(r.effect)},
@@ -601,7 +603,7 @@ std::string ruleText(const RuleInfo &r) {
     out += "  ours: " + std::string(c.what) + "\n";
   if (r.effect >= Effect::CompileFail)
     out += "  settle: " + std::string(r.settleCheck()) + "\n";
-  out += "  fix: " + r.fixText() + "\n";
+  out += "  fix: " + fixHint(r) + "\n";
   return out;
 }
 
@@ -625,8 +627,8 @@ std::string rulesJson() {
                      {"ours", casesJson(r.oursCases())},
                      {"failureIsolated", r.failureIsolated()},
                      {"settle", r.settleCheck()},
-                     {"fix", r.fixText()},
-                     {"fixPasses", r.fixPasses()}});
+                     {"fix", fixHint(r)},
+                     {"fixPasses", passesRemoving(r.code)}});
   }
   Json certainties = Json::array();
   for (auto c : {EvidenceCertainty::Isolated, EvidenceCertainty::Together,
@@ -723,7 +725,7 @@ std::string rulesMarkdown(std::string_view corpusSection) {
             "\n";
     if (r.effect >= Effect::CompileFail)
       md += "- settle an at-risk finding: " + std::string(r.settleCheck()) + "\n";
-    md += "- fix: " + r.fixText() + "\n";
+    md += "- fix: " + fixHint(r) + "\n";
   }
   if (!corpusSection.empty())
     md += "\n" + std::string(corpusSection);
