@@ -752,6 +752,22 @@ Result reduceArgImpl(InferCtx &c) {
   return one(Type::tensor(*dt, std::move(out)));
 }
 
+} // namespace
+
+std::optional<DType> castTargetDType(std::string_view name) {
+  // Frontends write int64/fp64 targets that Core ML narrows to 32 bits, and
+  // numpy's long float names.
+  if (name == "int64")
+    return DType::I32;
+  if (name == "fp64" || name == "float64" || name == "float32")
+    return DType::F32;
+  if (name == "float16")
+    return DType::F16;
+  return dtypeFromName(name);
+}
+
+namespace {
+
 Result castImpl(InferCtx &c) {
   const Type *x = tensorParam(c, "x", false);
   if (!x)
@@ -759,12 +775,7 @@ Result castImpl(InferCtx &c) {
   auto name = c.stringOr("dtype", "");
   if (!name || name->empty())
     return c.fail("'dtype' must be a constant string");
-  auto dt = dtypeFromName(*name);
-  // Frontends write int64/fp64 targets that Core ML narrows to 32 bits.
-  if (*name == "int64")
-    dt = DType::I32;
-  else if (*name == "fp64")
-    dt = DType::F32;
+  auto dt = castTargetDType(*name);
   if (!dt)
     return c.fail("unknown dtype '" + *name + "'");
   return one(x->withDType(*dt));

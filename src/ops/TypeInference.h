@@ -37,4 +37,11 @@ std::optional<std::vector<Dim>> broadcastShapes(const std::vector<Dim> &a,
 /// float wins over an integer, the wider of two floats or two integers wins.
 DType promoteDTypes(DType a, DType b);
 
+/// The element type a cast's `dtype` string names, as Core ML reads it: the
+/// table's names ("fp16", "int32"), the numpy spellings frontends write
+/// ("float16", "float32"), and the 64-bit targets Core ML narrows to 32 bits
+/// ("int64", "fp64", "float64"). nullopt for anything else. Type inference
+/// and the interpreter's cast kernel both ask here.
+std::optional<DType> castTargetDType(std::string_view name);
+
 } // namespace anefit

@@ -4,6 +4,7 @@
 // element. Float work is fp32; int32 and bool work is exact.
 //
 //===----------------------------------------------------------------------===//
+#include "ops/TypeInference.h"
 #include "runtime/kernels/KernelUtil.h"
 
 #include <cmath>
@@ -490,13 +491,7 @@ void selectOp(KernelContext &ctx) {
 
 void castOp(KernelContext &ctx) {
   std::string name = ctx.strArg("dtype");
-  // coremltools spells 32-bit types both ways ("int32", "fp32"); accept the
-  // long names numpy users write too.
-  if (name == "float32")
-    name = "fp32";
-  else if (name == "float16")
-    name = "fp16";
-  auto to = dtypeFromName(name);
+  auto to = castTargetDType(name);
   if (!to)
     ctx.fail("dtype: unknown dtype '" + name + "'");
   DType compute = computeDType(*to);
