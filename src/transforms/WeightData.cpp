@@ -69,8 +69,6 @@ std::vector<float> elementsAsFloat(const Constant &c) {
   }
 }
 
-float roundTo(DType t, float v) { return t == DType::F16 ? halfToFloat(floatToHalf(v)) : v; }
-
 } // namespace
 
 std::optional<DenseWeight> denseWeight(const Operation &producer, std::string *why) {

@@ -194,8 +194,9 @@ TEST(SplitProjection, PiecesEqualTheWideLinear) {
     EXPECT_EQ(countOps(fn, "concat"), pieces > 1 ? 1 : 0);
     EXPECT_EQ(outputNames(fn), std::vector<std::string>{"y"});
     walk(*fn.body, [&](const Operation &op) {
-      if (op.type == "linear")
+      if (op.type == "linear") {
         EXPECT_LE(op.output()->type.staticShape()->back() * 2, maxBytes) << op.name;
+      }
     });
     // Each output element is the same dot product: bit-equal.
     runtime::Comparison c = compare(*m, *r.model, runtime::Precision::FP32);
