@@ -47,7 +47,7 @@ debian_packages=(
   python3
 )
 if [ "$all" = 1 ]; then
-  debian_packages+=(libgtest-dev libgmock-dev libbenchmark-dev llvm-14-tools python3-venv python3-pip python3-dev chromium fonts-dejavu-core)
+  debian_packages+=(libgtest-dev libgmock-dev libbenchmark-dev llvm-14-tools clang-format-14 python3-venv python3-pip python3-dev chromium fonts-dejavu-core)
 fi
 missing=()
 for p in "${debian_packages[@]}"; do

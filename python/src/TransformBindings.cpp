@@ -11,13 +11,13 @@
 //===----------------------------------------------------------------------===//
 #include "Bindings.h"
 
+#include "fix/Fix.h"
+#include "fix/FixFile.h"
 #include "io/ModelIO.h"
 #include "partition/PlanJson.h"
 #include "partition/Split.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
-#include "fix/Fix.h"
-#include "fix/FixFile.h"
 
 #include <nanobind/stl/filesystem.h>
 #include <nanobind/stl/map.h>

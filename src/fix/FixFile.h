@@ -17,8 +17,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "support/FileSystem.h"
 #include "fix/Fix.h"
+#include "support/FileSystem.h"
 
 #include <functional>
 #include <memory>

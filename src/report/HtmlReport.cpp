@@ -10,13 +10,13 @@
 //===----------------------------------------------------------------------===//
 #include "report/HtmlReport.h"
 
-#include "report/Report.h"
 #include "io/ModelIO.h"
 #include "io/Package.h"
 #include "ir/TorchNames.h"
 #include "partition/PlanJson.h"
 #include "report/GraphLayout.h"
 #include "report/ProgramGraph.h"
+#include "report/Report.h"
 #include "support/Error.h"
 #include "support/Units.h"
 

@@ -14,8 +14,8 @@ InputError InputError::at(const std::string &file, const std::string &place,
   return InputError(text);
 }
 
-void failExpected(const std::string &file, const std::string &place,
-                  const std::string &expected, const std::string &found) {
+void failExpected(const std::string &file, const std::string &place, const std::string &expected,
+                  const std::string &found) {
   throw InputError::at(file, place, "expected " + expected + ", found " + found);
 }
 

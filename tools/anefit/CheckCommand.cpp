@@ -10,9 +10,9 @@
 #include "Command.h"
 
 #include "ane/Checker.h"
-#include "report/Report.h"
 #include "io/ModelIO.h"
 #include "report/HtmlReport.h"
+#include "report/Report.h"
 #include "support/Error.h"
 
 #include <iostream>

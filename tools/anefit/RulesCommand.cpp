@@ -8,8 +8,8 @@
 #include "Command.h"
 
 #include "ane/Evidence.h"
-#include "report/Report.h"
 #include "io/ModelIO.h"
+#include "report/Report.h"
 #include "support/Error.h"
 
 #include <iostream>

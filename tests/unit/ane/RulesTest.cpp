@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
 #include "ane/Evidence.h"
-#include "report/Report.h"
 #include "io/ModelIO.h"
+#include "report/Report.h"
 
 #include <gtest/gtest.h>
 

@@ -184,7 +184,8 @@ TEST(ThreadPool, AJobEndsOnlyWhenEachOfItsIndicesRan) {
       }
     });
     for (int64_t i = 0; i < n; ++i)
-      ASSERT_EQ(out[static_cast<size_t>(i)], job) << "job " << job << " of " << n << ", index " << i;
+      ASSERT_EQ(out[static_cast<size_t>(i)], job)
+          << "job " << job << " of " << n << ", index " << i;
   }
 }
 

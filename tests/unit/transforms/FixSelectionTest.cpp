@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
-#include "io/ModelIO.h"
 #include "fix/Fix.h"
+#include "io/ModelIO.h"
 #include "transforms/Pass.h"
 
 #include <gtest/gtest.h>

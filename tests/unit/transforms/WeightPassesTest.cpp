@@ -9,10 +9,10 @@
 //===----------------------------------------------------------------------===//
 #include "TestPrograms.h"
 
+#include "fix/Fix.h"
 #include "ir/Clone.h"
 #include "ir/Verifier.h"
 #include "support/DType.h"
-#include "fix/Fix.h"
 #include "transforms/Pass.h"
 
 #include <gtest/gtest.h>
