@@ -141,3 +141,42 @@ def test_fix_refuses_what_the_command_line_refuses(anefit_py, anefit, tmp_path):
         anefit_py.fix(x, tmp_path / "r.pte", verify=False)
     assert str(e.value) == error_line(anefit("fix", x, "-o", tmp_path / "r.pte", "--no-verify"))
     assert anefit_py.fix(x, tmp_path / "r.pte", verify=False, force=True).ok
+
+
+def test_goal_ane_requantized_lossy_is_measured_not_claimed_equal(anefit_py, tmp_path):
+    x = os.path.join(PTE_DIR, "lfm2_export_llm_4w.pte")
+    program = anefit_py.fix(x, tmp_path / "c8w.pte", goal="ane", requantize="c8w")
+    assert program.ok and program.output == str(tmp_path / "c8w.pte")
+    d = program.delegates[0]
+    assert d.verification == "measured" and d.lossy and d.first_mismatch == ""
+    assert 0 < d.rel_error <= 0.05 and d.mean_abs_diff > 0
+    assert d.top1_output == LOGITS and d.top1_rows == STEPS
+    stages = [r["stage"] for r in d.residency]
+    assert stages[0] == "check" and "requantize" in stages
+    before, after = d.residency[0], d.residency[-1]
+    assert before["ane_flops"] / before["flops"] < 0.2 < 0.9 < after["ane_flops"] / after["flops"]
+    assert after["boundaries"] < before["boundaries"]
+    # Held to a tighter bound, the same rewrite is refused and nothing written.
+    refused = anefit_py.fix(x, tmp_path / "tight.pte", goal="ane", requantize="c8w",
+                            max_rel_error=0.001)
+    assert not refused.ok and refused.output is None
+    assert refused.delegates[0].verification == "too-lossy"
+    assert not os.path.exists(tmp_path / "tight.pte")
+
+
+def test_goal_ane_without_requantize_says_what_it_left(anefit_py):
+    x = os.path.join(PTE_DIR, "lfm2_export_llm_4w.pte")
+    d = anefit_py.fix(x, goal="ane")  # no out: the first delegate, fixed in memory
+    assert d.not_run and d.not_run[0].startswith("requantize:")
+    assert not d.lossy and d.verification == "same"
+
+
+def test_fix_refuses_unknown_goal_requantize_and_chip(anefit_py):
+    x = os.path.join(PTE_DIR, "lfm2_export_llm_4w.pte")
+    for kwargs, message in (({"goal": "fast"}, "--goal: expected compile or ane, found 'fast'"),
+                            ({"requantize": "int2"}, "requantize: expected keep, fp16, c8w, c4w "
+                                                     "or auto, found 'int2'"),
+                            ({"chip": "m9"}, "chip: expected one of:")):
+        with pytest.raises(anefit_py.InputError) as e:
+            anefit_py.fix(x, **kwargs)
+        assert message in str(e.value)
