@@ -47,6 +47,7 @@ struct PerChannel {
   std::vector<float> q;      ///< integer values, as floats
   std::vector<float> scales; ///< one per row, rounded to the scale dtype
   double relError = 0;       ///< ||dequantized - dense|| / ||dense||
+  bool finite = true;        ///< false: the weight holds inf or NaN (not quantized)
 };
 
 /// Symmetric per-row quantization of `w` to `bits`-bit signed integers, with
@@ -66,6 +67,11 @@ PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
     float amax = 0;
     for (int64_t c = 0; c < cols; ++c)
       amax = std::max(amax, std::fabs(wr[c]));
+    if (!std::isfinite(amax)) {
+      // No scale holds inf or NaN: the weight stays dense (exact).
+      out.finite = false;
+      return out;
+    }
     float s = amax > 0 ? amax / qmax : 1.0f;
     if (scaleType == DType::F16) {
       s = halfToFloat(floatToHalf(s));
@@ -144,7 +150,9 @@ RequantizePass::Done RequantizePass::rewrite(const Operation &op, const DenseWei
   std::optional<PerChannel> pc;
   if (to != Target::Fp16) {
     pc = quantizeRows(w, to == Target::C4w ? 4 : 8, sdt);
-    if (to == Target::Auto)
+    if (!pc->finite)
+      to = Target::Fp16;
+    else if (to == Target::Auto)
       to = pc->relError <= maxError_ ? Target::C8w : Target::Fp16;
   }
   d.to = to;

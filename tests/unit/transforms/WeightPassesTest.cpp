@@ -271,3 +271,25 @@ TEST(DepthwiseTaps, LeavesConvsOverALongerWindow) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Requantize, AWeightHoldingInfStaysDense) {
+  rng().seed(200);
+  auto m = linearModel(8, 32, 1, 16, DType::I8, false, false);
+  // One block's scale is inf: no per-channel scale can hold that row.
+  walk(*m->program->functions[0]->body, [&](Operation &op) {
+    if (op.name != "s")
+      return;
+    Constant c = *op.attribute("val");
+    c.bytes[0] = 0x00;
+    c.bytes[1] = 0x7C; // fp16 +inf
+    op.attributes["val"] = std::make_shared<const Constant>(std::move(c));
+  });
+  Rewritten r = rewrite(*m, "requantize{to=c8w}");
+  ASSERT_EQ(r.result.changes.size(), 1u);
+  EXPECT_NE(r.result.changes[0].find("1 fp16 (exact)"), std::string::npos) << r.result.changes[0];
+  EXPECT_FALSE(r.result.lossy);
+}
+
+} // namespace
