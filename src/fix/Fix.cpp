@@ -61,6 +61,17 @@ std::string askedValue(const FixOptions &options, std::string_view option) {
   return "";
 }
 
+/// A parsed pipeline element written back as text ("name", or
+/// "name{flag key=value}"), as parsePipeline reads it.
+std::string pipelineText(const PipelineElement &e) {
+  if (e.options.empty())
+    return e.name;
+  std::string opts;
+  for (const auto &[k, v] : e.options)
+    opts += (opts.empty() ? "" : " ") + (v == "true" ? k : k + "=" + v);
+  return e.name + "{" + opts + "}";
+}
+
 const FixUse *fixUseOf(std::string_view pass) {
   for (const FixUse &u : fixUses())
     if (u.cliName == pass)
@@ -99,11 +110,8 @@ std::string fixPipeline(const FixOptions &options, const ane::CheckReport &befor
         continue;
       }
       element += "{" + std::string(use->askedOption) + "=" + value + "}";
-    } else if (!e.options.empty()) {
-      std::string opts;
-      for (const auto &[k, v] : e.options)
-        opts += (opts.empty() ? "" : " ") + (v == "true" ? k : k + "=" + v);
-      element += "{" + opts + "}";
+    } else {
+      element = pipelineText(e);
     }
     picked += (picked.empty() ? "" : ",") + element;
   }
@@ -284,13 +292,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   // One pass at a time, so each pass's residency can be reported.
   for (const PipelineElement &e : parsePipeline(result.pipeline)) {
     PassManager pm;
-    std::string element = e.name;
-    if (!e.options.empty()) {
-      std::string opts;
-      for (const auto &[k, v] : e.options)
-        opts += (opts.empty() ? "" : " ") + k + "=" + v;
-      element += "{" + opts + "}";
-    }
+    std::string element = pipelineText(e);
     pm.addPipeline(element);
     PassResult passes = pm.run(*result.fixed);
     result.changes.insert(result.changes.end(), passes.changes.begin(), passes.changes.end());

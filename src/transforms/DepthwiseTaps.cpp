@@ -134,11 +134,7 @@ std::string DepthwiseTapsPass::rewrite(Operation &op, PatternRewriter &rw) {
     sum = rw.create(op, "add", op.name + "_taps_add", {{"x", {sum}}, {"y", {bv}}}, {tapType})
               ->output();
   }
-  std::string valueName = op.output()->name, opName = op.name;
-  rw.replaceAllUsesWith(op.output(), sum);
-  rw.eraseOp(op);
-  sum->name = valueName;
-  sum->definingOp->name = opName;
+  rw.replaceOpKeepingNames(op, sum);
   return "";
 }
 

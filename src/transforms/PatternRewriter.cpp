@@ -107,6 +107,13 @@ Value *PatternRewriter::createConst(Operation &pos, std::string_view nameHint, C
   return op->output(0);
 }
 
+void PatternRewriter::replaceOpKeepingNames(Operation &op, Value *value) {
+  std::string valueName = op.output()->name, opName = op.name;
+  replaceOp(op, {value});
+  value->name = std::move(valueName);
+  value->definingOp->name = std::move(opName);
+}
+
 void PatternRewriter::replaceAllUsesWith(Value *from, Value *to) {
   for (Operation *user : uses_.users(from))
     touched_.push_back(user);

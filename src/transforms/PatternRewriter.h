@@ -68,6 +68,11 @@ public:
   void replaceAllUsesWith(Value *from, Value *to);
   /// Replaces the results of `op` with `values` (same count) and erases it.
   void replaceOp(Operation &op, const std::vector<Value *> &values);
+  /// Replaces the single result of `op` with `value`, erases `op`, and gives
+  /// `value` and the op defining it the names `op` and its result had, so
+  /// that whatever refers to them by name (function outputs, ExecuTorch's
+  /// debug-handle map) still finds them.
+  void replaceOpKeepingNames(Operation &op, Value *value);
   /// Erases `op` (results must be unused); its operands' producers are revisited.
   void eraseOp(Operation &op);
   bool isErased(const Operation *op) const { return erased_.count(op) != 0; }

@@ -177,9 +177,7 @@ RequantizePass::Done RequantizePass::rewrite(const Operation &op, const DenseWei
 /// Identity of a weight's stored data, so a weight bound by several
 /// functions is rewritten once.
 std::pair<const void *, uint64_t> dataKey(const Operation &op) {
-  const Constant *c = op.constInput("data");
-  if (!c)
-    c = op.attribute("data");
+  const Constant *c = paramConstant(op, "data");
   if (c && c->kind == Constant::Kind::Blob && c->blob.store)
     return {c->blob.store.get(), c->blob.offset};
   return {c, 0};

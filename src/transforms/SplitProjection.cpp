@@ -23,12 +23,6 @@
 namespace anefit {
 namespace {
 
-const Constant *paramConstant(const Operation &op, std::string_view param) {
-  if (const Constant *c = op.constInput(param))
-    return c;
-  return op.attribute(param);
-}
-
 class SplitProjectionPass : public Pass {
 public:
   explicit SplitProjectionPass(const PassOptions &options) {
@@ -150,13 +144,9 @@ std::string SplitProjectionPass::split(Operation &op, PatternRewriter &rw, size_
       createConcat(rw, op, op.name + "_concat", parts, static_cast<int64_t>(outShape->size()) - 1);
   if (!cat)
     return "the pieces cannot be concatenated";
-  std::string valueName = out->name, opName = op.name;
-  rw.replaceAllUsesWith(out, cat);
-  rw.eraseOp(op);
   // The concat takes the linear's names: consumers, function outputs and
   // ExecuTorch's debug-handle map keep referring to them.
-  cat->name = valueName;
-  cat->definingOp->name = opName;
+  rw.replaceOpKeepingNames(op, cat);
   pieces = parts.size();
   return "";
 }

@@ -11,14 +11,6 @@
 namespace anefit {
 namespace {
 
-/// The constant bound to `param`: an input (immediate or const op) or, for
-/// constexpr ops before iOS18, an attribute.
-const Constant *paramConstant(const Operation &op, std::string_view param) {
-  if (const Constant *c = op.constInput(param))
-    return c;
-  return op.attribute(param);
-}
-
 /// Every element of `c` as float (numeric dtypes; int4/uint4 unpacked
 /// LSB-first as the interpreter reads them).
 std::vector<float> elementsAsFloat(const Constant &c) {
@@ -70,6 +62,12 @@ std::vector<float> elementsAsFloat(const Constant &c) {
 }
 
 } // namespace
+
+const Constant *paramConstant(const Operation &op, std::string_view param) {
+  if (const Constant *c = op.constInput(param))
+    return c;
+  return op.attribute(param);
+}
 
 std::optional<DenseWeight> denseWeight(const Operation &producer, std::string *why) {
   auto fail = [&](std::string reason) -> std::optional<DenseWeight> {

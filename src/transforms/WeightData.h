@@ -29,6 +29,10 @@ struct DenseWeight {
   std::vector<float> values; ///< already rounded to `dtype`
 };
 
+/// The constant bound to `param`: an input (immediate or const op) or, for
+/// constexpr ops before iOS18, an attribute; null if neither.
+const Constant *paramConstant(const Operation &op, std::string_view param);
+
 /// The dense values of the weight `producer` makes: a const of a float dtype
 /// or a constexpr_blockwise_shift_scale of packed integers or floats with
 /// constant data, scale and offset. nullopt (with `why` set) for other forms
