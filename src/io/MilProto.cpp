@@ -19,7 +19,7 @@
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <google/protobuf/stubs/common.h>
-#include <google/protobuf/unknown_field_set.h>
+#include <google/protobuf/wire_format_lite.h>
 // Protobuf 3.x can silence its own log while we parse untrusted bytes.
 #if GOOGLE_PROTOBUF_VERSION < 4022000 && __has_include(<google/protobuf/stubs/logging.h>)
 #include <google/protobuf/stubs/logging.h>
@@ -1238,11 +1238,16 @@ std::unique_ptr<Model> parseModelProto(std::span<const uint8_t> bytes, const std
                              std::to_string(bytes.size()) + " bytes)");
 
   // Other model kinds are not in our schema, so they show up as unknown fields.
-  const google::protobuf::UnknownFieldSet &unknown = pm.GetReflection()->GetUnknownFields(pm);
-  for (int i = 0; i < unknown.field_count(); ++i) {
-    const OtherModelKind *kind = findOtherModelKind(unknown.field(i).number());
-    if (!kind)
+  // They are top-level fields of the message: walk its tags.
+  google::protobuf::io::CodedInputStream fields(bytes.data(), static_cast<int>(bytes.size()));
+  while (uint32_t tag = fields.ReadTag()) {
+    using google::protobuf::internal::WireFormatLite;
+    const OtherModelKind *kind = findOtherModelKind(WireFormatLite::GetTagFieldNumber(tag));
+    if (!kind) {
+      if (!WireFormatLite::SkipField(&fields, tag))
+        break;
       continue;
+    }
     std::string message = std::string("this is a ") + kind->name + " model (field " +
                           std::to_string(kind->field) + "); anefit reads ML Program models only";
     if (kind->convertible)
