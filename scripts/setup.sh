@@ -73,6 +73,17 @@ if [ "$all" = 1 ]; then
     .venv/bin/python -m pip install -q -r scripts/requirements.txt
   fi
 
+  # ExecuTorch's runtime alone (its wheel, 19 MB, without PyTorch): the Core ML
+  # backend library (src/executorch) is built against it, and the C++ tests
+  # run the committed programs in it. The version is the one pinned for the
+  # full environment below.
+  executorch_pin=$(grep -E '^executorch==' scripts/requirements-executorch.txt)
+  if ! .venv/bin/python -c "import importlib.util as u; assert u.find_spec('executorch')" \
+      2>/dev/null; then
+    echo "setup: installing ExecuTorch's runtime ($executorch_pin, without PyTorch) into .venv"
+    .venv/bin/python -m pip install -q --no-deps "$executorch_pin"
+  fi
+
   # Optional: ExecuTorch (with PyTorch, large) as the external validator of .pte outputs.
   executorch_python=""
   if [ "${ANEFIT_EXECUTORCH:-0}" = 1 ]; then

@@ -12,18 +12,31 @@ partitioner arguments the check recommends::
     partitioner = CoreMLPartitioner(**ae.partitioner_kwargs(reports),
                                     compile_specs=compile_specs)
 
-This module does not import ExecuTorch: it reads the ``.pte`` file itself.
+Run Core ML programs in ExecuTorch's own runtime on any OS: two lines before
+``Runtime.get()`` (or ExecuTorch's ``TextLLMRunner``) make every Core ML
+delegate run on anefit's interpreter::
+
+    import anefit.executorch as ae
+    ae.register_backend()
+
+    from executorch.runtime import Runtime
+    method = Runtime.get().load_program("model.pte").load_method("forward")
+
+Checking reads the ``.pte`` file itself and does not import ExecuTorch;
+:func:`register_backend` imports it.
 """
 
 from __future__ import annotations
 
 import ast
+import ctypes
 import os
-from typing import Dict, List, Sequence, Union
+import sys
+from typing import Dict, List, Optional, Sequence, Union
 
 from ._core import Report, check, load_delegates
 
-__all__ = ["check_program", "partitioner_kwargs"]
+__all__ = ["backend_library", "check_program", "partitioner_kwargs", "register_backend"]
 
 _PARTITIONER = "CoreMLPartitioner"
 
@@ -98,3 +111,63 @@ def _text(path: Union[str, "os.PathLike[str]"]) -> str:
     import os as _os
 
     return _os.fspath(path)
+
+
+_BACKEND_LIBRARY = "libanefit_executorch.so"
+
+
+def backend_library() -> Optional[str]:
+    """The path of anefit's ExecuTorch backend library: ``$ANEFIT_EXECUTORCH_BACKEND``,
+    else the one beside this package (present when anefit was built where
+    ExecuTorch's runtime was installed); ``None`` when there is none."""
+    env = os.environ.get("ANEFIT_EXECUTORCH_BACKEND")
+    if env:
+        return env
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), _BACKEND_LIBRARY)
+    return here if os.path.exists(here) else None
+
+
+def register_backend(precision: str = "fp32", threads: int = 0) -> str:
+    """Registers anefit as ``CoreMLBackend`` in the ExecuTorch runtime of this
+    process, so that ``Runtime.get()``, ``Method.execute`` and ExecuTorch's LLM
+    runner run every Core ML delegate on anefit's interpreter (ExecuTorch runs
+    the rest of the program, and writes its buffers back). Call it before the
+    program is loaded; calling it again changes the options of delegates
+    loaded afterwards.
+
+    ``precision`` is ``"fp32"`` (as ``anefit run``) or ``"fp16"`` (every float
+    result rounded to fp16, as the Neural Engine computes); ``threads`` the
+    interpreter's threads (0: every core). Returns the library's path.
+
+    Raises ``RuntimeError`` on macOS (ExecuTorch registers Core ML itself),
+    when the library is missing, when it was built against another ExecuTorch
+    version than the one installed, and when the runtime refuses it;
+    ``ImportError`` without ExecuTorch.
+    """
+    if sys.platform == "darwin":
+        raise RuntimeError("register_backend: on macOS ExecuTorch's own CoreMLBackend runs Core ML "
+                           "delegates on the device; anefit's backend is for other systems")
+    try:
+        from executorch.extension.pybindings import portable_lib  # noqa: F401  (loads the runtime)
+        from executorch.version import __version__ as installed
+    except ImportError as e:
+        raise ImportError("register_backend needs ExecuTorch's runtime (pip install "
+                          f"executorch): {e}") from e
+    path = backend_library()
+    if path is None:
+        raise RuntimeError("register_backend: this anefit has no ExecuTorch backend library ("
+                           "it is built when ExecuTorch's runtime is installed where anefit is "
+                           "built; or set ANEFIT_EXECUTORCH_BACKEND to its path)")
+    lib = ctypes.CDLL(path)
+    lib.anefit_executorch_version.restype = ctypes.c_char_p
+    built = lib.anefit_executorch_version().decode()
+    if installed.split("+")[0] != built:
+        raise RuntimeError(f"register_backend: {path} was built against ExecuTorch {built}; this "
+                           f"environment has {installed}: install executorch=={built} or "
+                           "build anefit against this one")
+    lib.anefit_executorch_register.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                                               ctypes.c_size_t]
+    message = ctypes.create_string_buffer(1024)
+    if lib.anefit_executorch_register(precision.encode(), int(threads), message, len(message)):
+        raise RuntimeError("register_backend: " + message.value.decode(errors="replace"))
+    return path

@@ -4,9 +4,13 @@
 #include "ane/Remedies.h"
 #include "io/ModelIO.h"
 #include "ir/StateMap.h"
+#include "runtime/ExecuTorch.h"
+#include "runtime/Stepper.h"
 #include "support/Error.h"
 
 #include <filesystem>
+#include <map>
+#include <random>
 
 namespace anefit {
 namespace {
@@ -26,6 +30,79 @@ FixedModel &fixOne(FixFileResult &out, std::string where, std::string label,
   if (file.onFixed)
     file.onFixed(out.models.back());
   return out.models.back();
+}
+
+/// Runs the original program and the one written in ExecuTorch's runtime
+/// (ProgramProof); on a difference where every delegate's proof was exact,
+/// removes the output.
+void proveInExecuTorch(const std::string &inPath, FixFileResult &out, const FixOptions &options) {
+  ProgramProof &proof = out.executorch;
+  bool exact = true, rounded = false;
+  for (const FixedModel &m : out.models) {
+    FixVerification::Status s = m.result.verification.status;
+    if (s == FixVerification::Status::NotRun || s == FixVerification::Status::Skipped)
+      return; // nothing proven by the stepper: nothing to hold ExecuTorch to
+    exact = exact && s == FixVerification::Status::Same;
+    rounded = rounded || !m.result.verification.roundedPasses.empty();
+  }
+  if (options.progress)
+    options.progress("executorch");
+  std::string why;
+  std::shared_ptr<runtime::ExecuTorchEngine> engine = runtime::ExecuTorchEngine::load(&why);
+  if (!engine) {
+    proof.status = ProgramProof::Status::Skipped;
+    proof.skipReason = why;
+    return;
+  }
+  proof.engine = "ExecuTorch " + engine->version();
+  proof.steps = options.steps;
+  int64_t vocab = engine->metadataInt(inPath, "get_vocab_size").value_or(0);
+  std::mt19937_64 rng(options.seed);
+  std::map<std::pair<int64_t, size_t>, runtime::Tensor> drawn;
+  auto input = [&](int64_t step, const runtime::DeclaredInput &in) {
+    auto key = std::make_pair(step, in.index);
+    auto it = drawn.find(key);
+    if (it == drawn.end())
+      it = drawn.emplace(key, runtime::llmDecodeInput(step, in, vocab, rng)).first;
+    return it->second;
+  };
+  // Weights rewritten as the device rounds them (requantize to fp16) are the
+  // same program only where every value is rounded to fp16: fp16 mode.
+  runtime::RunOptions run;
+  run.precision = rounded ? runtime::Precision::FP16 : options.precision;
+  proof.fp16 = run.precision == runtime::Precision::FP16;
+  std::vector<std::vector<runtime::Tensor>> before, after;
+  try {
+    before = engine->run(inPath, "forward", options.steps, run, input);
+  } catch (const InputError &e) {
+    proof.status = ProgramProof::Status::Skipped;
+    proof.skipReason = std::string("ExecuTorch cannot run the original program: ") + e.what();
+    return;
+  }
+  after = engine->run(out.output, "forward", options.steps, run, input);
+  runtime::Comparison c(options.tolerance);
+  for (size_t k = 0; k < before.size(); ++k) {
+    std::string step = "forward: step " + std::to_string(k) + ": output ";
+    if (k >= after.size() || after[k].size() != before[k].size()) {
+      c.fail(step + "count differs");
+      continue;
+    }
+    for (size_t o = 0; o < before[k].size(); ++o)
+      c.compare(step + std::to_string(o), before[k][o], after[k][o]);
+  }
+  proof.compared = c.compared();
+  proof.maxAbsDiff = c.maxAbsDiff();
+  if (!c.ok() && !exact) {
+    proof.status = ProgramProof::Status::Measured;
+    return;
+  }
+  proof.status = c.ok() ? ProgramProof::Status::Same : ProgramProof::Status::Different;
+  if (!c.ok()) {
+    proof.firstMismatch = c.firstMismatch();
+    std::error_code ec;
+    fs::remove(out.output, ec);
+    out.output.clear();
+  }
 }
 
 /// A .pte from a .pte: each selected Core ML delegate fixed on its own, the
@@ -70,6 +147,7 @@ FixFileResult fixProgram(const std::string &input, const std::string &output,
   save.force = file.force;
   savePteModels(inPath, replace, output, save);
   out.output = output;
+  proveInExecuTorch(inPath, out, options);
   return out;
 }
 

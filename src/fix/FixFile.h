@@ -38,6 +38,32 @@ struct FixedModel {
   FixResult result;
 };
 
+/// A fixed .pte held against its original in ExecuTorch's own runtime
+/// (runtime/ExecuTorch.h: ExecuTorch loads both programs, plans their
+/// memory, runs their ops and writes their buffers back; the Core ML
+/// delegates run on the interpreter): the same steps, inputs and precision
+/// as the proof of each delegate, method `forward`'s outputs compared. Where
+/// anefit was built without ExecuTorch's runtime it is skipped, saying so.
+struct ProgramProof {
+  enum class Status {
+    NotRun,    ///< not a .pte, verification off or not run, nothing written
+    Skipped,   ///< no ExecuTorch, or it cannot run the original: skipReason
+    Same,      ///< every output within the verification's tolerance
+    Different, ///< an exact rewrite, yet outside it: firstMismatch; output removed
+    Measured,  ///< a lossy rewrite outside it: the difference is measured, not judged
+  };
+  Status status = Status::NotRun;
+  std::string skipReason;
+  std::string engine; ///< "ExecuTorch 1.5.1"
+  int64_t steps = 0;
+  /// Both programs ran with every float result rounded to fp16 (the
+  /// verification's precision, or fp16 after requantize to fp16).
+  bool fp16 = false;
+  size_t compared = 0;
+  double maxAbsDiff = 0;
+  std::string firstMismatch;
+};
+
 struct FixFileOptions {
   /// Replace an existing output (and its state map); never an input.
   bool force = false;
@@ -58,6 +84,8 @@ struct FixFileResult {
   /// The output is an ExecuTorch program whose Core ML payloads were
   /// rewritten.
   bool program = false;
+  /// For a program: the original and the output run in ExecuTorch's runtime.
+  ProgramProof executorch;
 
   /// Every rewrite verifies and gives the same outputs: the output was written.
   bool ok() const { return !output.empty(); }

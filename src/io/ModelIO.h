@@ -113,6 +113,30 @@ struct EmbeddedModel {
   std::unique_ptr<Model> model;
 };
 
+/// A Core ML delegate payload as ExecuTorch hands it to its backend's init:
+/// the model, and the Core ML names ExecuTorch binds the delegate's arguments
+/// by (its metadata.json), inputs then outputs in argument order.
+struct CoreMLDelegatePayload {
+  std::unique_ptr<Model> model;
+  /// The function the delegate runs (a multifunction package's function for
+  /// the method; otherwise the model's default).
+  std::string function;
+  std::vector<std::string> inputNames;
+  std::vector<std::string> outputNames;
+};
+
+/// Reads a Core ML delegate payload held in memory: an inmemoryfs flattened
+/// directory holding model.mlpackage and metadata.json. `keepAlive` owns the
+/// bytes (weights are read where they lie, never copied); `label` names the
+/// payload in messages; `method` picks the entry of a multifunction
+/// payload's metadata. Throws InputError (a compiled model.mlmodelc, missing
+/// files, metadata that does not name the arguments, or names the model does
+/// not declare).
+CoreMLDelegatePayload readCoreMLPayload(std::span<const uint8_t> payload,
+                                        std::shared_ptr<const void> keepAlive,
+                                        const std::string &label, const std::string &method = "",
+                                        const LoadOptions &options = {});
+
 /// "model.pte#2" -> ("model.pte", 2): a path naming one Core ML delegate of
 /// an ExecuTorch program; other paths come back unchanged with no selector.
 std::pair<std::string, std::optional<size_t>> splitPteSelector(const std::string &path);

@@ -337,15 +337,11 @@ void PteFile::parse() {
   for (PteDelegate &d : delegates_) {
     if (!d.isCoreML())
       continue;
-    std::span<const uint8_t> raw = payload(d);
-    if (raw.size() >= 4 && std::memcmp(raw.data(), "CMJR", 4) == 0) {
-      auto j = nlohmann::json::parse(raw.begin() + 4, raw.end(), nullptr, false);
-      if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string())
-        throw InputError::at(path_, d.label(),
-                             "expected a JSON object with a string \"key\" after CMJR");
-      d.namedDataKey = j["key"].get<std::string>();
-      if (j.contains("functionName") && j["functionName"].is_string())
-        d.functionName = j["functionName"].get<std::string>();
+    std::optional<CoreMLPayloadReference> ref =
+        coreMLPayloadReference(payload(d), path_ + ": " + d.label());
+    if (ref) {
+      d.namedDataKey = ref->key;
+      d.functionName = ref->functionName;
       if (!namedData_.count(d.namedDataKey))
         throw InputError::at(path_, d.label(),
                              "CMJR reference names '" + d.namedDataKey +
@@ -353,6 +349,20 @@ void PteFile::parse() {
       d.location = "named-data";
     }
   }
+}
+
+std::optional<CoreMLPayloadReference> coreMLPayloadReference(std::span<const uint8_t> payload,
+                                                             const std::string &label) {
+  if (payload.size() < 4 || std::memcmp(payload.data(), "CMJR", 4) != 0)
+    return std::nullopt;
+  auto j = nlohmann::json::parse(payload.begin() + 4, payload.end(), nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string())
+    throw InputError::at(label, "", "expected a JSON object with a string \"key\" after CMJR");
+  CoreMLPayloadReference ref;
+  ref.key = j["key"].get<std::string>();
+  if (j.contains("functionName") && j["functionName"].is_string())
+    ref.functionName = j["functionName"].get<std::string>();
+  return ref;
 }
 
 std::span<const uint8_t> PteFile::segment(uint32_t index, const std::string &what) const {

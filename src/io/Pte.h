@@ -19,8 +19,6 @@
 
 #include "support/FileSystem.h"
 
-#include "support/FileSystem.h"
-
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -180,6 +178,17 @@ private:
   std::vector<std::span<const uint8_t>> inlineData_;
   std::map<std::string, uint32_t> namedData_; ///< key -> segment index
 };
+
+/// A payload that is a "CMJR" reference into the program's named data
+/// (multi-method weight sharing): the key and the function it names.
+struct CoreMLPayloadReference {
+  std::string key;
+  std::string functionName;
+};
+/// The reference a payload holds, or nullopt for a payload that is not one.
+/// Throws InputError for a "CMJR" payload without a string "key".
+std::optional<CoreMLPayloadReference> coreMLPayloadReference(std::span<const uint8_t> payload,
+                                                             const std::string &label);
 
 /// Unpacks an inmemoryfs flattened directory (reversed JSON index at the
 /// end). `context` names the payload in messages. Throws InputError.

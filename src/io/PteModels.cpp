@@ -124,11 +124,11 @@ void readWriteBacks(const PteFile &pte, const PteDelegate &d, const std::vector<
                                                      " value " + std::to_string(w.value)});
 }
 
-EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegate &d,
-                           size_t position, const LoadOptions &options) {
-  std::string where = pte->path() + "#" + std::to_string(position);
-  std::string label = where + " (" + d.label() + ")";
-  std::vector<FlatFile> files = readFlattenedDirectory(pte->payload(d), label);
+/// The model of a payload's files (model.mlpackage inside a flattened
+/// directory), its weights served from memory that `keepAlive` owns.
+std::unique_ptr<Model> readPayloadModel(const std::vector<FlatFile> &files,
+                                        std::shared_ptr<const void> keepAlive,
+                                        const std::string &label, const LoadOptions &options) {
   if (findFile(files, "model.mlmodelc/model.mil") ||
       findFile(files, "model.mlmodelc/coremldata.bin"))
     throw InputError::at(label, "",
@@ -153,24 +153,33 @@ EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegat
                            "not in the payload (expected " + path + ")");
     std::shared_ptr<const BlobStore> store;
     if (options.openWeights)
-      store = WeightFile::fromBytes(f->data, label + ": " + path, pte);
+      store = WeightFile::fromBytes(f->data, label + ": " + path, keepAlive);
     stores[fileName] = store;
     return store;
   };
+  std::unique_ptr<Model> model = parseModelProto(modelFile->data, label + ": " + modelPath, open);
+  model->weightFiles = std::move(stores);
+  if (const FlatFile *mapping = findFile(files, kDebugHandleMapping))
+    model->debugHandles = readDebugHandles(mapping->data);
+  return model;
+}
+
+EmbeddedModel loadEmbedded(const std::shared_ptr<PteFile> &pte, const PteDelegate &d,
+                           size_t position, const LoadOptions &options) {
+  std::string where = pte->path() + "#" + std::to_string(position);
+  std::string label = where + " (" + d.label() + ")";
+  std::vector<FlatFile> files = readFlattenedDirectory(pte->payload(d), label);
   EmbeddedModel em;
   em.method = d.method;
   em.delegateIndex = d.indexInMethod;
   em.label = d.label();
   em.compileSpecs = d.compileSpecs;
-  em.model = parseModelProto(modelFile->data, label + ": " + modelPath, open);
+  em.model = readPayloadModel(files, pte, label, options);
   em.model->sourcePath = where;
   em.model->compileSpecs = d.compileSpecs;
   em.model->origin = "method " + d.method + ", delegate " + std::to_string(d.indexInMethod) + " (" +
                      d.backendId + ")" +
                      (d.functionName.empty() ? "" : ", function " + d.functionName);
-  em.model->weightFiles = std::move(stores);
-  if (const FlatFile *mapping = findFile(files, kDebugHandleMapping))
-    em.model->debugHandles = readDebugHandles(mapping->data);
   readWriteBacks(*pte, d, files, label, *em.model);
   return em;
 }
@@ -374,6 +383,53 @@ void savePteModels(const std::string &inPath, const std::vector<const Model *> &
     replacements.emplace(*segment, rebuildPayload(*pte, d, label, *models[i], *scratch.back()));
   }
   writePteWithSegments(*pte, replacements, outPath, output);
+}
+
+CoreMLDelegatePayload readCoreMLPayload(std::span<const uint8_t> payload,
+                                        std::shared_ptr<const void> keepAlive,
+                                        const std::string &label, const std::string &method,
+                                        const LoadOptions &options) {
+  std::vector<FlatFile> files = readFlattenedDirectory(payload, label);
+  CoreMLDelegatePayload out;
+  out.model = readPayloadModel(files, std::move(keepAlive), label, options);
+  out.model->sourcePath = label;
+  const FlatFile *metadataFile = findFile(files, "metadata.json");
+  if (!metadataFile)
+    failExpected(label, "payload", "metadata.json (the names ExecuTorch binds by)", "no such file");
+  auto metadata = nlohmann::json::parse(asText(metadataFile->data), nullptr, false);
+  if (!metadata.is_object())
+    failExpected(label, "metadata.json", "a JSON object", "something else");
+  const nlohmann::json *entry = &metadata;
+  std::string function;
+  if (metadata.contains("methods")) {
+    if (!metadata["methods"].is_object() || !metadata["methods"].contains(method))
+      failExpected(label, "metadata.json", "an entry for method '" + method + "'", "none");
+    entry = &metadata["methods"][method];
+    function = method;
+  }
+  out.inputNames = namesOf(*entry, "inputNames");
+  out.outputNames = namesOf(*entry, "outputNames");
+  if (out.outputNames.empty())
+    failExpected(label, "metadata.json", "\"outputNames\" naming the delegate's outputs", "none");
+  const Program *program = out.model->program.get();
+  if (!program || program->functions.empty())
+    throw InputError::at(label, "", "the model has no ML program to run");
+  if (function.empty() || program->functions.size() == 1)
+    function = out.model->defaultFunction()->name;
+  const Function *fn = program->findFunction(function);
+  if (!fn)
+    failExpected(label, "model", "a function '" + function + "'", "none");
+  out.function = function;
+  for (const std::string &name : out.inputNames)
+    if (!fn->findInput(name))
+      failExpected(label, "metadata.json input '" + name + "'",
+                   "an input of function '" + function + "'", "none of that name");
+  for (const std::string &name : out.outputNames)
+    if (std::none_of(fn->body->outputs.begin(), fn->body->outputs.end(),
+                     [&](const Value *v) { return v->name == name; }))
+      failExpected(label, "metadata.json output '" + name + "'",
+                   "an output of function '" + function + "'", "none of that name");
+  return out;
 }
 
 std::vector<EmbeddedModel> loadPteModels(const std::string &path, const LoadOptions &options) {

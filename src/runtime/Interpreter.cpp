@@ -682,7 +682,7 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
         continue;
       }
     }
-    Clock::time_point opStart = profile ? Clock::now() : Clock::time_point();
+    Clock::time_point opStart = profile || options_.opTimed ? Clock::now() : Clock::time_point();
     RunContext ctx(step, si, plan, env, states, options_, options_.foldCacheBytes, temps);
     try {
       step.fn(ctx);
@@ -718,6 +718,8 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
       }
     }
     ctx.finish();
+    if (options_.opTimed)
+      options_.opTimed(op, opStart, Clock::now());
     if (profile)
       profile->record(step.profileRow,
                       std::chrono::duration<double>(Clock::now() - opStart).count(),

@@ -13,6 +13,7 @@
 #include "ir/IR.h"
 #include "runtime/Tensor.h"
 
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -52,6 +53,12 @@ struct RunOptions {
   /// its own time to the total (`anefit run --profile`); null reads no clock.
   /// It must outlive the Interpreter.
   OpProfile *profile = nullptr;
+  /// Called after each top-level op the run computed (not for a value kept
+  /// from an earlier run) with the op and when it started and ended; may be
+  /// empty. A delegate logs one profiling event per op with it.
+  std::function<void(const Operation &, std::chrono::steady_clock::time_point,
+                     std::chrono::steady_clock::time_point)>
+      opTimed;
   /// The file the function was read from; every error the interpreter
   /// raises starts with it ("model.mil: function 'main': op ...").
   std::string source;

@@ -25,6 +25,10 @@ if getattr(config, "anefit_sanitize", "").upper() in ("ON", "1", "TRUE", "YES"):
     config.substitutions.append(("%{memlimit}", ""))
 else:
     config.substitutions.append(("%{memlimit}", "ulimit -v 4000000;"))
+# anefit was built with ExecuTorch's runtime (src/executorch): `fix` on a .pte
+# also proves the output in it, and `run --engine executorch` runs.
+if getattr(config, "anefit_executorch", "").upper() in ("ON", "1", "TRUE", "YES"):
+    config.available_features.add("executorch")
 config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%fixtures", os.path.join(config.anefit_src_root, "tests", "fixtures")))

@@ -4,13 +4,15 @@
 Run with a Python that has torch and executorch (conftest.executorch_python):
 
     executorch_reference.py NAME INPUTS.npz OUT.npz
+    executorch_reference.py greedy NAME PROMPT_ID N EOS
 
 rebuilds the fixture's model from its manifest entry (tests/fixtures/pte/
 manifest.json: params.json, context, seed) with ExecuTorch's own LFM2
 definition and the seeded random weights of scripts/export_executorch_fixtures.py,
 then runs it in eager mode with its KV caches and conv states kept in the
 module between calls (what ExecuTorch's buffers do on a device) on
-step<k>/tokens and step<k>/attn_options_input_pos, writing step<k>/logits.
+step<k>/tokens and step<k>/attn_options_input_pos, writing step<k>/logits; or,
+with `greedy`, prints the N tokens it picks greedily after PROMPT_ID (a JSON list).
 """
 import json
 import os
@@ -26,8 +28,8 @@ sys.path.insert(0, os.path.join(REPO, "scripts"))
 import export_executorch_fixtures as fixtures  # noqa: E402
 
 
-def main():
-    name, inputs_path, out_path = sys.argv[1:4]
+def eager_model(name):
+    """The fixture's model in eager mode, with its seeded random weights."""
     from executorch.examples.models.llama.llama_transformer import construct_transformer
     from executorch.examples.models.llama.model_args import ModelArgs
 
@@ -45,6 +47,33 @@ def main():
     missing, _ = model.load_state_dict(state, strict=False)
     assert not [k for k in missing if k.endswith(".weight")], missing
     model.eval()
+    return model
+
+
+def greedy(name, prompt_id, count, eos):
+    """`count` tokens chosen greedily after the one-token prompt, as an LLM runner
+    decodes: each token fed back at the next position; stops after `eos`."""
+    model = eager_model(name)
+    tokens, token = [], prompt_id
+    with torch.no_grad():
+        for k in range(count):
+            y = model(torch.tensor([[token]], dtype=torch.long),
+                      {"input_pos": torch.tensor([k], dtype=torch.long)})
+            y = y[0] if isinstance(y, tuple) else y
+            token = int(torch.argmax(y.reshape(-1)))
+            tokens.append(token)
+            if token == eos:
+                break
+    return tokens
+
+
+def main():
+    if sys.argv[1] == "greedy":
+        name, prompt_id, count, eos = sys.argv[2], *map(int, sys.argv[3:6])
+        print(json.dumps(greedy(name, prompt_id, count, eos)))
+        return
+    name, inputs_path, out_path = sys.argv[1:4]
+    model = eager_model(name)
     inputs = np.load(inputs_path)
     out = {}
     with torch.no_grad():

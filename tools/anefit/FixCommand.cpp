@@ -208,6 +208,35 @@ void report(const FixResult &result, const FixCliOptions &opts) {
   }
 }
 
+/// The line of the program's run in ExecuTorch's runtime (ProgramProof).
+void printProgramProof(const ProgramProof &p, const FixCliOptions &opts) {
+  char buf[400];
+  switch (p.status) {
+  case ProgramProof::Status::NotRun:
+    return;
+  case ProgramProof::Status::Skipped:
+    std::cout << "verify in ExecuTorch: skipped: " << p.skipReason << "\n";
+    return;
+  case ProgramProof::Status::Same:
+  case ProgramProof::Status::Different:
+  case ProgramProof::Status::Measured:
+    std::snprintf(buf, sizeof buf,
+                  "verify in %s's runtime: original and fixed program, %lld steps of 'forward', "
+                  "%zu values compared, max abs diff %.3g%s",
+                  p.engine.c_str(), (long long)p.steps, p.compared, p.maxAbsDiff,
+                  p.fp16 ? " (fp16 mode)" : "");
+    std::cout << buf
+              << (p.status == ProgramProof::Status::Same        ? ": same outputs\n"
+                  : p.status == ProgramProof::Status::Different ? ": DIFFERENT\n"
+                                                                : " (lossy rewrite, measured)\n");
+    if (p.status == ProgramProof::Status::Different)
+      std::cerr << "anefit: error: in ExecuTorch's runtime the fixed program differs from the "
+                   "original: "
+                << p.firstMismatch << "; nothing written\n";
+    return;
+  }
+}
+
 FixOptions fixOptions(const FixCliOptions &opts) {
   FixOptions options;
   options.passes = opts.passes;
@@ -242,6 +271,7 @@ int runFix(const FixCliOptions &opts) {
     report(m.result, opts);
   };
   FixFileResult result = fixFile(opts.model, opts.output, fixOptions(opts), file);
+  printProgramProof(result.executorch, opts);
   if (!result.ok())
     return kExitFindings;
   if (result.program) {

@@ -11,6 +11,7 @@
 #include "Command.h"
 
 #include "io/ModelIO.h"
+#include "runtime/ExecuTorch.h"
 #include "runtime/ModelRun.h"
 #include "runtime/Npy.h"
 #include "runtime/Profile.h"
@@ -23,7 +24,9 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <random>
 #include <unistd.h>
 
 namespace anefit::cli {
@@ -50,6 +53,7 @@ struct RunCliOptions {
   std::string maxMemory;
   bool json = false;
   bool profile = false;
+  std::string engine = "interpreter";
 };
 
 /// Splits "NAME=FILE".
@@ -91,7 +95,118 @@ json summaryJson(const std::string &name, const Tensor &t, const runtime::Tensor
               {"nans", s.nans},       {"infs", s.infs}};
 }
 
+/// `run --engine executorch`: the whole program in ExecuTorch's runtime, its
+/// Core ML delegates on the interpreter (runtime/ExecuTorch.h). A method's
+/// inputs have no names in a .pte: they are input0, input1, ... in order.
+int runInExecuTorch(const RunCliOptions &opts) {
+  auto [path, selector] = splitPteSelector(opts.model);
+  if (detectFormat(path) != ModelFormat::Pte || selector)
+    throw InputError("--engine executorch: expected an ExecuTorch program (a .pte, without #N), "
+                     "found '" +
+                     opts.model + "'");
+  if (opts.profile || !opts.states.empty())
+    throw InputError(std::string("--engine executorch: ") +
+                     (opts.profile ? "--profile" : "--state") +
+                     " applies to the interpreter's own run (--engine interpreter)");
+  if (opts.steps < 0)
+    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
+  runtime::checkThreadCount(opts.threads, "--threads");
+  std::string why;
+  std::shared_ptr<runtime::ExecuTorchEngine> engine = runtime::ExecuTorchEngine::load(&why);
+  if (!engine)
+    throw InputError("--engine executorch: " + why);
+  std::string method = opts.function.empty() ? "forward" : opts.function;
+  runtime::RunInputs given;
+  if (!opts.inputsNpz.empty())
+    given.addArchive(runtime::readNpz(opts.inputsNpz), opts.inputsNpz);
+  for (const std::string &s : opts.inputs) {
+    auto [name, file] = splitAssignment(s, "--input");
+    given.shared[name] = runtime::readNpy(file);
+  }
+  given.checkSteps(opts.steps);
+  int64_t steps = opts.steps ? opts.steps : std::max<int64_t>(1, given.perStepCount());
+  OutputOptions outputPolicy;
+  outputPolicy.force = opts.force;
+  if (!opts.output.empty())
+    checkOutput(opts.output, outputPolicy);
+
+  // --random follows ExecuTorch's LLM conventions (runtime::llmDecodeInput).
+  int64_t vocab = opts.random ? engine->metadataInt(path, "get_vocab_size").value_or(0) : 0;
+  std::mt19937_64 rng(opts.seed);
+  auto input = [&](int64_t step, const runtime::DeclaredInput &in) -> Tensor {
+    std::string name = "input" + std::to_string(in.index);
+    auto per = given.perStep.find(step);
+    if (per != given.perStep.end() && per->second.count(name))
+      return per->second.at(name);
+    if (given.shared.count(name))
+      return given.shared.at(name);
+    if (opts.random)
+      return runtime::llmDecodeInput(step, in, vocab, rng);
+    std::string shape;
+    for (int64_t d : in.shape)
+      shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    throw InputError("missing input '" + name + "' (" + std::string(dtypeName(in.dtype)) + ", (" +
+                     shape + ")) for step " + std::to_string(step) + "; give it with --input " +
+                     name + "=FILE.npy, --inputs FILE.npz or --random");
+  };
+  runtime::RunOptions run;
+  run.precision = runtime::parsePrecision(opts.precision);
+  run.threads = opts.threads;
+  auto started = std::chrono::steady_clock::now();
+  std::vector<std::vector<Tensor>> results = engine->run(path, method, steps, run, input);
+  double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  std::ostream text(opts.json ? nullptr : std::cout.rdbuf());
+  text << "ExecuTorch " << engine->version() << " runtime, Core ML delegates on anefit's "
+       << "interpreter: method " << method << ", " << steps << (steps == 1 ? " step" : " steps")
+       << ", precision " << opts.precision << "\n";
+  std::optional<runtime::NpzWriter> archive;
+  if (!opts.output.empty())
+    archive.emplace(opts.output, outputPolicy);
+  json steps_ = json::array();
+  for (size_t k = 0; k < results.size(); ++k) {
+    std::string prefix = steps > 1 ? "step" + std::to_string(k) + "/" : "";
+    if (steps > 1)
+      text << "step " << k << "\n";
+    json step{{"step", k}, {"outputs", json::array()}};
+    for (size_t o = 0; o < results[k].size(); ++o) {
+      std::string name = "output" + std::to_string(o);
+      runtime::TensorStats st = runtime::statsOf(results[k][o]);
+      if (opts.json)
+        step["outputs"].push_back(summaryJson(name, results[k][o], st));
+      else
+        printSummary(text, name, results[k][o], st);
+      if (archive)
+        archive->add(prefix + name, results[k][o]);
+    }
+    steps_.push_back(std::move(step));
+  }
+  if (archive) {
+    archive->finish();
+    text << "wrote " << archive->size() << " arrays to " << opts.output << "\n";
+  }
+  char timing[120];
+  std::snprintf(timing, sizeof timing, "%.1f ms per step (program load included)",
+                1000.0 * seconds / double(steps));
+  text << timing << "\n";
+  if (opts.json) {
+    json j{
+        {"schema", "anefit.run/1"},     {"engine", "executorch"}, {"executorch", engine->version()},
+        {"function", method},           {"steps", steps},         {"precision", opts.precision},
+        {"results", std::move(steps_)}, {"states", json::array()}};
+    if (!opts.output.empty())
+      j["output"] = opts.output;
+    std::cout << j.dump(2) << "\n";
+  }
+  return kExitOk;
+}
+
 int runRun(const RunCliOptions &opts) {
+  if (opts.engine == "executorch")
+    return runInExecuTorch(opts);
+  if (opts.engine != "interpreter")
+    throw InputError("--engine: expected interpreter or executorch, found '" + opts.engine + "'");
   applyMaxMemory(opts.maxMemory);
   runtime::ModelRunOptions options;
   options.run.precision = runtime::parsePrecision(opts.precision);
@@ -261,6 +376,13 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                 "first, which reads the weights in, is timed apart)");
   cmd->add_flag("--json", opts->json,
                 "Print JSON (schema anefit.run/1, see docs/run.md) instead of text");
+  cmd->add_option("--engine", opts->engine,
+                  "interpreter (default): the model's function on anefit's interpreter; "
+                  "executorch: a whole .pte in ExecuTorch's own runtime (its memory planning, "
+                  "ops and buffer write-back), each Core ML delegate on the interpreter. A "
+                  "method's inputs are input0, input1, ... ; --function names the method "
+                  "(default forward); --random gives an LLM program random token ids below its "
+                  "get_vocab_size and the step as position");
   addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runRun(*opts); }); });

@@ -1,0 +1,22 @@
+//===- Internal.h - What the backend and the program runner share -*- C++ -*-===//
+#pragma once
+
+#include "support/DType.h"
+
+#include <executorch/runtime/core/exec_aten/exec_aten.h>
+
+#include <optional>
+#include <string>
+
+namespace anefit::executorch_backend {
+
+/// anefit's element type of an ExecuTorch scalar type; nullopt for one a
+/// Core ML delegate cannot take.
+std::optional<DType> dtypeOf(executorch::aten::ScalarType t);
+/// The inverse of dtypeOf.
+std::optional<executorch::aten::ScalarType> scalarTypeOf(DType t);
+/// The last error the backend reported on this thread (ExecuTorch's error
+/// codes carry no text), for the runner's message.
+extern thread_local std::string lastError;
+
+} // namespace anefit::executorch_backend
