@@ -160,3 +160,30 @@ def test_llm_runner_generates_the_eager_models_greedy_tokens(anefit, anefit_py, 
     print(f"{name}: runner {runner_tokens}, eager {eager_tokens}")
     assert len(runner_tokens) == count
     assert runner_tokens == eager_tokens
+
+
+def test_inspector_attributes_backend_time_to_the_pytorch_source(anefit_py, tmp_path):
+    """One profiling event per op, under the payload's debug key: ExecuTorch's
+    own Inspector, given the ETRecord, attributes the delegate's time to the
+    PyTorch ops and to the lines of the model's source that made them."""
+    python = executorch_python()
+    if python is None:
+        pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(anefit_py.__file__)))
+    env = dict(os.environ, PYTHONPATH=package_root, TQDM_DISABLE="1")
+    proc = subprocess.run([python, os.path.join(HERE, "executorch_inspect.py"), str(tmp_path)],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    events = {e["name"]: e for e in report["events"]}
+    conv = [e for n, e in events.items() if n.endswith(":conv")]
+    linear = [e for n, e in events.items() if n.endswith(":linear")]
+    assert len(conv) == 1 and len(linear) == 1, sorted(events)
+    assert conv[0]["op_types"] == ["aten.conv1d.default"]
+    assert linear[0]["op_types"] == ["aten.linear.default"]
+    for event, line in ((conv[0], report["conv_line"]), (linear[0], report["linear_line"])):
+        assert event["backend"] == "CoreMLBackend"
+        assert event["avg_ms"] is not None and event["avg_ms"] > 0
+        assert f'{report["file"]}", line {line}' in event["stack"], event["stack"]
+    # The delegate call itself is there too, covering all three ops.
+    assert "DELEGATE_CALL" in events
