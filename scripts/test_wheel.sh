@@ -42,11 +42,18 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true CCACHE_STATSLOG="$work/ccache.log"
 fi
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-echo "wheel: building (pip wheel ., $build_type)"
+# With ExecuTorch's runtime in .venv (scripts/setup.sh --all installs it), the
+# wheel carries the Core ML backend library for it (src/executorch).
+executorch_dir=$("$root/.venv/bin/python" -c "import importlib.util as u; s = u.find_spec('executorch'); print(list(s.submodule_search_locations)[0] if s else '')" 2>/dev/null || true)
+wheel_defines=()
+if [ -n "$executorch_dir" ]; then
+  wheel_defines=(-C "cmake.define.ANEFIT_EXECUTORCH_DIR=$executorch_dir")
+fi
+echo "wheel: building (pip wheel ., $build_type${executorch_dir:+, with the ExecuTorch backend})"
 start=$(date +%s)
 "$venv_python" -m pip wheel -q --no-deps -w "$work/dist" \
   -C cmake.build-type="$build_type" -C build-dir="$root/build-wheel-$build_type" -C install.strip=true \
-  "$root" >"$work/build.log" 2>&1 || {
+  "${wheel_defines[@]}" "$root" >"$work/build.log" 2>&1 || {
   tail -n 40 "$work/build.log"
   echo "wheel: the build failed; its log is $work/build.log" >&2
   exit 1
@@ -92,6 +99,17 @@ PY
 size=$(stat -c %s "$wheel")
 echo "wheel: $(basename "$wheel"): $((size / 1024)) KiB; built in ${build_seconds} s;" \
      "import anefit: ${import_ms} ms"
+
+if [ -n "$executorch_dir" ]; then
+  # The installed program finds the backend in the installed package, and the
+  # backend finds ExecuTorch's runtime in the package beside it.
+  echo "wheel: the installed program runs a Core ML .pte in ExecuTorch's runtime"
+  "$venv_python" -m pip install -q --no-deps "$(grep -E '^executorch==' "$root/scripts/requirements-executorch.txt")"
+  "$anefit_bin" run "$root/tests/fixtures/pte/lfm2_export_llm_4w.pte" --engine executorch \
+    --random --steps 2 2>/dev/null >"$work/executorch.txt"
+  grep -q "Core ML delegates on anefit's interpreter" "$work/executorch.txt"
+  grep -q "output0 (1, 256, fp32)" "$work/executorch.txt"
+fi
 
 echo "wheel: the Python API tests against the installed package"
 ANEFIT_PYTHON=1 ANEFIT_BIN="$anefit_bin" "$venv_python" -m pytest -q -p no:cacheprovider \
