@@ -147,17 +147,19 @@ def register_backend(precision: str = "fp32", threads: int = 0) -> str:
     if sys.platform == "darwin":
         raise RuntimeError("register_backend: on macOS ExecuTorch's own CoreMLBackend runs Core ML "
                            "delegates on the device; anefit's backend is for other systems")
-    try:
-        from executorch.extension.pybindings import portable_lib  # noqa: F401  (loads the runtime)
-        from executorch.version import __version__ as installed
-    except ImportError as e:
-        raise ImportError("register_backend needs ExecuTorch's runtime (pip install "
-                          f"executorch): {e}") from e
     path = backend_library()
     if path is None:
         raise RuntimeError("register_backend: this anefit has no ExecuTorch backend library ("
                            "it is built when ExecuTorch's runtime is installed where anefit is "
                            "built; or set ANEFIT_EXECUTORCH_BACKEND to its path)")
+    if not os.path.isfile(path):
+        raise RuntimeError(f"register_backend: ANEFIT_EXECUTORCH_BACKEND={path}: no such file")
+    try:
+        from executorch.extension.pybindings import portable_lib  # noqa: F401  (loads the runtime)
+        from executorch.version import __version__ as installed
+    except ImportError as e:
+        raise ImportError("register_backend needs ExecuTorch's runtime with PyTorch (pip install "
+                          f"executorch): {e}") from e
     lib = ctypes.CDLL(path)
     lib.anefit_executorch_version.restype = ctypes.c_char_p
     built = lib.anefit_executorch_version().decode()
