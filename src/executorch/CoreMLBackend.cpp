@@ -14,6 +14,7 @@
 #include "runtime/Stepper.h"
 #include "support/DType.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <executorch/runtime/backend/interface.h>
 #include <executorch/runtime/core/event_tracer_hooks_delegate.h>
@@ -203,6 +204,9 @@ public:
         if (!ref->functionName.empty())
           function = ref->functionName;
       }
+      // Where the runtime memory-maps the program (Module's Mmap mode), the
+      // weights stream from the mapping as from anefit's own.
+      anefit::adviseHugePages(bytes.data(), bytes.size());
       delegate->model = anefit::readCoreMLPayload(bytes, delegate->payload, label, function);
       delegate->fn = delegate->model.model->program->findFunction(delegate->model.function);
       for (const std::string &name : delegate->model.inputNames)

@@ -75,6 +75,12 @@ struct InputOptions {
   bool track = true;
 };
 
+/// Advises huge pages for the mapped memory holding `data` (from 8 MB on):
+/// pages first read through it come in as 2 MB folios where the kernel and
+/// file system allow, and weights stream faster. Advice only; memory that is
+/// not a mapping is left as it is.
+void adviseHugePages(const void *data, size_t size);
+
 /// A read-only view of a whole regular file, memory-mapped when not empty;
 /// from 8 MB on with huge pages advised (pages first read through the mapping
 /// come in as 2 MB folios where the kernel and file system allow).
