@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -64,6 +65,12 @@ std::optional<DType> dtypeOf(ScalarType t) {
   default:
     return std::nullopt;
   }
+}
+
+std::string errorText(executorch::runtime::Error e) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%x", static_cast<unsigned>(e));
+  return std::string("ExecuTorch error ") + hex + " (" + executorch::runtime::to_string(e) + ")";
 }
 
 std::optional<ScalarType> scalarTypeOf(DType t) {
@@ -194,9 +201,8 @@ public:
                                    "', and the program has none");
         et::Result<et::FreeableBuffer> data = named->get_data(ref->key.c_str());
         if (!data.ok())
-          throw anefit::InputError(label + ": named data '" + ref->key +
-                                   "' cannot be read (ExecuTorch error " +
-                                   std::to_string(static_cast<int>(data.error())) + ")");
+          throw anefit::InputError(label + ": named data '" + ref->key + "' cannot be read (" +
+                                   errorText(data.error()) + ")");
         delegate->payload->Free();
         delegate->payload = std::make_shared<et::FreeableBuffer>(std::move(data.get()));
         bytes = {static_cast<const uint8_t *>(delegate->payload->data()),

@@ -3,6 +3,7 @@
 
 #include "support/DType.h"
 
+#include <executorch/runtime/core/error.h>
 #include <executorch/runtime/core/exec_aten/exec_aten.h>
 
 #include <optional>
@@ -15,6 +16,8 @@ namespace anefit::executorch_backend {
 std::optional<DType> dtypeOf(executorch::aten::ScalarType t);
 /// The inverse of dtypeOf.
 std::optional<executorch::aten::ScalarType> scalarTypeOf(DType t);
+/// "ExecuTorch error 0x20 (Error::NotFound)".
+std::string errorText(executorch::runtime::Error e);
 /// The last error the backend reported on this thread (ExecuTorch's error
 /// codes carry no text), for the runner's message.
 extern thread_local std::string lastError;

@@ -24,12 +24,6 @@ namespace et = executorch::runtime;
 using executorch::extension::module::Module;
 using namespace anefit::executorch_backend;
 
-std::string errorText(et::Error e) {
-  char hex[16];
-  std::snprintf(hex, sizeof hex, "0x%x", static_cast<unsigned>(e));
-  return std::string("ExecuTorch error ") + hex + " (" + et::to_string(e) + ")";
-}
-
 struct Failure {
   std::string text;
 };

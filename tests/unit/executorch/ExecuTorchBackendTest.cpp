@@ -172,6 +172,53 @@ et::Result<et::DelegateHandle *> initWith(const std::string &bytes) {
   return backend->init(context, &buffer, {});
 }
 
+/// Named data holding one payload under one key, as a program that shares
+/// weights between methods holds its Core ML payloads.
+class OnePayload final : public et::NamedDataMap {
+public:
+  OnePayload(std::string key, std::string bytes) : key_(std::move(key)), bytes_(std::move(bytes)) {}
+  et::Result<const et::TensorLayout> get_tensor_layout(std::string_view) const override {
+    return et::Error::NotImplemented;
+  }
+  et::Result<et::FreeableBuffer> get_data(std::string_view key) const override {
+    if (key != key_)
+      return et::Error::NotFound;
+    return et::FreeableBuffer(bytes_.data(), bytes_.size(), nullptr);
+  }
+  et::Error load_data_into(std::string_view, void *, size_t) const override {
+    return et::Error::NotImplemented;
+  }
+  et::Result<uint32_t> get_num_keys() const override { return 1u; }
+  et::Result<const char *> get_key(uint32_t) const override { return key_.c_str(); }
+
+private:
+  std::string key_, bytes_;
+};
+
+TEST(ExecuTorchBackend, FollowsACmjrReferenceIntoNamedData) {
+  char message[256];
+  ASSERT_EQ(anefit_executorch_register("fp32", 1, message, sizeof message), 0) << message;
+  et::BackendInterface *backend = et::get_backend_class("CoreMLBackend");
+  ASSERT_TRUE(backend);
+  OnePayload named("shared_0", payloadOf(fixture("lfm2_export_llm_fp16")));
+  std::string reference = R"(CMJR{"key": "shared_0"})";
+  et::FreeableBuffer buffer(reference.data(), reference.size(), nullptr);
+  et::BackendInitContext context(nullptr, nullptr, "forward", &named);
+  auto r = backend->init(context, &buffer, {});
+  ASSERT_TRUE(r.ok());
+  backend->destroy(r.get());
+
+  // A key the program's named data does not hold, and no named data at all.
+  std::string missing = R"(CMJR{"key": "shared_1"})";
+  et::FreeableBuffer other(missing.data(), missing.size(), nullptr);
+  auto bad = backend->init(context, &other, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error(), et::Error::DelegateInvalidCompatibility);
+  et::BackendInitContext none(nullptr, nullptr, "forward");
+  et::FreeableBuffer again(reference.data(), reference.size(), nullptr);
+  EXPECT_FALSE(backend->init(none, &again, {}).ok());
+}
+
 TEST(ExecuTorchBackend, ATruncatedPayloadFailsInit) {
   std::string bytes = payloadOf(fixture("lfm2_export_llm_fp16"));
   long live = anefit_executorch_live_delegates();
