@@ -128,8 +128,10 @@ def random_checkpoint(params, context, seed, path):
     torch.save(state, path)
 
 
-def export_llm_config(params_path, checkpoint_path, context, output_name, quantize):
-    """The export_llm configuration (YAML-able dict) of one variant."""
+def export_llm_config(params_path, checkpoint_path, context, output_name, quantize,
+                      etrecord=False):
+    """The export_llm configuration (YAML-able dict) of one variant; with
+    `etrecord`, export_llm also writes the ETRecord (debug.generate_etrecord)."""
     cfg = {
         "base": {
             "model_class": "lfm2_350m",
@@ -144,6 +146,8 @@ def export_llm_config(params_path, checkpoint_path, context, output_name, quanti
     }
     if quantize:
         cfg["quantization"] = {"qmode": "4w", "group_size": 32}
+    if etrecord:
+        cfg["debug"] = {"generate_etrecord": True}
     return cfg
 
 
@@ -218,7 +222,7 @@ EXPORT_LLM_VARIANTS = {
 }
 
 
-def export_llm_set(out, config, context, seed, only):
+def export_llm_set(out, config, context, seed, only, etrecord=False):
     params = lfm2_params(config)
     made = {}
     with tempfile.TemporaryDirectory(prefix="anefit-export-llm-") as work:
@@ -232,7 +236,7 @@ def export_llm_set(out, config, context, seed, only):
                 continue
             output_name = name + ".pte"
             cfg = export_llm_config("params.json", "random_weights.pth", context, output_name,
-                                    quantize)
+                                    quantize, etrecord)
             yaml_path = os.path.join(work, name + ".yaml")
             write_yaml(cfg, yaml_path)
             if take_over:
@@ -246,6 +250,9 @@ def export_llm_set(out, config, context, seed, only):
             target = os.path.join(out, output_name)
             shutil.move(os.path.join(work, output_name), target + ".tmp")
             os.replace(target + ".tmp", target)
+            if etrecord:
+                # export_llm writes it as etrecord.bin in its working directory.
+                shutil.move(os.path.join(work, "etrecord.bin"), os.path.join(out, name + ".etrecord"))
             made[name] = {
                 "entry_point": "export_llm",
                 "command": how,
@@ -457,6 +464,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", action="append", default=[],
                     help="export only this variant (repeatable)")
+    ap.add_argument("--etrecord", action="store_true",
+                    help="export_llm also writes each variant's ETRecord, as NAME.etrecord "
+                         "(debug.generate_etrecord; large for full-size models, never committed)")
     opts = ap.parse_args()
     if opts.config != "small" and opts.set == "all":
         opts.set = "export_llm"
@@ -473,7 +483,8 @@ def main():
     if opts.set in ("all", "direct"):
         manifest.update(direct_set(out, opts.only))
     if opts.set in ("all", "export_llm"):
-        manifest.update(export_llm_set(out, opts.config, context, opts.seed, opts.only))
+        manifest.update(export_llm_set(out, opts.config, context, opts.seed, opts.only,
+                                       opts.etrecord))
     if opts.set in ("all", "remedies"):
         manifest.update(remedy_set(out, opts.seed, opts.only))
     if opts.set in ("all", "multi"):

@@ -4,14 +4,17 @@
 Run with a Python that has torch, executorch and coremltools, and this anefit
 package on PYTHONPATH (conftest.executorch_python):
 
-    executorch_inspect.py DIR
+    executorch_inspect.py block DIR
+    executorch_inspect.py lfm2 DIR
 
-exports a depthwise conv and a linear (the ops of LFM2's short conv) to a
-Core ML program with its ETRecord, runs it twice in ExecuTorch's runtime
-with ETDump on and anefit as CoreMLBackend, and prints, as JSON, the
-Inspector's delegate events of the last run: name, op types, average time
-and the stack trace of each, with the lines of this file where the model's
-forward calls the conv and the linear.
+`block` exports a depthwise conv and a linear (the ops of LFM2's short conv)
+to a Core ML program with its ETRecord; `lfm2` makes the export_llm fp16
+fixture again with its ETRecord (scripts/export_executorch_fixtures.py
+--etrecord). Either program runs twice in ExecuTorch's runtime with ETDump on
+and anefit as CoreMLBackend, and the script prints, as JSON, the Inspector's
+delegate events of the last run: name, op types, average time and stack
+trace of each (for `block`, with the lines of this file where the model's
+forward calls the conv and the linear).
 """
 import json
 import os
@@ -31,8 +34,8 @@ class ShortConvBlock(torch.nn.Module):
         return self.proj(y.transpose(1, 2))  # LINEAR LINE
 
 
-def main():
-    out = sys.argv[1]
+def export_block(out):
+    """block.pte and its ETRecord; the example input."""
     import coremltools as ct
     from executorch.backends.apple.coreml.compiler import CoreMLBackend
     from executorch.backends.apple.coreml.partition import CoreMLPartitioner
@@ -52,6 +55,25 @@ def main():
     with open(pte, "wb") as f:
         f.write(program.buffer)
     program.get_etrecord().save(etrecord)
+    return pte, etrecord, [example, example]
+
+
+def export_lfm2(out):
+    """The export_llm fp16 fixture made again with its ETRecord; two decode steps."""
+    import subprocess
+
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    subprocess.run([sys.executable, os.path.join(repo, "scripts", "export_executorch_fixtures.py"),
+                    "--set", "export_llm", "--only", "lfm2_export_llm_fp16", "--etrecord",
+                    "--out", out], check=True, capture_output=True)
+    steps = [(torch.tensor([[3]]), torch.tensor([k])) for k in range(2)]
+    return (os.path.join(out, "lfm2_export_llm_fp16.pte"),
+            os.path.join(out, "lfm2_export_llm_fp16.etrecord"), steps)
+
+
+def main():
+    mode, out = sys.argv[1], sys.argv[2]
+    pte, etrecord, steps = export_block(out) if mode == "block" else export_lfm2(out)
 
     import anefit.executorch as ae
 
@@ -61,8 +83,8 @@ def main():
 
     loaded = Runtime.get().load_program(pte, enable_etdump=True)
     method = loaded.load_method("forward")
-    for _ in range(2):
-        method.execute(example)
+    for inputs in steps:
+        method.execute(inputs)
     etdump = os.path.join(out, "etdump.etdp")
     loaded.write_etdump_result_to_file(etdump, os.path.join(out, "debug.bin"))
 

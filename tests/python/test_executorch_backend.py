@@ -171,8 +171,8 @@ def test_inspector_attributes_backend_time_to_the_pytorch_source(anefit_py, tmp_
         pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(anefit_py.__file__)))
     env = dict(os.environ, PYTHONPATH=package_root, TQDM_DISABLE="1")
-    proc = subprocess.run([python, os.path.join(HERE, "executorch_inspect.py"), str(tmp_path)],
-                          env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run([python, os.path.join(HERE, "executorch_inspect.py"), "block",
+                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     events = {e["name"]: e for e in report["events"]}
@@ -187,3 +187,33 @@ def test_inspector_attributes_backend_time_to_the_pytorch_source(anefit_py, tmp_
         assert f'{report["file"]}", line {line}' in event["stack"], event["stack"]
     # The delegate call itself is there too, covering all three ops.
     assert "DELEGATE_CALL" in events
+
+
+def test_inspector_attributes_the_lfm2_exports_time_to_short_conv_py(anefit_py, tmp_path):
+    """The same on LFM2 as export_llm makes it (+debug.generate_etrecord=true):
+    the depthwise convs and the short conv's projections land on the lines of
+    ExecuTorch's examples/models/lfm2/short_conv.py, the attention's on
+    attention.py, the feed-forward's on llama_transformer.py."""
+    python = executorch_python()
+    if python is None:
+        pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(anefit_py.__file__)))
+    env = dict(os.environ, PYTHONPATH=package_root, TQDM_DISABLE="1")
+    proc = subprocess.run([python, os.path.join(HERE, "executorch_inspect.py"), "lfm2",
+                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    events = json.loads(proc.stdout.strip().splitlines()[-1])["events"]
+    import re
+
+    def files(e):
+        return {f for f, _ in re.findall(r'File "[^"]*/(\w+\.py)", line (\d+)', e["stack"])}
+
+    convs = [e for e in events if e["name"].endswith(":conv")]
+    linears = [e for e in events if e["name"].endswith(":linear")]
+    assert len(convs) == 10  # one depthwise conv per short-conv layer
+    assert all(e["op_types"] == ["aten.conv1d.default"] and "short_conv.py" in files(e)
+               for e in convs)
+    assert all(e["op_types"] == ["aten.linear.default"] for e in linears)
+    assert any("short_conv.py" in files(e) for e in linears)
+    assert any("attention.py" in files(e) for e in linears)
+    assert all(e["avg_ms"] is not None for e in convs + linears)
