@@ -36,6 +36,7 @@ EXAMPLES_DIR = os.path.join(REPO_ROOT, "examples")
 
 # The only reasons a test may skip for: what a build may lack by design.
 _MAY_SKIP = re.compile(r"executorch is not importable|not available offline|"
+                       r"PyTorch is importable here|"
                        r"could not import 'jsonschema'|"
                        r"the anefit Python package is not built or installed")
 
@@ -296,17 +297,6 @@ class Tool:
                 f"{self.path} {' '.join(map(str, args))} exited {proc.returncode}\n"
                 f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
         return proc
-
-    def has_verb(self, verb):
-        """True when `anefit VERB --help` prints the verb's own usage line (a CLI that
-        does not know the verb fails, or prints the top-level usage instead)."""
-        proc = self(verb, "--help")
-        if proc.returncode != 0:
-            return False
-        for line in (proc.stdout + proc.stderr).splitlines():
-            if "usage" in line.lower():
-                return re.search(r"\b%s\b" % re.escape(verb), line) is not None
-        return False
 
 
 @pytest.fixture(scope="session")

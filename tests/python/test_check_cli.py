@@ -11,15 +11,8 @@ import pytest
 from conftest import REPO_ROOT, fixture_package
 
 
-@pytest.fixture(scope="module")
-def check(anefit):
-    if not anefit.has_verb("check"):
-        pytest.skip("this anefit has no check verb")
-    return anefit
-
-
-def report_of(check, path, *args):
-    proc = check("check", path, "--json", *args)
+def report_of(anefit, path, *args):
+    proc = anefit("check", path, "--json", *args)
     assert proc.returncode in (0, 1), proc.stderr
     return proc.returncode, json.loads(proc.stdout)
 
@@ -28,16 +21,16 @@ def rule_ids(report):
     return {f["rule"] for f in report["findings"]}
 
 
-def test_lfm2_shortconv_is_at_risk_for_state_reasons(check):
+def test_lfm2_shortconv_is_at_risk_for_state_reasons(anefit):
     """One narrow conv state: every public failure of such a state had a KV
     state beside it, so the state rules are contested: at-risk, exit 0 by
     default and 1 with --fail-on at-risk."""
     path = fixture_package("lfm2_shortconv")
     if path is None:
         pytest.skip("fixture missing")
-    code, report = report_of(check, path)
+    code, report = report_of(anefit, path)
     assert code == 0
-    assert report_of(check, path, "--fail-on", "at-risk")[0] == 1
+    assert report_of(anefit, path, "--fail-on", "at-risk")[0] == 1
     assert report["schema"] == "anefit.check/2"
     assert report["verdict"] == "at-risk"
     top = report["findings"][0]
@@ -53,22 +46,22 @@ def test_lfm2_shortconv_is_at_risk_for_state_reasons(check):
     assert placements["read_conv_state"]["atRisk"]
 
 
-def test_state_as_io_has_no_state_finding(check):
+def test_state_as_io_has_no_state_finding(anefit):
     path = fixture_package("lfm2_shortconv_io")
     if path is None:
         pytest.skip("fixture missing")
-    code, report = report_of(check, path)
+    code, report = report_of(anefit, path)
     assert code == 0, report["findings"]
     assert not [r for r in rule_ids(report) if r.startswith("ANE-STATE-")]
     assert report["verdict"] != "ane-fails"
 
 
-def test_cache_input_written_at_runtime_position_is_at_risk(check):
+def test_cache_input_written_at_runtime_position_is_at_risk(anefit):
     """The real ExecuTorch export shape: the KV caches are plain delegate inputs
     written in-graph at the input position. Contested, so at-risk: exit 0 by
     default, 1 with --fail-on at-risk, both sides' evidence in the report."""
     path = os.path.join(REPO_ROOT, "tests", "fixtures", "pte", "lfm2_coreml_nostate.pte")
-    code, report = report_of(check, path)
+    code, report = report_of(anefit, path)
     assert code == 0
     assert report["verdict"] == "at-risk"
     hits = [f for f in report["findings"] if f["rule"] == "ANE-STATE-006"]
@@ -79,11 +72,11 @@ def test_cache_input_written_at_runtime_position_is_at_risk(check):
         assert f["effect"] == "compile-fail"
         assert f["failEvidence"] and f["passEvidence"]
         assert "Anemll" in f["contradiction"] and "MLComputePlan" in f["settle"]
-    code, _ = report_of(check, path, "--fail-on", "at-risk")
+    code, _ = report_of(anefit, path, "--fail-on", "at-risk")
     assert code == 1
 
 
-def test_same_report_without_weight_file(check, tmp_path):
+def test_same_report_without_weight_file(anefit, tmp_path):
     path = fixture_package("lfm2_shortconv")
     if path is None:
         pytest.skip("fixture missing")
@@ -93,34 +86,34 @@ def test_same_report_without_weight_file(check, tmp_path):
     assert removed
     for p in removed:
         p.unlink()
-    a = check("check", path, "--json")
-    b = check("check", str(copy), "--json")
+    a = anefit("check", path, "--json")
+    b = anefit("check", str(copy), "--json")
     assert a.returncode == b.returncode
     ja, jb = json.loads(a.stdout), json.loads(b.stdout)
     ja.pop("model"), jb.pop("model")
     assert ja == jb
 
 
-def test_fail_on_threshold_and_usage_errors(check):
+def test_fail_on_threshold_and_usage_errors(anefit):
     path = fixture_package("lfm2_shortconv_io")
     if path is None:
         pytest.skip("fixture missing")
-    assert check("check", path).returncode == 0
+    assert anefit("check", path).returncode == 0
     # The state-as-IO block still has fallbacks or slow findings below compile-fail.
-    assert check("check", path, "--fail-on", "slow").returncode == 1
-    bad = check("check", path, "--chip", "m9")
+    assert anefit("check", path, "--fail-on", "slow").returncode == 1
+    bad = anefit("check", path, "--chip", "m9")
     assert bad.returncode == 2 and "--chip" in bad.stderr and "\n" == bad.stderr[-1]
-    assert check("check", path, "--fail-on", "crash").returncode == 2
-    assert check("check", path, "--function", "nope").returncode == 2
-    assert check("check", os.path.join(REPO_ROOT, "no-such-model.mlpackage")).returncode == 2
+    assert anefit("check", path, "--fail-on", "crash").returncode == 2
+    assert anefit("check", path, "--function", "nope").returncode == 2
+    assert anefit("check", os.path.join(REPO_ROOT, "no-such-model.mlpackage")).returncode == 2
 
 
-def test_rules_markdown_is_docs(check):
+def test_rules_markdown_is_docs(anefit):
     corpus = os.path.join(REPO_ROOT, "tests", "fixtures", "evidence")
-    proc = check("rules", "--format", "markdown", "--evidence", corpus, check=True)
+    proc = anefit("rules", "--format", "markdown", "--evidence", corpus, check=True)
     with open(os.path.join(REPO_ROOT, "docs", "rules.md")) as f:
         assert f.read() == proc.stdout, (
             "docs/rules.md is stale: anefit rules --format markdown --evidence "
             "tests/fixtures/evidence")
-    rules = json.loads(check("rules", "--json", check=True).stdout)["rules"]
+    rules = json.loads(anefit("rules", "--json", check=True).stdout)["rules"]
     assert len({r["id"] for r in rules}) == len(rules)

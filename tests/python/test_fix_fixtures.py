@@ -29,15 +29,7 @@ SAME_ATOL = 1e-3
 
 
 @pytest.fixture(scope="module")
-def tool(anefit):
-    for verb in ("fix", "run"):
-        if not anefit.has_verb(verb):
-            pytest.skip(f"`anefit {verb}` is not available yet")
-    return anefit
-
-
-@pytest.fixture(scope="module")
-def fixed(tool, tmp_path_factory):
+def fixed(anefit, tmp_path_factory):
     """name -> (original package, fixed package, fix stdout)."""
     out = {}
     base = tmp_path_factory.mktemp("fixed")
@@ -46,7 +38,7 @@ def fixed(tool, tmp_path_factory):
         if pkg is None:
             continue
         dst = base / f"{name}.mlpackage"
-        proc = tool("fix", pkg, "-o", dst, "--steps", "8", check=True)
+        proc = anefit("fix", pkg, "-o", dst, "--steps", "8", check=True)
         out[name] = (pkg, str(dst), proc.stdout)
     return out
 
@@ -93,11 +85,11 @@ def test_fixed_package_loads_in_coremltools(fixed, name):
 
 
 @pytest.mark.parametrize("name", [n for n in CONV_ONLY if n in FIXTURES])
-def test_conv_only_fixture_has_no_blocking_state_finding(fixed, tool, name):
+def test_conv_only_fixture_has_no_blocking_state_finding(fixed, anefit, name):
     pkg, dst, _ = _get(fixed, name)
 
     def blocking(path):
-        proc = tool("check", path, "--format", "json")
+        proc = anefit("check", path, "--format", "json")
         report = json.loads(proc.stdout)
         return [f["rule"] for f in report["findings"]
                 if f["rule"].startswith("ANE-STATE") and f["effect"] in ("compile-fail",
@@ -108,7 +100,7 @@ def test_conv_only_fixture_has_no_blocking_state_finding(fixed, tool, name):
 
 
 @pytest.mark.parametrize("name", FIXTURES)
-def test_host_loop_matches_original_and_reference(fixed, tool, name, tmp_path):
+def test_host_loop_matches_original_and_reference(fixed, anefit, name, tmp_path):
     pkg, dst, _ = _get(fixed, name)
     info = fixture_info(name)
     inputs_path = os.path.join(FIXTURES_DIR, name, "inputs.npz")
@@ -117,7 +109,7 @@ def test_host_loop_matches_original_and_reference(fixed, tool, name, tmp_path):
     expected = fixture_steps(load_npz(os.path.join(FIXTURES_DIR, name, "expected.npz")))
 
     orig_out = tmp_path / "orig.npz"
-    tool("run", pkg, "--inputs", inputs_path, "-o", orig_out, check=True)
+    anefit("run", pkg, "--inputs", inputs_path, "-o", orig_out, check=True)
     original = fixture_steps(load_npz(orig_out))
 
     with open(dst[: -len(".mlpackage")] + ".statemap.json") as f:
@@ -136,7 +128,7 @@ def test_host_loop_matches_original_and_reference(fixed, tool, name, tmp_path):
             path = tmp_path / f"state{k}_{state_name}.npy"
             np.save(path, value)
             args += ["--state", f"{state_name}={path}"]
-        tool(*args, check=True)
+        anefit(*args, check=True)
         got = load_npz(tmp_path / f"out{k}.npz")
         for key, value in original[k].items():
             if key.startswith("state/"):
@@ -160,16 +152,16 @@ def test_host_loop_matches_original_and_reference(fixed, tool, name, tmp_path):
     assert compared >= 8
 
 
-def test_moving_every_state_clears_the_multilayer_model(tool, tmp_path):
+def test_moving_every_state_clears_the_multilayer_model(anefit, tmp_path):
     """With every state moved (KV caches too), their runtime-position writes become
     one-hot blends: no blocking state finding is left, and the fix still verifies."""
     if "lfm2_multilayer" not in FIXTURES or fixture_package("lfm2_multilayer") is None:
         pytest.skip("lfm2_multilayer is not available")
     dst = tmp_path / "all.mlpackage"
-    proc = tool("fix", fixture_package("lfm2_multilayer"), "-o", dst, "--passes",
+    proc = anefit("fix", fixture_package("lfm2_multilayer"), "-o", dst, "--passes",
                 "state-to-io,canonicalize,dce", check=True)
     assert ": same outputs" in proc.stdout
-    report = json.loads(tool("check", dst, "--format", "json", check=False).stdout)
+    report = json.loads(anefit("check", dst, "--format", "json", check=False).stdout)
     blocking = [f for f in report["findings"] if f["effect"] in ("compile-fail", "runtime-fail")]
     assert blocking == []
     assert load_with_coremltools(dst).io()["states"] == {}

@@ -14,20 +14,13 @@ from conftest import FIXTURES_DIR, load_with_coremltools, program_op_types
 EXPORTS = ["lfm2_coreml_nostate", "lfm2_export_llm_fp16", "lfm2_export_llm_4w"]
 
 
-@pytest.fixture(scope="module")
-def tool(anefit):
-    if not anefit.has_verb("fix"):
-        pytest.skip("`anefit fix` is not available yet")
-    return anefit
-
-
 @pytest.mark.parametrize("name", EXPORTS)
-def test_rewritten_export_loads_in_coremltools(tool, tmp_path, name):
+def test_rewritten_export_loads_in_coremltools(anefit, tmp_path, name):
     pte = os.path.join(FIXTURES_DIR, "pte", f"{name}.pte")
     original = tmp_path / "original.mlpackage"
     fixed = tmp_path / "fixed.mlpackage"
-    tool("convert", pte, original, check=True)
-    proc = tool("fix", pte, "-o", fixed, "--passes", "kv-write-static,decompose-sdpa,canonicalize,dce",
+    anefit("convert", pte, original, check=True)
+    proc = anefit("fix", pte, "-o", fixed, "--passes", "kv-write-static,decompose-sdpa,canonicalize,dce",
                 check=True)
     assert "slice_updates at a run-time position -> one-hot select blends" in proc.stdout
 

@@ -223,25 +223,18 @@ def test_bundled_example_is_the_2layer_fixture():
 # anefit convert: package -> MIL text -> package, checked by coremltools
 # ---------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def convert_tool(anefit):
-    if not anefit.has_verb("convert"):
-        pytest.skip("`anefit convert` is not available yet")
-    return anefit
-
-
 @pytest.mark.parametrize("name", NAMES)
-def test_anefit_convert_round_trip(name, convert_tool, tmp_path):
+def test_anefit_convert_round_trip(name, anefit, tmp_path):
     pkg = _package_or_skip(name)
     mil = tmp_path / "model.mil"
     out = tmp_path / "roundtrip.mlpackage"
-    convert_tool("convert", pkg, mil, check=True)
+    anefit("convert", pkg, mil, check=True)
     assert mil.stat().st_size > 0
-    convert_tool("convert", mil, out, check=True)
+    anefit("convert", mil, out, check=True)
     original = load_with_coremltools(pkg)
     written = load_with_coremltools(out)
     assert written.io() == original.io()
-    assert program_op_types(written.program, with_const=False) == \
+    assert program_op_types(written.program, with_const=False) ==\
         program_op_types(original.program, with_const=False)
     assert program_function_io(written.program) == program_function_io(original.program)
     # the input package is never modified

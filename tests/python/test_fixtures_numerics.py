@@ -63,7 +63,7 @@ def _conv(x, weight, bias, strides, pad_type, pad, dilations, groups):
     x = np.pad(x, [(0, 0), (0, 0)] + pads)
     eff = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
     win = np.lib.stride_tricks.sliding_window_view(x, eff, axis=tuple(range(2, 2 + nsp)))
-    sl = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides) + \
+    sl = (slice(None), slice(None)) + tuple(slice(None, None, s) for s in strides) +\
         tuple(slice(None, None, d) for d in dilations)
     win = win[sl]                                     # [N, C, *out, *k]
     cout, cin_g = weight.shape[0], weight.shape[1]
@@ -226,7 +226,7 @@ class MilEvaluator:
         if t == "batch_norm":
             shp = (1, -1) + (1,) * (a["x"].ndim - 2)
             return (a["x"] - a["mean"].reshape(shp)) / np.sqrt(
-                a["variance"].reshape(shp) + float(a["epsilon"])) * a["gamma"].reshape(shp) + \
+                a["variance"].reshape(shp) + float(a["epsilon"])) * a["gamma"].reshape(shp) +\
                 a["beta"].reshape(shp)
         if t in ("max_pool", "avg_pool"):
             assert str(a["pad_type"]) == "valid"
@@ -287,15 +287,8 @@ def test_package_reproduces_expected(name):
     _check_program_against_expected(name, _load(name))
 
 
-@pytest.fixture(scope="module")
-def convert_tool(anefit):
-    if not anefit.has_verb("convert"):
-        pytest.skip("`anefit convert` is not available yet")
-    return anefit
-
-
 @pytest.mark.parametrize("name", NAMES)
-def test_anefit_round_trip_keeps_the_numbers(name, convert_tool, tmp_path):
+def test_anefit_round_trip_keeps_the_numbers(name, anefit, tmp_path):
     """What `anefit convert` writes (package -> MIL text -> package) computes the same
     outputs: weights, constants and op wiring survive the text form exactly."""
     pkg = fixture_package(name)
@@ -303,8 +296,8 @@ def test_anefit_round_trip_keeps_the_numbers(name, convert_tool, tmp_path):
         pytest.skip(f"{name}: package is generated on demand")
     mil = tmp_path / "model.mil"
     out = tmp_path / "back.mlpackage"
-    convert_tool("convert", pkg, mil, check=True)
-    convert_tool("convert", mil, out, check=True)
+    anefit("convert", pkg, mil, check=True)
+    anefit("convert", mil, out, check=True)
     _check_program_against_expected(name, load_with_coremltools(out).program)
 
 

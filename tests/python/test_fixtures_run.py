@@ -1,4 +1,4 @@
-"""`anefit run` reproduces the fixtures' reference outputs (skipped until the verb exists).
+"""`anefit run` reproduces the fixtures' reference outputs.
 
 Only flags documented for the verb are used: `--input NAME=FILE.npy` and
 `-o OUT.npz`, the output archive keyed by output name. Stateless fixtures are run
@@ -18,13 +18,6 @@ STEPWISE = [n for n in fixture_names()
             if not fixture_info(n).get("stateful")]
 
 
-@pytest.fixture(scope="module")
-def run_tool(anefit):
-    if not anefit.has_verb("run"):
-        pytest.skip("`anefit run` is not available yet")
-    return anefit
-
-
 def _run_once(tool, pkg, inputs, tmp_path, tag):
     args = ["run", pkg]
     for name, arr in inputs.items():
@@ -38,7 +31,7 @@ def _run_once(tool, pkg, inputs, tmp_path, tag):
 
 
 @pytest.mark.parametrize("name", STEPWISE)
-def test_run_matches_reference(name, run_tool, tmp_path):
+def test_run_matches_reference(name, anefit, tmp_path):
     info = fixture_info(name)
     pkg = fixture_package(name)
     if pkg is None:
@@ -54,7 +47,7 @@ def test_run_matches_reference(name, run_tool, tmp_path):
             # the host carries the state: feed what the model returned last step
             for sname, m in info.get("state_map", {}).items():
                 feed[m["input"]] = carried[m["output"]]
-        got = _run_once(run_tool, pkg, feed, tmp_path, f"step{k}")
+        got = _run_once(anefit, pkg, feed, tmp_path, f"step{k}")
         for oname in info["outputs"]:
             assert oname in got, f"{name}: output {oname} missing from anefit run's archive"
             assert got[oname].shape == se[oname].shape

@@ -24,13 +24,6 @@ FP16_RTOL = 5e-2
 FP16_ATOL_SCALE = 2e-2
 
 
-@pytest.fixture(scope="module")
-def run_tool(anefit):
-    if not anefit.has_verb("run"):
-        pytest.skip("`anefit run` is not available yet")
-    return anefit
-
-
 def _compare(got, expected, rtol, atol, what):
     assert got.shape == expected.shape, f"{what}: shape {got.shape} != {expected.shape}"
     np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
@@ -48,9 +41,9 @@ def _run(tool, name, tmp_path, precision):
 
 
 @pytest.mark.parametrize("name", STATEFUL)
-def test_steps_match_reference_fp32(name, run_tool, tmp_path):
+def test_steps_match_reference_fp32(name, anefit, tmp_path):
     info = fixture_info(name)
-    got, expected = _run(run_tool, name, tmp_path, "fp32")
+    got, expected = _run(anefit, name, tmp_path, "fp32")
     tol = info["tolerance"]
     checked = 0
     for key, want in expected.items():
@@ -61,8 +54,8 @@ def test_steps_match_reference_fp32(name, run_tool, tmp_path):
 
 
 @pytest.mark.parametrize("name", STATEFUL + STATELESS)
-def test_fp16_mode_within_fp16_tolerance(name, run_tool, tmp_path):
-    got, expected = _run(run_tool, name, tmp_path, "fp16")
+def test_fp16_mode_within_fp16_tolerance(name, anefit, tmp_path):
+    got, expected = _run(anefit, name, tmp_path, "fp16")
     for key, want in expected.items():
         assert key in got, f"{name}: {key} missing from anefit run's archive"
         scale = float(np.max(np.abs(want.astype(np.float64)))) if want.size else 1.0
@@ -70,7 +63,7 @@ def test_fp16_mode_within_fp16_tolerance(name, run_tool, tmp_path):
                  f"{name} {key} (fp16 mode)")
 
 
-def test_states_start_at_given_value(run_tool, tmp_path):
+def test_states_start_at_given_value(anefit, tmp_path):
     """--state replaces the zero initial state: starting lfm2_shortconv at its
     state after step 3 and feeding step 4's input reproduces step 4."""
     name = "lfm2_shortconv"
@@ -84,7 +77,7 @@ def test_states_start_at_given_value(run_tool, tmp_path):
     np.save(state, expected["step3/state/conv_state"])
     np.save(x, inputs["step4/x"])
     out = tmp_path / "out.npz"
-    run_tool("run", pkg, "--input", f"x={x}", "--state", f"conv_state={state}", "-o", out,
+    anefit("run", pkg, "--input", f"x={x}", "--state", f"conv_state={state}", "-o", out,
              check=True)
     got = load_npz(out)
     tol = fixture_info(name)["tolerance"]
