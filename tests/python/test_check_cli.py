@@ -107,13 +107,3 @@ def test_fail_on_threshold_and_usage_errors(anefit):
     assert anefit("check", path, "--function", "nope").returncode == 2
     assert anefit("check", os.path.join(REPO_ROOT, "no-such-model.mlpackage")).returncode == 2
 
-
-def test_rules_markdown_is_docs(anefit):
-    corpus = os.path.join(REPO_ROOT, "tests", "fixtures", "evidence")
-    proc = anefit("rules", "--format", "markdown", "--evidence", corpus, check=True)
-    with open(os.path.join(REPO_ROOT, "docs", "rules.md")) as f:
-        assert f.read() == proc.stdout, (
-            "docs/rules.md is stale: anefit rules --format markdown --evidence "
-            "tests/fixtures/evidence")
-    rules = json.loads(anefit("rules", "--json", check=True).stdout)["rules"]
-    assert len({r["id"] for r in rules}) == len(rules)
