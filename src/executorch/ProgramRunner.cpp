@@ -13,6 +13,7 @@
 
 #include <executorch/extension/module/module.h>
 #include <executorch/extension/tensor/tensor_ptr.h>
+#include <executorch/runtime/platform/platform.h>
 
 #include <cstring>
 #include <string>
@@ -28,6 +29,28 @@ struct Failure {
   std::string text;
 };
 
+/// ExecuTorch's first error-level log line on this thread since it was cleared. anefit's programs
+/// say what failed in one line: the runtime's own lines are kept for it
+/// instead of printed (its informational lines are dropped).
+thread_local std::string runtimeError;
+
+void keepRuntimeErrors(et_timestamp_t, et_pal_log_level_t level, const char *, const char *, size_t,
+                       const char *message, size_t length) {
+  if (level != kError && level != kFatal)
+    return;
+  std::string line(message, length);
+  while (!line.empty() && (line.back() == '\n' || line.back() == ' '))
+    line.pop_back();
+  if (!line.empty() && runtimeError.empty())
+    runtimeError = std::move(line);
+}
+
+/// ": <the backend's message>" or ": <ExecuTorch's first error line>", or "".
+std::string cause() {
+  const std::string &why = !lastError.empty() ? lastError : runtimeError;
+  return why.empty() ? "" : ": " + why;
+}
+
 } // namespace
 
 ANEFIT_EXECUTORCH_API int anefit_executorch_run(const char *program, const char *method,
@@ -37,17 +60,22 @@ ANEFIT_EXECUTORCH_API int anefit_executorch_run(const char *program, const char 
                                                 char *message, size_t messageSize) {
   std::string where = std::string(program) + ": method '" + method + "'";
   try {
+    // Only anefit's own programs call this function (the Python package
+    // runs ExecuTorch's runtime with its own log).
+    static const bool quiet = et::register_pal(et::PalImpl::create(keepRuntimeErrors, __FILE__));
+    (void)quiet;
+    runtimeError.clear();
     char registerMessage[512] = {0};
     if (anefit_executorch_register(precision, threads, registerMessage, sizeof registerMessage))
       throw Failure{registerMessage};
     Module module(program, Module::LoadMode::Mmap);
     et::Result<et::MethodMeta> meta = module.method_meta(method);
     if (!meta.ok())
-      throw Failure{where + ": " + errorText(meta.error()) + " reading the method"};
+      throw Failure{where + ": " + errorText(meta.error()) + " reading the method" + cause()};
     lastError.clear();
+    runtimeError.clear();
     if (et::Error e = module.load_method(method); e != et::Error::Ok)
-      throw Failure{where + ": " + errorText(e) + " loading the method" +
-                    (lastError.empty() ? "" : ": " + lastError)};
+      throw Failure{where + ": " + errorText(e) + " loading the method" + cause()};
     size_t numInputs = meta->num_inputs();
     for (int64_t step = 0; step < steps; ++step) {
       std::vector<et::EValue> values;
@@ -83,10 +111,11 @@ ANEFIT_EXECUTORCH_API int anefit_executorch_run(const char *program, const char 
         values.emplace_back(*tensors.back());
       }
       lastError.clear();
+      runtimeError.clear();
       et::Result<std::vector<et::EValue>> outputs = module.execute(method, values);
       if (!outputs.ok())
         throw Failure{where + ": step " + std::to_string(step) + ": " + errorText(outputs.error()) +
-                      (lastError.empty() ? "" : ": " + lastError)};
+                      cause()};
       for (size_t o = 0; o < outputs->size(); ++o) {
         const et::EValue &v = (*outputs)[o];
         if (v.isInt() || v.isBool() || v.isDouble()) {

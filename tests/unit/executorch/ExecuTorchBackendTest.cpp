@@ -147,7 +147,8 @@ TEST(ExecuTorchBackend, AProgramNeedingAnOperatorTheRuntimeLacksSaysSo) {
   std::string error =
       errorOf([&] { et->run(fixture("llama_coreml_multi"), "forward", 1, {}, std::ref(inputs)); });
   EXPECT_THAT(error, HasSubstr("llama_coreml_multi.pte: method 'forward': ExecuTorch error 0x14 "
-                               "(Error::OperatorMissing) loading the method"));
+                               "(Error::OperatorMissing) loading the method: kernel "
+                               "'aten::silu.out' not found"));
 }
 
 /// The bytes of `path`'s first Core ML payload.
