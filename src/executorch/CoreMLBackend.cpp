@@ -73,6 +73,15 @@ std::string errorText(executorch::runtime::Error e) {
   return std::string("ExecuTorch error ") + hex + " (" + executorch::runtime::to_string(e) + ")";
 }
 
+int failWith(const std::string &text, char *message, size_t messageSize) {
+  if (message && messageSize) {
+    size_t n = std::min(text.size(), messageSize - 1);
+    std::memcpy(message, text.data(), n);
+    message[n] = '\0';
+  }
+  return 2;
+}
+
 std::optional<ScalarType> scalarTypeOf(DType t) {
   for (int i = 0; i <= static_cast<int>(ScalarType::BFloat16); ++i)
     if (dtypeOf(static_cast<ScalarType>(i)) == t)
@@ -132,13 +141,6 @@ struct Delegate {
   std::mutex mutex;
 };
 
-std::string shapeText(const ETensor &t) {
-  std::string s = "(";
-  for (ssize_t i = 0; i < t.dim(); ++i)
-    s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + ")";
-}
-
 /// The tensor anefit's interpreter takes for argument `t`, declared as `v`:
 /// the runtime's bytes borrowed, converted to the declared dtype when they
 /// differ (int64 token ids for an int32 input, fp32 for fp16).
@@ -168,7 +170,8 @@ void writeOutput(const anefit::runtime::Tensor &value, ETensor &t, const std::st
     std::vector<executorch::aten::SizesType> sizes(value.shape().begin(), value.shape().end());
     if (et::resize_tensor(t, {sizes.data(), sizes.size()}) != Error::Ok)
       throw anefit::InputError(where + ": expected " + anefit::runtime::shapeStr(value.shape()) +
-                               " from the model, found " + shapeText(t) +
+                               " from the model, found " +
+                               anefit::runtime::shapeStr({t.sizes().begin(), t.sizes().end()}) +
                                " in the program (not resizable)");
   }
   anefit::runtime::Tensor converted =
@@ -242,12 +245,17 @@ public:
       run.source = label;
       // States kept as `anefit run` keeps them (runStepperOptions).
       anefit::runtime::StepperOptions stepperOptions = anefit::runtime::runStepperOptions(run);
-      stepperOptions.run.opTimed = [d = delegate.get()](const anefit::Operation &op,
-                                                        std::chrono::steady_clock::time_point start,
-                                                        std::chrono::steady_clock::time_point end) {
-        if (d->onOpTimed)
-          d->onOpTimed(op, start, end);
-      };
+      // Ops are timed only for a method that has an event tracer (ExecuTorch
+      // gives init and execute the method's own): without one, no clock is
+      // read per op.
+      if (context.event_tracer())
+        stepperOptions.run.opTimed =
+            [d = delegate.get()](const anefit::Operation &op,
+                                 std::chrono::steady_clock::time_point start,
+                                 std::chrono::steady_clock::time_point end) {
+              if (d->onOpTimed)
+                d->onOpTimed(op, start, end);
+            };
       // Constructing the stepper prepares the interpreter: an op without a
       // kernel fails here, at init, not at the first call.
       delegate->stepper = std::make_unique<anefit::runtime::Stepper>(
@@ -359,14 +367,7 @@ AnefitCoreMLBackend backendInstance;
 
 ANEFIT_EXECUTORCH_API int anefit_executorch_register(const char *precision, int threads,
                                                      char *message, size_t messageSize) {
-  auto fail = [&](const std::string &text) {
-    if (message && messageSize) {
-      size_t n = std::min(text.size(), messageSize - 1);
-      std::memcpy(message, text.data(), n);
-      message[n] = '\0';
-    }
-    return 2;
-  };
+  auto fail = [&](const std::string &text) { return failWith(text, message, messageSize); };
   Options opts;
   try {
     opts.precision = anefit::runtime::parsePrecision(precision ? precision : "fp32");

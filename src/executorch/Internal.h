@@ -16,6 +16,9 @@ namespace anefit::executorch_backend {
 std::optional<DType> dtypeOf(executorch::aten::ScalarType t);
 /// The inverse of dtypeOf.
 std::optional<executorch::aten::ScalarType> scalarTypeOf(DType t);
+/// Writes `text` into the caller's `message` buffer (truncated to fit,
+/// terminated) and returns 2, the C interface's failure.
+int failWith(const std::string &text, char *message, size_t messageSize);
 /// "ExecuTorch error 0x20 (Error::NotFound)".
 std::string errorText(executorch::runtime::Error e);
 /// The last error the backend reported on this thread (ExecuTorch's error

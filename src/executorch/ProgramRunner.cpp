@@ -150,11 +150,6 @@ ANEFIT_EXECUTORCH_API int anefit_executorch_run(const char *program, const char 
     }
     return 0;
   } catch (const Failure &f) {
-    if (message && messageSize) {
-      size_t n = std::min(f.text.size(), messageSize - 1);
-      std::memcpy(message, f.text.data(), n);
-      message[n] = '\0';
-    }
-    return 2;
+    return failWith(f.text, message, messageSize);
   }
 }

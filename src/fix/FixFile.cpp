@@ -9,8 +9,7 @@
 #include "support/Error.h"
 
 #include <filesystem>
-#include <map>
-#include <random>
+#include <functional>
 
 namespace anefit {
 namespace {
@@ -57,15 +56,8 @@ void proveInExecuTorch(const std::string &inPath, FixFileResult &out, const FixO
   proof.engine = "ExecuTorch " + engine->version();
   proof.steps = options.steps;
   int64_t vocab = engine->metadataInt(inPath, "get_vocab_size").value_or(0);
-  std::mt19937_64 rng(options.seed);
-  std::map<std::pair<int64_t, size_t>, runtime::Tensor> drawn;
-  auto input = [&](int64_t step, const runtime::DeclaredInput &in) {
-    auto key = std::make_pair(step, in.index);
-    auto it = drawn.find(key);
-    if (it == drawn.end())
-      it = drawn.emplace(key, runtime::llmDecodeInput(step, in, vocab, rng)).first;
-    return it->second;
-  };
+  runtime::LlmDecodeInputs inputs(vocab, options.seed);
+  auto input = std::ref(inputs);
   // Weights rewritten as the device rounds them (requantize to fp16) are the
   // same program only where every value is rounded to fp16: fp16 mode.
   runtime::RunOptions run;

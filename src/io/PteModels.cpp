@@ -84,22 +84,34 @@ std::vector<std::string> namesOf(const nlohmann::json &entry, const char *key) {
   return out;
 }
 
+/// The payload's metadata.json (ExecuTorch's names of the delegate's
+/// arguments); null when the payload has none, discarded when it is not JSON.
+nlohmann::json readMetadata(const std::vector<FlatFile> &files) {
+  const FlatFile *file = findFile(files, "metadata.json");
+  return file ? nlohmann::json::parse(asText(file->data), nullptr, false) : nlohmann::json();
+}
+
+/// The entry of `metadata` that names the arguments of `method`: its
+/// "methods" entry for a multifunction payload, else the whole object; null
+/// when a multifunction payload has no entry for it.
+const nlohmann::json *metadataEntry(const nlohmann::json &metadata, const std::string &method) {
+  if (!metadata.is_object() || !metadata.contains("methods"))
+    return &metadata;
+  const nlohmann::json &methods = metadata["methods"];
+  return methods.is_object() && methods.contains(method) ? &methods[method] : nullptr;
+}
+
 /// ExecuTorch's write-back around delegate `d` (PteFile::delegateIO), by the
 /// Core ML names of metadata.json, into model.hostWriteBacks; a form that
 /// cannot be read goes to model.hostWriteBackError.
 void readWriteBacks(const PteFile &pte, const PteDelegate &d, const std::vector<FlatFile> &files,
                     const std::string &label, Model &model) {
-  const FlatFile *metadataFile = findFile(files, "metadata.json");
-  auto metadata = metadataFile ? nlohmann::json::parse(asText(metadataFile->data), nullptr, false)
-                               : nlohmann::json();
+  nlohmann::json metadata = readMetadata(files);
   std::string method = d.functionName.empty() ? d.method : d.functionName;
-  const nlohmann::json *entry = &metadata;
-  if (metadata.is_object() && metadata.contains("methods")) {
-    if (!metadata["methods"].is_object() || !metadata["methods"].contains(method)) {
-      model.hostWriteBackError = label + ": metadata.json has no entry for method '" + method + "'";
-      return;
-    }
-    entry = &metadata["methods"][method];
+  const nlohmann::json *entry = metadataEntry(metadata, method);
+  if (!entry) {
+    model.hostWriteBackError = label + ": metadata.json has no entry for method '" + method + "'";
+    return;
   }
   std::vector<std::string> ins = namesOf(*entry, "inputNames");
   std::vector<std::string> outs = namesOf(*entry, "outputNames");
@@ -247,19 +259,15 @@ ByteChunks rebuildPayload(const PteFile &pte, const PteDelegate &d, const std::s
       !metadata["identifier"].is_string())
     failExpected(label, "metadata.json", "a JSON object with a string \"identifier\"",
                  "something else");
+  std::string method = d.functionName.empty() ? d.method : d.functionName;
+  bool multifunction = metadata.contains("methods");
+  const nlohmann::json *entry = metadataEntry(metadata, method);
   for (const auto &fnPtr : model.program->functions) {
     const std::string &fn = fnPtr->name;
-    const nlohmann::json *entry = &metadata;
-    if (metadata.contains("methods")) {
-      std::string method = d.functionName.empty() ? d.method : d.functionName;
-      if (fn != method)
-        continue;
-      if (!metadata["methods"].is_object() || !metadata["methods"].contains(method))
-        failExpected(label, "metadata.json", "an entry for method '" + method + "'", "none");
-      entry = &metadata["methods"][method];
-    } else if (fnPtr.get() != model.defaultFunction()) {
+    if (multifunction ? fn != method : fnPtr.get() != model.defaultFunction())
       continue;
-    }
+    if (!entry)
+      failExpected(label, "metadata.json", "an entry for method '" + method + "'", "none");
     FunctionDescription desc = model.description.describe(fn);
     std::vector<std::string> ins = featureNames(desc.inputs);
     std::vector<std::string> outs = featureNames(desc.outputs);
@@ -393,20 +401,16 @@ CoreMLDelegatePayload readCoreMLPayload(std::span<const uint8_t> payload,
   CoreMLDelegatePayload out;
   out.model = readPayloadModel(files, std::move(keepAlive), label, options);
   out.model->sourcePath = label;
-  const FlatFile *metadataFile = findFile(files, "metadata.json");
-  if (!metadataFile)
+  nlohmann::json metadata = readMetadata(files);
+  if (metadata.is_null())
     failExpected(label, "payload", "metadata.json (the names ExecuTorch binds by)", "no such file");
-  auto metadata = nlohmann::json::parse(asText(metadataFile->data), nullptr, false);
   if (!metadata.is_object())
     failExpected(label, "metadata.json", "a JSON object", "something else");
-  const nlohmann::json *entry = &metadata;
-  std::string function;
-  if (metadata.contains("methods")) {
-    if (!metadata["methods"].is_object() || !metadata["methods"].contains(method))
-      failExpected(label, "metadata.json", "an entry for method '" + method + "'", "none");
-    entry = &metadata["methods"][method];
-    function = method;
-  }
+  const nlohmann::json *entry = metadataEntry(metadata, method);
+  if (!entry)
+    failExpected(label, "metadata.json", "an entry for method '" + method + "'", "none");
+  // A multifunction payload runs the method's own function.
+  std::string function = entry == &metadata ? "" : method;
   out.inputNames = namesOf(*entry, "inputNames");
   out.outputNames = namesOf(*entry, "outputNames");
   if (out.outputNames.empty())

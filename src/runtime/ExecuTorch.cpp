@@ -175,19 +175,16 @@ std::optional<int64_t> ExecuTorchEngine::metadataInt(const std::string &program,
 }
 
 Tensor llmDecodeInput(int64_t step, const DeclaredInput &in, int64_t vocab, std::mt19937_64 &rng) {
-  int64_t n = 1;
-  for (int64_t d : in.shape)
-    n *= d;
-  Tensor t = Tensor::zeros(in.dtype, in.shape);
+  int64_t n = numElementsOf(in.shape);
   if (isInteger(in.dtype)) {
     bool position = in.shape.size() <= 1;
     int64_t width = in.shape.size() == 2 ? in.shape[1] : 1;
-    std::vector<int64_t> values(static_cast<size_t>(n));
+    std::vector<int32_t> values(static_cast<size_t>(n));
     std::uniform_int_distribution<int64_t> token(0, std::max<int64_t>(vocab, 1) - 1);
     for (int64_t i = 0; i < n; ++i)
-      values[static_cast<size_t>(i)] = position ? step * width + i : token(rng);
-    Tensor ints = Tensor::fromI32(std::vector<int32_t>(values.begin(), values.end()), in.shape);
-    return ints.convertTo(in.dtype);
+      values[static_cast<size_t>(i)] =
+          static_cast<int32_t>(position ? step * width + i : token(rng));
+    return Tensor::fromI32(std::move(values), in.shape).convertTo(in.dtype);
   }
   if (isFloat(in.dtype)) {
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -196,7 +193,20 @@ Tensor llmDecodeInput(int64_t step, const DeclaredInput &in, int64_t vocab, std:
       v = u(rng);
     return Tensor::fromF32(std::move(values), in.shape).convertTo(in.dtype);
   }
-  return t;
+  return Tensor::zeros(in.dtype, in.shape);
+}
+
+Tensor LlmDecodeInputs::operator()(int64_t step, const DeclaredInput &in) {
+  auto key = std::make_pair(step, in.index);
+  auto it = drawn_.find(key);
+  if (it == drawn_.end())
+    it = drawn_.emplace(key, llmDecodeInput(step, in, vocab_, rng_)).first;
+  return it->second;
+}
+
+const Tensor *LlmDecodeInputs::drawn(int64_t step, size_t index) const {
+  auto it = drawn_.find({step, index});
+  return it == drawn_.end() ? nullptr : &it->second;
 }
 
 } // namespace anefit::runtime

@@ -15,10 +15,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace anefit::runtime {
@@ -72,5 +74,21 @@ private:
 /// `fix --verify` give a decode program. Other inputs are drawn as
 /// randomInput would. Returns the values a step's InputFn gives.
 Tensor llmDecodeInput(int64_t step, const DeclaredInput &in, int64_t vocab, std::mt19937_64 &rng);
+
+/// llmDecodeInput as an ExecuTorchEngine::InputFn whose values are drawn
+/// once per (step, input) from `seed`: two runs given it (an original and a
+/// fixed program) see the same inputs.
+class LlmDecodeInputs {
+public:
+  LlmDecodeInputs(int64_t vocab, uint64_t seed) : vocab_(vocab), rng_(seed) {}
+  Tensor operator()(int64_t step, const DeclaredInput &in);
+  /// The value given for input `index` of `step`, or null if none was.
+  const Tensor *drawn(int64_t step, size_t index) const;
+
+private:
+  int64_t vocab_;
+  std::mt19937_64 rng_;
+  std::map<std::pair<int64_t, size_t>, Tensor> drawn_;
+};
 
 } // namespace anefit::runtime

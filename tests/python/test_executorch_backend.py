@@ -29,7 +29,9 @@ STEPS = 8
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def run_in_executorch(anefit_py, inputs, out, precision, programs):
+def run_with_backend(anefit_py, script, *args, timeout=900, text=True):
+    """Runs tests/python/SCRIPT with the Python that has ExecuTorch and this
+    anefit package (whose backend library it registers); the finished process."""
     python = executorch_python()
     if python is None:
         pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
@@ -37,11 +39,16 @@ def run_in_executorch(anefit_py, inputs, out, precision, programs):
     assert os.path.exists(os.path.join(package_root, "anefit", "libanefit_executorch.so")), (
         "ExecuTorch is named but this anefit has no backend library: build it where "
         "ExecuTorch's runtime is installed")
-    env = dict(os.environ, PYTHONPATH=package_root)
-    proc = subprocess.run([python, os.path.join(HERE, "executorch_backend_run.py"), str(inputs),
-                           str(out), precision, *map(str, programs)], env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    env = dict(os.environ, PYTHONPATH=package_root, TQDM_DISABLE="1")
+    proc = subprocess.run([python, os.path.join(HERE, script), *map(str, args)], env=env,
+                          capture_output=True, text=text, timeout=timeout)
+    stderr = proc.stderr if text else proc.stderr.decode(errors="replace")
+    assert proc.returncode == 0, stderr[-4000:]
+    return proc
+
+
+def run_in_executorch(anefit_py, inputs, out, precision, programs):
+    run_with_backend(anefit_py, "executorch_backend_run.py", inputs, out, precision, *programs)
     return load_npz(out)
 
 
@@ -126,16 +133,11 @@ def test_llm_runner_generates_the_eager_models_greedy_tokens(anefit, anefit_py, 
     tokens from the fp16 export: the eager model's greedy tokens (with fp16
     weights and compute the logits differ by ~1e-2, far below the gaps
     between the top logits of these steps; a tie would show here)."""
-    python = executorch_python()
-    if python is None:
-        pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
     name, prompt, count = "lfm2_export_llm_fp16", 37, 16
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(anefit_py.__file__)))
-    env = dict(os.environ, PYTHONPATH=package_root)
-    proc = subprocess.run([python, os.path.join(HERE, "executorch_generate.py"),
-                           os.path.join(PTE_DIR, name + ".pte"), str(tmp_path / "tokenizer.json"),
-                           str(prompt), str(count)], env=env, capture_output=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
+    proc = run_with_backend(anefit_py, "executorch_generate.py",
+                            os.path.join(PTE_DIR, name + ".pte"), tmp_path / "tokenizer.json",
+                            prompt, count, text=False)
+    python = executorch_python()
     text = proc.stdout.decode()
     generated = text[:text.index("PyTorchObserver")].strip()
     import importlib.util
@@ -166,14 +168,7 @@ def test_inspector_attributes_backend_time_to_the_pytorch_source(anefit_py, tmp_
     """One profiling event per op, under the payload's debug key: ExecuTorch's
     own Inspector, given the ETRecord, attributes the delegate's time to the
     PyTorch ops and to the lines of the model's source that made them."""
-    python = executorch_python()
-    if python is None:
-        pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(anefit_py.__file__)))
-    env = dict(os.environ, PYTHONPATH=package_root, TQDM_DISABLE="1")
-    proc = subprocess.run([python, os.path.join(HERE, "executorch_inspect.py"), "block",
-                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = run_with_backend(anefit_py, "executorch_inspect.py", "block", tmp_path)
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     events = {e["name"]: e for e in report["events"]}
     conv = [e for n, e in events.items() if n.endswith(":conv")]
@@ -194,14 +189,7 @@ def test_inspector_attributes_the_lfm2_exports_time_to_short_conv_py(anefit_py, 
     the depthwise convs and the short conv's projections land on the lines of
     ExecuTorch's examples/models/lfm2/short_conv.py, the attention's on
     attention.py, the feed-forward's on llama_transformer.py."""
-    python = executorch_python()
-    if python is None:
-        pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(anefit_py.__file__)))
-    env = dict(os.environ, PYTHONPATH=package_root, TQDM_DISABLE="1")
-    proc = subprocess.run([python, os.path.join(HERE, "executorch_inspect.py"), "lfm2",
-                           str(tmp_path)], env=env, capture_output=True, text=True, timeout=1800)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    proc = run_with_backend(anefit_py, "executorch_inspect.py", "lfm2", tmp_path, timeout=1800)
     events = json.loads(proc.stdout.strip().splitlines()[-1])["events"]
     import re
 

@@ -209,7 +209,7 @@ void report(const FixResult &result, const FixCliOptions &opts) {
 }
 
 /// The line of the program's run in ExecuTorch's runtime (ProgramProof).
-void printProgramProof(const ProgramProof &p, const FixCliOptions &opts) {
+void printProgramProof(const ProgramProof &p) {
   char buf[400];
   switch (p.status) {
   case ProgramProof::Status::NotRun:
@@ -271,7 +271,7 @@ int runFix(const FixCliOptions &opts) {
     report(m.result, opts);
   };
   FixFileResult result = fixFile(opts.model, opts.output, fixOptions(opts), file);
-  printProgramProof(result.executorch, opts);
+  printProgramProof(result.executorch);
   if (!result.ok())
     return kExitFindings;
   if (result.program) {

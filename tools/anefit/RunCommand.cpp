@@ -132,7 +132,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
 
   // --random follows ExecuTorch's LLM conventions (runtime::llmDecodeInput).
   int64_t vocab = opts.random ? engine->metadataInt(path, "get_vocab_size").value_or(0) : 0;
-  std::mt19937_64 rng(opts.seed);
+  runtime::LlmDecodeInputs random(vocab, opts.seed);
   auto input = [&](int64_t step, const runtime::DeclaredInput &in) -> Tensor {
     std::string name = "input" + std::to_string(in.index);
     auto per = given.perStep.find(step);
@@ -141,7 +141,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
     if (given.shared.count(name))
       return given.shared.at(name);
     if (opts.random)
-      return runtime::llmDecodeInput(step, in, vocab, rng);
+      return random(step, in);
     std::string shape;
     for (int64_t d : in.shape)
       shape += (shape.empty() ? "" : ", ") + std::to_string(d);

@@ -22,12 +22,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <map>
-#include <random>
 
 namespace anefit {
 namespace {
@@ -51,29 +48,6 @@ std::shared_ptr<ExecuTorchEngine> engine() {
   return e;
 }
 
-/// Decode inputs drawn once per (step, input), so two runs see the same.
-struct SharedInputs {
-  int64_t vocab = 0;
-  std::mt19937_64 rng{7};
-  std::map<std::pair<int64_t, size_t>, Tensor> drawn;
-  Tensor operator()(int64_t step, const DeclaredInput &in) {
-    auto key = std::make_pair(step, in.index);
-    auto it = drawn.find(key);
-    if (it == drawn.end())
-      it = drawn.emplace(key, runtime::llmDecodeInput(step, in, vocab, rng)).first;
-    return it->second;
-  }
-};
-
-double maxAbsDiff(const Tensor &a, const Tensor &b) {
-  std::vector<float> x = a.toFloats(), y = b.toFloats();
-  EXPECT_EQ(x.size(), y.size());
-  double m = 0;
-  for (size_t i = 0; i < std::min(x.size(), y.size()); ++i)
-    m = std::max(m, std::fabs(double(x[i]) - double(y[i])));
-  return m;
-}
-
 /// ExecuTorch's run of an export_llm program vs the Stepper on its Core ML
 /// delegate with the program's write-back (hostCarries), step by step.
 void expectSameAsStepper(const std::string &name, double tolerance) {
@@ -84,8 +58,7 @@ void expectSameAsStepper(const std::string &name, double tolerance) {
   std::optional<int64_t> vocab = et->metadataInt(path, "get_vocab_size");
   ASSERT_TRUE(vocab);
   EXPECT_EQ(*vocab, 256);
-  SharedInputs inputs;
-  inputs.vocab = *vocab;
+  runtime::LlmDecodeInputs inputs(*vocab, 7);
   const int64_t steps = 8;
   auto got = et->run(path, "forward", steps, {}, std::ref(inputs));
   ASSERT_EQ(got.size(), size_t(steps));
@@ -99,7 +72,7 @@ void expectSameAsStepper(const std::string &name, double tolerance) {
   for (int64_t k = 0; k < steps; ++k) {
     runtime::TensorMap in;
     for (size_t i = 0; i < external.size(); ++i)
-      in[external[i]->name] = inputs.drawn.at({k, i});
+      in[external[i]->name] = *inputs.drawn(k, i);
     auto outs = stepper.step(in);
     const Tensor *logits = nullptr;
     for (const auto &o : outs)
@@ -108,7 +81,9 @@ void expectSameAsStepper(const std::string &name, double tolerance) {
     ASSERT_TRUE(logits);
     ASSERT_EQ(got[k].size(), 1u);
     EXPECT_EQ(got[k][0].numElements(), *vocab);
-    EXPECT_LE(maxAbsDiff(*logits, got[k][0]), tolerance) << "step " << k;
+    runtime::Comparison c({tolerance, 0});
+    c.compare("step " + std::to_string(k) + ": logits", *logits, got[k][0]);
+    EXPECT_TRUE(c.ok()) << c.firstMismatch();
   }
 }
 
@@ -142,8 +117,7 @@ TEST(ExecuTorchBackend, AProgramNeedingAnOperatorTheRuntimeLacksSaysSo) {
   // itself refuses the method; the message says which error, in one line.
   auto et = engine();
   ASSERT_TRUE(et);
-  SharedInputs inputs;
-  inputs.vocab = 256;
+  runtime::LlmDecodeInputs inputs(256, 7);
   std::string error =
       errorOf([&] { et->run(fixture("llama_coreml_multi"), "forward", 1, {}, std::ref(inputs)); });
   EXPECT_THAT(error, HasSubstr("llama_coreml_multi.pte: method 'forward': ExecuTorch error 0x14 "
@@ -301,8 +275,7 @@ TEST(ExecuTorchBackend, ACorruptProgramEndsInOneLine) {
   }
   auto et = engine();
   ASSERT_TRUE(et);
-  SharedInputs inputs;
-  inputs.vocab = 256;
+  runtime::LlmDecodeInputs inputs(256, 7);
   std::string error = errorOf([&] { et->run(path, "forward", 1, {}, std::ref(inputs)); });
   EXPECT_THAT(error, HasSubstr("corrupt.pte: method 'forward': ExecuTorch error 0x"));
   EXPECT_THAT(error, HasSubstr("loading the method"));
