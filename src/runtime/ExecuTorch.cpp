@@ -4,6 +4,7 @@
 #include "runtime/ExecuTorchAbi.h"
 #include "support/DType.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <dlfcn.h>
 
@@ -146,6 +147,9 @@ std::vector<std::vector<Tensor>> ExecuTorchEngine::run(const std::string &progra
                                                        const std::string &method, int64_t steps,
                                                        const RunOptions &options,
                                                        const InputFn &input) const {
+  // anefit's input policy first (a regular file, readable; one line
+  // otherwise): ExecuTorch's loader would wait forever on a FIFO.
+  MappedFile::open(program);
   std::vector<std::vector<Tensor>> outputs;
   RunContext context{&input, &outputs, {}, {}, {}};
   char message[2048] = {0};
