@@ -25,6 +25,13 @@ between the ANE and the CPU::
     plan = anefit.split("model.mlpackage")
     plan.skip_ops_for_coreml_delegation                # for ExecuTorch's CoreMLPartitioner
 
+Settle a predicted failure on a Mac: write the bisection kit, run it there,
+and read back what it observed::
+
+    anefit.probe("model.pte", "kit")                # then on the Mac: python3 kit/run_probe.py
+    report = anefit.check("model.pte", observations="kit/observations.json")
+    report.observation["culprits"]
+
 For ExecuTorch programs, :mod:`anefit.executorch` checks every Core ML
 delegate of a ``.pte`` and turns the reports into ``CoreMLPartitioner``
 arguments.
@@ -61,6 +68,7 @@ from ._core import (
     fix,
     load,
     load_delegates,
+    probe,
     rules,
     split,
 )
@@ -86,6 +94,7 @@ __all__ = [
     "fix",
     "load",
     "load_delegates",
+    "probe",
     "rules",
     "run",
     "split",

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "Bindings.h"
 
+#include "ane/Observations.h"
+
 #include "ane/Checker.h"
 #include "ane/Remedies.h"
 #include "partition/Partitioner.h"
@@ -149,7 +151,8 @@ namespace {
 PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std::string &chip,
                   const std::string &os, const std::string &computeUnits,
                   const std::optional<std::string> &function,
-                  const std::vector<std::string> &ignore) {
+                  const std::vector<std::string> &ignore,
+                  const std::optional<std::filesystem::path> &observations) {
   ane::CheckOptions options;
   applyTarget(chip, os, computeUnits, options);
   options.function = function.value_or("");
@@ -176,6 +179,9 @@ PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std
     data->report = ane::checkModel(*data->model, options);
   }
   data->report.modelPath = path;
+  if (observations)
+    ane::applyObservations(data->report, *data->model,
+                           ane::readObservations(pathText(*observations)));
   return PyReport{std::move(data)};
 }
 
@@ -478,6 +484,17 @@ void bindCheck(nb::module_ &m) {
           "The aten ops (``'aten.index_put.default'``) to keep out of ExecuTorch's Core ML "
           "delegate: the PyTorch ops behind the ops this report puts off the ANE, as "
           "``anefit split --skip-list`` prints them (the default split plan).")
+      .def_prop_ro(
+          "observation",
+          [](const PyReport &r) -> nb::object {
+            if (!r.report().observation)
+              return nb::none();
+            return nb::module_::import_("json").attr("loads")(
+                ane::renderObservationJson(*r.report().observation));
+          },
+          "What a Mac observed (``check(..., observations=...)``), as the ``observation`` "
+          "object of the JSON report: conclusion, culprits, each suspect's prediction against "
+          "the observation; ``None`` for a prediction only.")
       .def(
           "to_json", [](const PyReport &r) { return ane::renderJson(r.report()); },
           "The report as JSON text, schema ``anefit.check/1`` (``anefit check --json``).")
@@ -529,14 +546,16 @@ void bindCheck(nb::module_ &m) {
 
   m.def("check", &runCheck, nb::arg("model"), nb::arg("chip") = "any", nb::arg("os") = "any",
         nb::arg("compute_units") = "cpu_and_ne", nb::arg("function") = nb::none(),
-        nb::arg("ignore") = std::vector<std::string>(),
+        nb::arg("ignore") = std::vector<std::string>(), nb::arg("observations") = nb::none(),
         "Predicts, per op, whether Core ML places it on the ANE, falls back to CPU/GPU or makes "
         "the ANE compile fail, with the rule, the reason, the evidence and the fix. ``model`` "
         "is a :class:`Model` or a path (weight files are then not opened). ``chip``: a chip "
         "name (``anefit check --help``) or ``'any'``; ``os``: ``'any'``, ``'ios17'``, "
         "``'ios18'``, ``'ios26'``; ``compute_units``: ``'cpu_and_ne'`` or ``'all'``; "
         "``function``: check only this one; ``ignore``: rule ids not to apply "
-        "(``anefit check --ignore``).");
+        "(``anefit check --ignore``); ``observations``: what a Mac observed of the model's "
+        "probe kit (:func:`probe`, ``anefit check --observations``): observed outcomes replace "
+        "predictions, :attr:`Report.observation` holds the conclusion.");
 
   m.def(
       "rules",

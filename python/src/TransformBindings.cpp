@@ -16,6 +16,7 @@
 #include "io/ModelIO.h"
 #include "partition/PlanJson.h"
 #include "partition/Split.h"
+#include "probe/Probe.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
 
@@ -504,6 +505,28 @@ void bindTransform(nb::module_ &m) {
         return "<anefit.SplitPlan functions=" + std::to_string(p.functions.size()) +
                " skip_ops=" + std::to_string(p.skipOps.size()) + ">";
       });
+
+  m.def(
+      "probe",
+      [](const std::filesystem::path &model, const std::filesystem::path &output,
+         const std::string &chip, const std::string &os, const std::string &computeUnits,
+         bool force) {
+        probe::ProbeOptions options;
+        applyTarget(chip, os, computeUnits, options.target);
+        options.force = force;
+        probe::ProbeResult result;
+        {
+          nb::gil_scoped_release release;
+          result = probe::writeProbeKit(pathText(model), pathText(output), options);
+        }
+        return nb::module_::import_("json").attr("loads")(ane::renderProbePlan(result.plan));
+      },
+      nb::arg("model"), nb::arg("output"), nb::arg("chip") = "any", nb::arg("os") = "any",
+      nb::arg("compute_units") = "cpu_and_ne", nb::arg("force") = false,
+      "Writes the kit that settles an ANE failure on a Mac, as ``anefit probe MODEL -o "
+      "OUTPUT`` does (docs/probe.md): the variants, ``plan.json``, ``README.md`` and "
+      "``run_probe.py``. Returns the plan (``anefit.probe-plan/1``) as a dict; "
+      ":func:`check` with ``observations=`` reads back what the Mac observed.");
 
   m.def("split", &runSplit, nb::arg("model"), nb::arg("function") = nb::none(),
         nb::arg("emit_dir") = nb::none(), nb::arg("verify") = false, nb::arg("steps") = 3,

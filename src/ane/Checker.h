@@ -14,12 +14,14 @@
 #include "ir/Model.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace anefit::ane {
 
 struct Coverage;
+struct Observation;
 
 struct CheckOptions {
   Chip chip = Chip::Any;
@@ -59,6 +61,8 @@ struct Finding {
   std::string message;   ///< lower-case reason with the values found
   /// ExecuTorch debug handles of the op (models read from a .pte).
   std::vector<int64_t> debugHandles;
+  /// What a Mac observed of it (`check --observations`); empty: predicted.
+  std::string observed = {};
 
   /// The effect, with a contested failure ranked at-risk.
   Level level() const { return levelOf(effect, certainty); }
@@ -140,6 +144,9 @@ struct CheckReport {
   uint64_t weightBytes = 0;       ///< weights as stored (compressed payloads at their dtype)
   uint64_t denseWeightBytes = 0;  ///< weights decompressed, as the compute ops read them
   Verdict verdict = Verdict::Ane; ///< the worst function verdict
+  /// What a Mac observed of the model's probe kit (Observations.h), laid
+  /// over this prediction by applyObservations; null: predicted only.
+  std::shared_ptr<const Observation> observation = nullptr;
 
   /// True if some finding's effect is at least `threshold` (contested or not).
   bool hasFindingAtLeast(Effect threshold) const;

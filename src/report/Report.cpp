@@ -11,6 +11,7 @@
 
 #include "support/Units.h"
 
+#include "ane/Observations.h"
 #include "ane/Remedies.h"
 
 #include <nlohmann/json.hpp>
@@ -144,6 +145,115 @@ std::string osLabel(TargetOs os) { return std::string(osName(os)); }
 
 } // namespace
 
+namespace {
+
+/// "observed on Apple M2, macOS 15.3 (observations.json)".
+std::string observedWhere(const Observation &o) {
+  auto get = [&](const char *k) {
+    auto it = o.host.find(k);
+    return it == o.host.end() ? std::string() : it->second;
+  };
+  std::string where = get("chip").empty() ? std::string("a Mac") : get("chip");
+  if (!get("os").empty())
+    where += ", " + get("os");
+  return where + " (" + o.observationsPath + ")";
+}
+
+std::string conclusionSentence(const Observation &o) {
+  if (o.originalOutcome.empty())
+    return "the original was not observed: nothing is settled";
+  if (o.conclusion == "no-failure")
+    return "the original ran (" + o.originalOutcome +
+           "): the predicted failures did not happen on this Mac";
+  if (o.conclusion == "culprit") {
+    std::string ids;
+    for (const std::string &c : o.culprits)
+      ids += (ids.empty() ? "" : ", ") + c;
+    return "the original failed (" + o.originalOutcome + "); culprit: " + ids;
+  }
+  if (o.conclusion == "unnamed") {
+    std::string named;
+    for (const std::string &c : o.culprits)
+      named += (named.empty() ? "" : ", ") + c;
+    return "the original failed (" + o.originalOutcome +
+           ") and still fails with every removable suspect removed: " +
+           (named.empty() ? std::string("no suspect's sub-program fails alone; the cause is one "
+                                        "no rule names")
+                          : "failing alone: " + named);
+  }
+  return "the original failed (" + o.originalOutcome +
+         "); the plan's walk stopped before a conclusion (a variant was not observed)";
+}
+
+/// The observation block of the text report: the conclusion, the walk, and
+/// each suspect's prediction against the observation.
+std::string observationText(const Observation &o) {
+  std::string out = "\nobserved on " + observedWhere(o) + "\n  " + conclusionSentence(o) + "\n";
+  if (!o.originalError.empty())
+    out += "  error: " + o.originalError + "\n";
+  if (!o.path.empty()) {
+    out += "  compiled:";
+    for (const auto &[variant, outcome] : o.path)
+      out += " " + variant + " (" + outcome + ")";
+    out += "\n";
+  }
+  if (o.opsObserved)
+    out += "  placement: " + std::to_string(o.placementAgrees) + " of " +
+           std::to_string(o.opsObserved) +
+           " ops where the prediction and the Mac's compute plan agree (ANE or not); " +
+           std::to_string(o.observedAneOps) + " ops observed on the ANE\n";
+  if (o.maxAbsDiffVsCpu)
+    out += "  numerics: outputs of CPU_AND_NE vs CPU_ONLY differ by at most " +
+           std::to_string(*o.maxAbsDiffVsCpu) + "\n";
+  if (!o.suspects.empty()) {
+    out += "\n  | suspect | rules | predicted | observed | alone | prediction |\n"
+           "  | --- | --- | --- | --- | --- | --- |\n";
+    for (const SuspectVerdict &v : o.suspects) {
+      std::string rules;
+      for (const std::string &r : v.rules)
+        rules += (rules.empty() ? "" : ", ") + r;
+      if (!v.pattern.empty())
+        rules += " `" + v.pattern + "`";
+      out += "  | " + v.suspect + " | " + rules + " | " + v.predicted + " | " + v.observed + " | " +
+             (v.alone.empty() ? std::string("-") : v.alone) + " | " + v.agreement + " |\n";
+    }
+  }
+  return out;
+}
+
+Json observationJson(const Observation &o) {
+  Json j;
+  j["observations"] = o.observationsPath;
+  j["host"] = o.host;
+  j["original"] = o.originalOutcome;
+  if (!o.originalError.empty())
+    j["error"] = o.originalError;
+  j["conclusion"] = o.conclusion;
+  j["culprits"] = o.culprits;
+  j["predictedVerdict"] = verdictName(o.predictedVerdict);
+  Json path = Json::array();
+  for (const auto &[variant, outcome] : o.path)
+    path.push_back({{"variant", variant}, {"outcome", outcome}});
+  j["compiled"] = path;
+  Json suspects = Json::array();
+  for (const SuspectVerdict &v : o.suspects) {
+    Json sj = {{"suspect", v.suspect},   {"rules", v.rules}, {"predicted", v.predicted},
+               {"observed", v.observed}, {"alone", v.alone}, {"agreement", v.agreement}};
+    if (!v.pattern.empty())
+      sj["pattern"] = v.pattern;
+    suspects.push_back(sj);
+  }
+  j["suspects"] = suspects;
+  j["opsObserved"] = o.opsObserved;
+  j["placementAgrees"] = o.placementAgrees;
+  j["observedAneOps"] = o.observedAneOps;
+  if (o.maxAbsDiffVsCpu)
+    j["maxAbsDiffVsCpu"] = *o.maxAbsDiffVsCpu;
+  return j;
+}
+
+} // namespace
+
 std::string renderText(const CheckReport &report, const TextOptions &options) {
   auto paint = [&](const char *code, const std::string &s) {
     return options.color ? std::string(code) + s + "\033[0m" : s;
@@ -155,9 +265,16 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
   if (!report.origin.empty())
     out += "  ExecuTorch program: " + report.origin + "\n";
   for (const FunctionReport &f : report.functions) {
+    std::string sentence = verdictSentence(f, o.computeUnits);
+    if (report.observation && !report.observation->originalOutcome.empty())
+      sentence = (f.verdict == Verdict::AneFails
+                      ? "ANE compile or first prediction observed to FAIL on " +
+                            observedWhere(*report.observation)
+                      : "observed to compile and run on " + observedWhere(*report.observation) +
+                            "; predicted: " + sentence);
     out += "\nfunction " + paint("\033[1m", f.name) + ": " +
-           paint(verdictColor(f.verdict), std::string(verdictName(f.verdict))) + "\n  " +
-           verdictSentence(f, o.computeUnits) + "\n";
+           paint(verdictColor(f.verdict), std::string(verdictName(f.verdict))) + "\n  " + sentence +
+           "\n";
     out += "  " + std::to_string(f.ops.size()) + " ops (" + std::to_string(f.aneOps) +
            " placed on the ANE), " + humanFlops(f.totalFlops) + ", " +
            plural(f.segments.size(), "segment") + ", " + plural(f.boundaries, "boundary") + ", " +
@@ -203,6 +320,8 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
            ": " + std::string(r.title) + " [" + std::string(confidenceName(r.confidence)) +
            (contested ? ", predicts " + std::string(effectName(list.front()->effect)) : "") + "]" +
            (list.size() > 1 ? " (" + std::to_string(list.size()) + " findings)" : "") + "\n";
+    if (!list.front()->observed.empty())
+      out += "  " + list.front()->observed + "\n";
     for (size_t i = 0; i < list.size() && i < options.maxPerRule; ++i) {
       const Finding &f = *list[i];
       out += "  " + f.function + ": ";
@@ -247,8 +366,12 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
   for (auto it = counts.rbegin(); it != counts.rend(); ++it)
     summary += (summary.empty() ? "" : ", ") + std::to_string(it->second) + " " +
                std::string(levelName(it->first));
+  if (report.observation)
+    out += observationText(*report.observation);
   out += "\nsummary: " + (summary.empty() ? std::string("no findings") : summary) + "; verdict " +
-         std::string(verdictName(report.verdict)) + "\n";
+         std::string(verdictName(report.verdict)) +
+         (report.observation && !report.observation->originalOutcome.empty() ? " (observed)" : "") +
+         "\n";
   return out;
 }
 
@@ -297,6 +420,10 @@ static Json optionsJson(const CheckOptions &o) {
   if (!o.function.empty())
     j["function"] = o.function;
   return j;
+}
+
+std::string renderObservationJson(const Observation &observation) {
+  return observationJson(observation).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string renderJson(const CheckReport &report) {
@@ -382,6 +509,8 @@ std::string renderJson(const CheckReport &report) {
         fj["debugHandles"] = f.debugHandles;
     }
     fj["message"] = f.message;
+    if (!f.observed.empty())
+      fj["observed"] = f.observed;
     Json ev = Json::array();
     for (std::string_view u : r.evidenceUrls())
       ev.push_back(u);
@@ -399,6 +528,8 @@ std::string renderJson(const CheckReport &report) {
     findings.push_back(fj);
   }
   j["findings"] = findings;
+  if (report.observation)
+    j["observation"] = observationJson(*report.observation);
   return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 

@@ -36,6 +36,9 @@ struct TextOptions {
 std::string renderText(const CheckReport &report, const TextOptions &options = {});
 std::string renderJson(const CheckReport &report);
 std::string renderSarif(const CheckReport &report);
+/// The `observation` object of the JSON report (what a Mac observed of
+/// the model's probe kit, ane/Observations.h).
+std::string renderObservationJson(const Observation &observation);
 
 /// The reports of every Core ML delegate of the program at `programPath`, in
 /// program order (each report's modelPath names its delegate, "p.pte#N"):

@@ -10,6 +10,7 @@
 #include "Command.h"
 
 #include "ane/Checker.h"
+#include "ane/Observations.h"
 #include "io/ModelIO.h"
 #include "report/HtmlReport.h"
 #include "report/Report.h"
@@ -17,6 +18,7 @@
 
 #include <iostream>
 #include <memory>
+#include <optional>
 
 namespace anefit::cli {
 namespace {
@@ -32,6 +34,7 @@ struct CheckCliOptions {
   bool placement = false;
   std::string function;
   std::vector<std::string> ignore;
+  std::string observations;
 };
 
 int runCheck(const CheckCliOptions &o) {
@@ -68,10 +71,15 @@ int runCheck(const CheckCliOptions &o) {
   policy.alsoAvoid = {o.model};
   if (!o.output.empty())
     checkOutput(o.output, policy); // before the work
+  std::optional<ane::ProbeObservations> observed;
+  if (!o.observations.empty())
+    observed = ane::readObservations(o.observations);
   std::vector<ane::CheckReport> reports;
   for (size_t i = 0; i < models.size(); ++i) {
     reports.push_back(ane::checkModel(*models[i], options));
     reports.back().modelPath = models.size() > 1 ? o.model + "#" + std::to_string(i) : o.model;
+    if (observed)
+      ane::applyObservations(reports.back(), *models[i], *observed, i);
   }
   ane::TextOptions textOptions{.color = useColor() && o.output.empty(), .placement = o.placement};
   std::string text;
@@ -89,8 +97,13 @@ int runCheck(const CheckCliOptions &o) {
   else
     report::writeReportFile(*models[0], o.output, text, policy);
   bool findings = false;
-  for (const ane::CheckReport &r : reports)
+  for (const ane::CheckReport &r : reports) {
     findings = findings || r.hasFindingAtLeast(*failOn);
+    // An observed failure counts whether or not a rule named it.
+    if (r.observation)
+      if (auto observed = ane::observedFailureLevel(*r.observation))
+        findings = findings || *observed >= *failOn;
+  }
   return findings ? kExitFindings : kExitOk;
 }
 
@@ -116,6 +129,10 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--ignore", o->ignore,
                   "Rule ids not to apply (repeatable), e.g. ANE-COV-001 once a Mac has settled "
                   "the unverified patterns");
+  cmd->add_option("--observations", o->observations,
+                  "What a Mac observed of this model's probe kit (`anefit probe`, "
+                  "docs/probe.md): observed outcomes replace predictions, the culprit is named")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");
   cmd->footer("Weight files are never opened. Rules: 'anefit rules' or docs/rules.md.\n"
