@@ -247,7 +247,11 @@ ProbePlan readProbePlan(const std::string &path) { return parseProbePlan(fileTex
 std::string renderProbePlan(const ProbePlan &plan) { return planToJson(plan).dump(2) + "\n"; }
 
 ProbeObservations readObservations(const std::string &path) {
-  json j = parseObject(fileText(path), path, kProbeObservationsSchema);
+  return parseObservations(fileText(path), path);
+}
+
+ProbeObservations parseObservations(std::string_view text, const std::string &path) {
+  json j = parseObject(text, path, kProbeObservationsSchema);
   Reader r{path, "", j};
   ProbeObservations obs;
   obs.path = path;

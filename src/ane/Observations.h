@@ -117,6 +117,7 @@ ProbePlan readProbePlan(const std::string &path);
 ProbePlan parseProbePlan(std::string_view json, const std::string &origin);
 std::string renderProbePlan(const ProbePlan &plan);
 ProbeObservations readObservations(const std::string &path);
+ProbeObservations parseObservations(std::string_view json, const std::string &origin);
 
 /// True when an outcome says the variant did not run on the ANE.
 bool outcomeFails(std::string_view outcome);
