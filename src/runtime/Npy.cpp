@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Npy.h"
 
+#include "support/Zip.h"
+
 #include "support/Error.h"
 #include "support/FileSystem.h"
 
@@ -35,9 +37,6 @@ uint16_t le16(const uint8_t *p) { return static_cast<uint16_t>(p[0] | (p[1] << 8
 uint32_t le32(const uint8_t *p) {
   return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
          (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
-}
-uint64_t le64(const uint8_t *p) {
-  return static_cast<uint64_t>(le32(p)) | (static_cast<uint64_t>(le32(p + 4)) << 32);
 }
 void put16(std::vector<uint8_t> &o, uint16_t v) {
   o.push_back(v & 0xff);
@@ -80,14 +79,6 @@ std::string headerValue(const std::string &header, const std::string &key,
 }
 
 /// CRC-32 of `n` bytes, continuing from `c` (the CRC of what came before).
-uint32_t crc32Of(const uint8_t *data, size_t n, uint32_t c = 0) {
-  for (size_t done = 0; done < n;) {
-    uInt chunk = static_cast<uInt>(std::min<size_t>(n - done, size_t(1) << 30));
-    c = ::crc32(c, data + done, chunk);
-    done += chunk;
-  }
-  return static_cast<uint32_t>(c);
-}
 
 } // namespace
 
@@ -377,73 +368,14 @@ void writeNpy(const std::string &path, const Tensor &t, const OutputOptions &opt
 }
 
 std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string &where) {
-  // Find the end-of-central-directory record from the back (it may be
-  // followed by a comment of up to 64 KiB).
-  if (b.size() < 22)
-    throw InputError::at(where, "", "expected a zip archive (.npz), file is too short");
-  size_t eocd = SIZE_MAX;
-  size_t lowest = b.size() > 22 + 65535 ? b.size() - 22 - 65535 : 0;
-  for (size_t p = b.size() - 22 + 1; p-- > lowest;)
-    if (le32(&b[p]) == 0x06054b50) {
-      eocd = p;
-      break;
-    }
-  if (eocd == SIZE_MAX)
-    throw InputError::at(where, "", "expected a zip archive (.npz), found no end record");
-  uint64_t count = le16(&b[eocd + 10]);
-  uint64_t cdOffset = le32(&b[eocd + 16]);
-  if (cdOffset == 0xFFFFFFFFu || count == 0xFFFF) {
-    // zip64: locator right before the EOCD points at the zip64 EOCD record.
-    if (eocd < 20 || le32(&b[eocd - 20]) != 0x07064b50)
-      throw InputError::at(where, "zip end record", "zip64 locator missing");
-    uint64_t z = le64(&b[eocd - 20 + 8]);
-    if (b.size() < 56 || z > b.size() - 56 || le32(&b[z]) != 0x06064b50)
-      throw InputError::at(where, "zip64 end record", "bad zip64 end record");
-    count = le64(&b[z + 32]);
-    cdOffset = le64(&b[z + 48]);
-  }
   std::vector<NamedTensor> out;
-  uint64_t p = cdOffset;
-  for (uint64_t i = 0; i < count; ++i) {
-    std::string place = "central directory entry " + std::to_string(i);
-    if (p > b.size() || b.size() - p < 46 || le32(&b[p]) != 0x02014b50)
-      throw InputError::at(where, place, "expected a central directory header");
-    uint16_t method = le16(&b[p + 10]);
-    uint32_t crc = le32(&b[p + 16]);
-    uint64_t csize = le32(&b[p + 20]), usize = le32(&b[p + 24]);
-    uint16_t nameLen = le16(&b[p + 28]), extraLen = le16(&b[p + 30]), commentLen = le16(&b[p + 32]);
-    uint64_t local = le32(&b[p + 42]);
-    if (b.size() - p - 46 < static_cast<uint64_t>(nameLen) + extraLen + commentLen)
-      throw InputError::at(where, place, "entry runs past the end");
-    std::string name(reinterpret_cast<const char *>(&b[p + 46]), nameLen);
-    // zip64 extra field: the 0xFFFFFFFF fields, in order usize, csize, offset.
-    const uint8_t *ex = &b[p + 46 + nameLen];
-    for (uint32_t e = 0; e + 4 <= extraLen;) {
-      uint16_t id = le16(ex + e), len = le16(ex + e + 2);
-      if (e + 4 + len > extraLen)
-        break;
-      if (id == 0x0001) {
-        const uint8_t *f = ex + e + 4;
-        uint32_t used = 0;
-        if (usize == 0xFFFFFFFFu && used + 8 <= len)
-          usize = le64(f + used), used += 8;
-        if (csize == 0xFFFFFFFFu && used + 8 <= len)
-          csize = le64(f + used), used += 8;
-        if (local == 0xFFFFFFFFu && used + 8 <= len)
-          local = le64(f + used), used += 8;
-      }
-      e += 4 + len;
-    }
-    p += 46 + nameLen + extraLen + commentLen;
+  for (const ZipMember &z : zipMembers(b, where, "a zip archive (.npz)")) {
+    std::string name = z.name;
     std::string member = where + ":" + name;
-    if (local > b.size() || b.size() - local < 30 || le32(&b[local]) != 0x04034b50)
-      throw InputError::at(where, place,
-                           "local header offset " + std::to_string(local) +
-                               " does not point at a local header");
-    uint64_t dataStart = local + 30 + le16(&b[local + 26]) + le16(&b[local + 28]);
-    if (dataStart > b.size() || b.size() - dataStart < csize)
-      throw InputError::at(member, "zip data", "member data runs past the end of the archive");
-    std::span<const uint8_t> data(&b[dataStart], csize);
+    uint16_t method = z.method;
+    uint32_t crc = z.crc;
+    uint64_t usize = z.size, csize = z.data.size();
+    std::span<const uint8_t> data = z.data;
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0)
       name.resize(name.size() - 4);
     if (method == 8) {
@@ -466,7 +398,7 @@ std::vector<NamedTensor> parseNpz(std::span<const uint8_t> b, const std::string 
     } else if (usize != csize) {
       throw InputError::at(member, "zip data", "stored member sizes differ");
     }
-    if (crc32Of(data.data(), data.size()) != crc)
+    if (crc32Of(data) != crc)
       throw InputError::at(member, "zip data", "CRC mismatch");
     out.push_back({name, parseNpy(data, member)});
   }
@@ -490,7 +422,7 @@ void NpzWriter::add(const std::string &name, const Tensor &tensor) {
   std::string member = name + ".npy";
   if (member.size() > 0xFFFF)
     throw InputError::at(path_, name, "array name longer than a zip archive allows");
-  uint32_t crc = crc32Of(bytes.data(), bytes.size(), crc32Of(npy.header.data(), npy.header.size()));
+  uint32_t crc = crc32Of(bytes, crc32Of(npy.header));
   uint64_t size = npy.header.size() + bytes.size();
   // zip64 fields for what does not fit in 32 bits: sizes of 4 GiB and more
   // in both headers, offsets from 4 GiB on in the central one.
