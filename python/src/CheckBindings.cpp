@@ -9,6 +9,8 @@
 #include "Bindings.h"
 
 #include "ane/Observations.h"
+#include "io/ETRecord.h"
+#include "report/Sources.h"
 
 #include "ane/Checker.h"
 #include "ane/Remedies.h"
@@ -152,7 +154,9 @@ PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std
                   const std::string &os, const std::string &computeUnits,
                   const std::optional<std::string> &function,
                   const std::vector<std::string> &ignore,
-                  const std::optional<std::filesystem::path> &observations) {
+                  const std::optional<std::filesystem::path> &observations,
+                  const std::optional<std::filesystem::path> &etrecord,
+                  const std::optional<std::string> &sourceRoot) {
   ane::CheckOptions options;
   applyTarget(chip, os, computeUnits, options);
   options.function = function.value_or("");
@@ -182,6 +186,9 @@ PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std
   if (observations)
     ane::applyObservations(data->report, *data->model,
                            ane::readObservations(pathText(*observations)));
+  if (etrecord)
+    report::attachSources(data->report, *data->model, readETRecord(pathText(*etrecord)),
+                          sourceRoot.value_or(""));
   return PyReport{std::move(data)};
 }
 
@@ -208,6 +215,28 @@ void bindCheck(nb::module_ &m) {
       PyExc_Exception, nullptr));
 
   nb::class_<PyFinding>(m, "Finding", "One rule firing at one place.")
+      .def_prop_ro(
+          "source",
+          [](const PyFinding &f) -> nb::object {
+            if (!f.finding.source)
+              return nb::none();
+            const ane::Finding::Source &src = *f.finding.source;
+            nb::dict d;
+            d["file"] = src.file;
+            d["line"] = src.line;
+            d["function"] = src.function;
+            d["code"] = src.code;
+            d["module"] = src.module;
+            d["module_type"] = src.moduleType;
+            d["node"] = src.node;
+            d["buffer"] = src.buffer;
+            d["note"] = src.note;
+            return d;
+          },
+          "With ``check(..., etrecord=...)``: the PyTorch source behind the op (``file``, "
+          "``line``, ``function``, ``code``, ``module``, ``module_type``, the edge ``node``, "
+          "the ``buffer`` it writes back into, or a ``note`` saying why there is none); "
+          "``None`` otherwise.")
       .def_prop_ro(
           "rule", [](const PyFinding &f) { return std::string(f.rule().code); },
           "Stable rule id, e.g. ``'ANE-STATE-002'`` (``anefit rules``).")
@@ -547,6 +576,7 @@ void bindCheck(nb::module_ &m) {
   m.def("check", &runCheck, nb::arg("model"), nb::arg("chip") = "any", nb::arg("os") = "any",
         nb::arg("compute_units") = "cpu_and_ne", nb::arg("function") = nb::none(),
         nb::arg("ignore") = std::vector<std::string>(), nb::arg("observations") = nb::none(),
+        nb::arg("etrecord") = nb::none(), nb::arg("source_root") = nb::none(),
         "Predicts, per op, whether Core ML places it on the ANE, falls back to CPU/GPU or makes "
         "the ANE compile fail, with the rule, the reason, the evidence and the fix. ``model`` "
         "is a :class:`Model` or a path (weight files are then not opened). ``chip``: a chip "
@@ -555,7 +585,9 @@ void bindCheck(nb::module_ &m) {
         "``function``: check only this one; ``ignore``: rule ids not to apply "
         "(``anefit check --ignore``); ``observations``: what a Mac observed of the model's "
         "probe kit (:func:`probe`, ``anefit check --observations``): observed outcomes replace "
-        "predictions, :attr:`Report.observation` holds the conclusion.");
+        "predictions, :attr:`Report.observation` holds the conclusion; ``etrecord``: the "
+        "export's ETRecord, so each finding's :attr:`Finding.source` names the PyTorch line, "
+        "module and buffer behind its op (paths relative to ``source_root`` when given).");
 
   m.def(
       "rules",

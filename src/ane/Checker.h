@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,21 @@ struct Finding {
   std::vector<int64_t> debugHandles;
   /// What a Mac observed of it (`check --observations`); empty: predicted.
   std::string observed = {};
+
+  /// Where the op comes from in the user's code (`check --etrecord`):
+  /// joined through its ExecuTorch debug handles to the export's nodes.
+  struct Source {
+    std::string file; ///< relative to --source-root when under it
+    int64_t line = 0; ///< 0: no frame outside PyTorch
+    std::string function;
+    std::string code;       ///< the source line
+    std::string module;     ///< nn.Module path, "layers.0.conv"
+    std::string moduleType; ///< its class
+    std::string node;       ///< the edge node, "aten_index_put_default_1"
+    std::string buffer; ///< the buffer it writes back into (or reads), "layers.0.conv.conv_state"
+    std::string note;   ///< why there is no source (no handle, no node)
+  };
+  std::optional<Source> source = std::nullopt;
 
   /// The effect, with a contested failure ranked at-risk.
   Level level() const { return levelOf(effect, certainty); }

@@ -147,6 +147,47 @@ std::string osLabel(TargetOs os) { return std::string(osName(os)); }
 
 namespace {
 
+/// The lines a finding's source adds under its op (`check --etrecord`).
+std::string sourceText(const Finding::Source &s) {
+  std::string out = "    source: ";
+  if (s.line > 0) {
+    out += s.file + ":" + std::to_string(s.line);
+    if (!s.module.empty())
+      out += " in " + s.module;
+    if (!s.code.empty())
+      out += ": " + s.code;
+  } else {
+    out += "none: " + s.note;
+    if (!s.module.empty())
+      out += " (module " + s.module + ")";
+  }
+  out += "\n";
+  if (!s.buffer.empty())
+    out += "    buffer: " + s.buffer + "\n";
+  return out;
+}
+
+Json sourceJson(const Finding::Source &s) {
+  Json j = Json::object();
+  if (s.line > 0) {
+    j["file"] = s.file;
+    j["line"] = s.line;
+    j["function"] = s.function;
+    j["code"] = s.code;
+  }
+  if (!s.module.empty()) {
+    j["module"] = s.module;
+    j["moduleType"] = s.moduleType;
+  }
+  if (!s.node.empty())
+    j["node"] = s.node;
+  if (!s.buffer.empty())
+    j["buffer"] = s.buffer;
+  if (!s.note.empty())
+    j["note"] = s.note;
+  return j;
+}
+
 /// "observed on Apple M2, macOS 15.3 (observations.json)".
 std::string observedWhere(const Observation &o) {
   auto get = [&](const char *k) {
@@ -332,7 +373,10 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
         for (size_t h = 0; h < f.debugHandles.size(); ++h)
           out += (h ? ", " : " [ExecuTorch debug handle ") + std::to_string(f.debugHandles[h]) +
                  (h + 1 == f.debugHandles.size() ? "]" : "");
-        out += "\n    " + f.types + "\n    ";
+        out += "\n";
+        if (f.source)
+          out += sourceText(*f.source);
+        out += "    " + f.types + "\n    ";
       }
       out += f.message + "\n";
     }
@@ -509,6 +553,8 @@ std::string renderJson(const CheckReport &report) {
         fj["debugHandles"] = f.debugHandles;
     }
     fj["message"] = f.message;
+    if (f.source)
+      fj["source"] = sourceJson(*f.source);
     if (!f.observed.empty())
       fj["observed"] = f.observed;
     Json ev = Json::array();
@@ -597,6 +643,13 @@ void appendSarifResults(const CheckReport &report, Json &results) {
           {"level", levelName(f.level())},
           {"certainty", certaintyName(f.certainty)},
           {"opType", f.opType}}}};
+    // With an ETRecord the result sits on the PyTorch line behind the op,
+    // where code scanning annotates the model's source.
+    if (f.source && f.source->line > 0) {
+      result["locations"][0]["physicalLocation"] = {{"artifactLocation", {{"uri", f.source->file}}},
+                                                    {"region", {{"startLine", f.source->line}}}};
+      result["properties"]["source"] = sourceJson(*f.source);
+    }
     Json remedies = remediesJson(report, f);
     if (!remedies.empty()) {
       result["properties"]["remedies"] = remedies;

@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import fixture_package
+from conftest import FIXTURES_DIR, fixture_package
 
 
 @pytest.fixture(scope="module")
@@ -56,3 +56,42 @@ def test_required_structure(sarif):
                for r in run["results"])
     assert run["properties"]["coverage"][0]["function"] == "main"
     assert "unverified" in run["properties"]["coverage"][0]["coverage"]
+
+
+@pytest.fixture(scope="module")
+def sarif_sources(anefit):
+    """The export_llm fixture with its ETRecord: results on Python lines."""
+    pte = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_4w_et.pte")
+    proc = anefit("check", pte, "--etrecord", pte[:-4] + ".etrecord", "--source-root",
+                  "/src/executorch", "--format", "sarif")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_sources_validate_against_official_schema(sarif_sources):
+    schema_path = os.environ.get("ANEFIT_SARIF_SCHEMA")
+    if not schema_path or not os.path.isfile(schema_path):
+        pytest.skip("the SARIF 2.1.0 schema is not available offline (set ANEFIT_SARIF_SCHEMA)")
+    jsonschema = pytest.importorskip("jsonschema")
+    with open(schema_path) as f:
+        jsonschema.validate(sarif_sources, json.load(f))
+
+
+def test_results_sit_on_the_python_line(sarif_sources):
+    results = sarif_sources["runs"][0]["results"]
+    placed = [r for r in results if "source" in r["properties"]]
+    assert placed, "the export's findings have sources"
+    for res in placed:
+        source = res["properties"]["source"]
+        physical = res["locations"][0]["physicalLocation"]
+        if "line" in source:
+            assert physical["artifactLocation"]["uri"] == source["file"]
+            assert physical["region"]["startLine"] == source["line"] >= 1
+            assert not source["file"].startswith("/"), "relative to --source-root"
+    writes = [r for r in placed if r["ruleId"] == "ANE-STATE-006"]
+    assert len(writes) == 12
+    assert {r["properties"]["source"]["file"] for r in writes} == {
+        "examples/models/llama/source_transformation/sdpa.py"}
+    assert {r["properties"]["source"]["buffer"] for r in writes} == {
+        f"layers.{n}.attention.kv_cache.{kv}_cache" for n in (2, 5, 8, 10, 12, 14)
+        for kv in "kv"}

@@ -14,6 +14,7 @@
 #include "io/ModelIO.h"
 #include "report/HtmlReport.h"
 #include "report/Report.h"
+#include "report/Sources.h"
 #include "support/Error.h"
 
 #include <iostream>
@@ -35,6 +36,8 @@ struct CheckCliOptions {
   std::string function;
   std::vector<std::string> ignore;
   std::string observations;
+  std::string etrecord;
+  std::string sourceRoot;
 };
 
 int runCheck(const CheckCliOptions &o) {
@@ -71,6 +74,9 @@ int runCheck(const CheckCliOptions &o) {
   policy.alsoAvoid = {o.model};
   if (!o.output.empty())
     checkOutput(o.output, policy); // before the work
+  std::optional<ETRecord> record;
+  if (!o.etrecord.empty())
+    record = readETRecord(o.etrecord);
   std::optional<ane::ProbeObservations> observed;
   if (!o.observations.empty())
     observed = ane::readObservations(o.observations);
@@ -80,6 +86,8 @@ int runCheck(const CheckCliOptions &o) {
     reports.back().modelPath = models.size() > 1 ? o.model + "#" + std::to_string(i) : o.model;
     if (observed)
       ane::applyObservations(reports.back(), *models[i], *observed, i);
+    if (record)
+      report::attachSources(reports.back(), *models[i], *record, o.sourceRoot);
   }
   ane::TextOptions textOptions{.color = useColor() && o.output.empty(), .placement = o.placement};
   std::string text;
@@ -133,6 +141,13 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
                   "What a Mac observed of this model's probe kit (`anefit probe`, "
                   "docs/probe.md): observed outcomes replace predictions, the culprit is named")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--etrecord", o->etrecord,
+                  "The export's ETRecord (export_llm +debug.generate_etrecord=true): each "
+                  "finding names the PyTorch source line, module and buffer behind its op")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--source-root", o->sourceRoot,
+                  "With --etrecord: show source paths relative to this directory (also matched "
+                  "by name inside the exporting machine's paths)");
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");
   cmd->footer("Weight files are never opened. Rules: 'anefit rules' or docs/rules.md.\n"

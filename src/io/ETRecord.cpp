@@ -1,0 +1,248 @@
+//===- ETRecord.cpp - Source lines behind an ExecuTorch program -----------===//
+#include "io/ETRecord.h"
+
+#include "support/Error.h"
+#include "support/FileSystem.h"
+#include "support/Zip.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <sstream>
+
+namespace anefit {
+namespace {
+
+using json = nlohmann::json;
+
+/// Program JSON members are a few MB; more is not an ETRecord we read.
+constexpr uint64_t kMaxProgramJson = uint64_t(512) << 20;
+
+/// Python traceback text -> frames, outermost first.
+std::vector<SourceFrame> parseStack(const std::string &text) {
+  std::vector<SourceFrame> frames;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t f = line.find("File \"");
+    if (f == std::string::npos) {
+      // The first line after a frame header is its source line.
+      if (!frames.empty() && frames.back().code.empty()) {
+        size_t a = line.find_first_not_of(" \t");
+        if (a != std::string::npos && line.find_first_not_of("^~ \t") != std::string::npos)
+          frames.back().code = line.substr(a);
+      }
+      continue;
+    }
+    SourceFrame frame;
+    size_t q = line.find('"', f + 6);
+    if (q == std::string::npos)
+      continue;
+    frame.file = line.substr(f + 6, q - f - 6);
+    size_t l = line.find(", line ", q);
+    if (l != std::string::npos)
+      frame.line = std::strtoll(line.c_str() + l + 7, nullptr, 10);
+    size_t fn = line.find(", in ", q);
+    if (fn != std::string::npos)
+      frame.function = line.substr(fn + 5);
+    frames.push_back(std::move(frame));
+  }
+  return frames;
+}
+
+/// True for a frame of PyTorch itself (torch/, torch/_dynamo, ...).
+bool inTorch(const std::string &file) {
+  return file.find("/torch/") != std::string::npos || file.rfind("torch/", 0) == 0 ||
+         file.find("<eval_with_key>") != std::string::npos;
+}
+
+std::string strField(const json &j, const char *key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+} // namespace
+
+SourceOrigin ETRecord::originOf(const std::vector<int64_t> &handles) const {
+  SourceOrigin first;
+  for (int64_t h : handles) {
+    auto it = byHandle.find(h);
+    if (it == byHandle.end())
+      continue;
+    for (size_t i : it->second) {
+      const EdgeNode &n = nodes[i];
+      if (!first.node)
+        first.node = &n;
+      for (size_t k = n.stack.size(); k-- > 0;)
+        if (!inTorch(n.stack[k].file))
+          return {&n, &n.stack[k]};
+    }
+  }
+  return first;
+}
+
+std::optional<std::string> ETRecord::bufferPath(const std::string &name) const {
+  std::string n = name;
+  for (;;) {
+    if (auto it = buffers.find(n); it != buffers.end())
+      return it->second;
+    size_t cut = n.rfind("_to_");
+    if (cut == std::string::npos)
+      return std::nullopt;
+    n.resize(cut);
+  }
+}
+
+ETRecord readETRecord(const std::string &path, const std::string &method) {
+  std::shared_ptr<const MappedFile> file = MappedFile::open(path);
+  return parseETRecord(file->bytes(), path, method);
+}
+
+ETRecord parseETRecord(std::span<const uint8_t> bytes, const std::string &path,
+                       const std::string &method) {
+  std::vector<ZipMember> members = zipMembers(bytes, path, "an ETRecord (a zip archive)");
+  auto find = [&](const std::string &name) -> const ZipMember * {
+    for (const ZipMember &m : members)
+      if (m.name == name || m.name.ends_with("/" + name))
+        return &m;
+    return nullptr;
+  };
+  bool versioned = false;
+  for (const ZipMember &m : members)
+    if (m.name.starts_with("ETRECORD_V") || m.name.find("/ETRECORD_V") != std::string::npos) {
+      std::string version = m.name.substr(m.name.rfind("ETRECORD_V"));
+      if (version != "ETRECORD_V0")
+        throw InputError::at(path, m.name,
+                             "expected ETRecord version ETRECORD_V0, found " + version);
+      versioned = true;
+    }
+  if (!versioned)
+    throw InputError::at(path, "", "expected an ETRecord (an ETRECORD_V0 member), found none");
+  const ZipMember *program = find("edge_dialect_exported_program/" + method);
+  if (!program)
+    program = find("edge_dialect_exported_program");
+  if (!program)
+    throw InputError::at(path, "edge_dialect_exported_program/" + method,
+                         "expected the edge program of method '" + method + "', found none");
+
+  ETRecord rec;
+  rec.path = path;
+  rec.method = method;
+  std::string text = readZipMember(*program, path, kMaxProgramJson);
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  std::string where = program->name;
+  if (j.is_discarded() || !j.is_object() || !j.contains("graph_module") ||
+      !j["graph_module"].is_object())
+    failExpected(path, where, "a torch.export program (JSON with graph_module)",
+                 j.is_discarded() ? "malformed JSON" : "another JSON document");
+  const json &gm = j["graph_module"];
+  if (!gm.contains("graph") || !gm["graph"].is_object() || !gm["graph"].contains("nodes") ||
+      !gm["graph"]["nodes"].is_array())
+    failExpected(path, where + ": graph_module.graph.nodes", "an array", "none");
+  for (const json &n : gm["graph"]["nodes"]) {
+    if (!n.is_object() || !n.contains("metadata") || !n["metadata"].is_object())
+      continue;
+    const json &md = n["metadata"];
+    std::string handle = strField(md, "debug_handle");
+    if (handle.empty() && md.contains("debug_handle") && md["debug_handle"].is_number_integer())
+      handle = std::to_string(md["debug_handle"].get<int64_t>());
+    char *end = nullptr;
+    int64_t h = handle.empty() ? 0 : std::strtoll(handle.c_str(), &end, 10);
+    if (handle.empty() || !end || *end != '\0')
+      continue;
+    EdgeNode node;
+    node.name = strField(n, "name");
+    node.target = strField(n, "target");
+    node.debugHandle = h;
+    node.stack = parseStack(strField(md, "stack_trace"));
+    // "key,path,type;key,path,type": the innermost module is the last entry.
+    std::string stack = strField(md, "nn_module_stack");
+    if (!stack.empty()) {
+      std::string last =
+          stack.substr(stack.rfind(';') == std::string::npos ? 0 : stack.rfind(';') + 1);
+      size_t a = last.find(','), b = last.rfind(',');
+      if (a != std::string::npos && b != std::string::npos && b > a) {
+        node.modulePath = last.substr(a + 1, b - a - 1);
+        node.moduleType = last.substr(b + 1);
+      }
+    }
+    rec.byHandle[h].push_back(rec.nodes.size());
+    rec.nodes.push_back(std::move(node));
+  }
+  if (gm.contains("signature") && gm["signature"].is_object()) {
+    const json &sig = gm["signature"];
+    if (sig.contains("input_specs") && sig["input_specs"].is_array())
+      for (const json &s : sig["input_specs"])
+        if (s.is_object() && s.contains("buffer") && s["buffer"].is_object()) {
+          const json &b = s["buffer"];
+          std::string arg = b.contains("arg") && b["arg"].is_object() ? strField(b["arg"], "name")
+                                                                      : std::string();
+          if (!arg.empty())
+            rec.buffers[arg] = strField(b, "buffer_name");
+        }
+    if (sig.contains("output_specs") && sig["output_specs"].is_array())
+      for (const json &s : sig["output_specs"])
+        if (s.is_object() && s.contains("buffer_mutation") && s["buffer_mutation"].is_object()) {
+          const json &b = s["buffer_mutation"];
+          std::string arg = b.contains("arg") && b["arg"].is_object() ? strField(b["arg"], "name")
+                                                                      : std::string();
+          rec.mutations[strField(b, "buffer_name")] = arg;
+        }
+  }
+  if (const ZipMember *dm = find("delegate_map")) {
+    json d = json::parse(readZipMember(*dm, path, kMaxProgramJson), nullptr, false);
+    if (d.is_discarded() || !d.is_object())
+      failExpected(path, "delegate_map", "a JSON object", "malformed JSON");
+    if (d.contains(method) && d[method].is_object())
+      for (const auto &[instruction, entry] : d[method].items()) {
+        if (!entry.is_object() || !entry.contains("delegate_map") ||
+            !entry["delegate_map"].is_object())
+          continue;
+        std::map<std::string, std::vector<int64_t>> ops;
+        for (const auto &[key, handles] : entry["delegate_map"].items()) {
+          if (!handles.is_array())
+            continue;
+          std::vector<int64_t> hs;
+          for (const json &h : handles)
+            if (h.is_number_integer())
+              hs.push_back(h.get<int64_t>());
+          ops[key.substr(0, key.rfind(':'))] = std::move(hs);
+        }
+        rec.delegateMaps.push_back(std::move(ops));
+      }
+  }
+  return rec;
+}
+
+std::pair<size_t, size_t>
+delegateMapAgreement(const ETRecord &record,
+                     const std::map<std::string, std::vector<int64_t>> &opHandles) {
+  size_t best = 0;
+  for (const auto &map : record.delegateMaps) {
+    size_t agree = 0;
+    for (const auto &[op, handles] : opHandles) {
+      auto it = map.find(op);
+      agree += it != map.end() && it->second == handles;
+    }
+    best = std::max(best, agree);
+  }
+  return {best, opHandles.size()};
+}
+
+std::string relativeSource(const std::string &file, const std::string &root) {
+  if (!root.empty()) {
+    std::string r = root;
+    while (r.size() > 1 && r.back() == '/')
+      r.pop_back();
+    if (file.starts_with(r + "/"))
+      return file.substr(r.size() + 1);
+    std::string name = r.substr(r.rfind('/') == std::string::npos ? 0 : r.rfind('/') + 1);
+    size_t at = file.rfind("/" + name + "/");
+    if (!name.empty() && at != std::string::npos)
+      return file.substr(at + name.size() + 2);
+  }
+  size_t sp = file.rfind("site-packages/");
+  return sp == std::string::npos ? file : file.substr(sp + 14);
+}
+
+} // namespace anefit
