@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/Convert.h"
 
-#include "runtime/kernels/Lazy.h"
+#include "runtime/kernels/Isa.h"
 
 #include "support/DType.h"
 
@@ -19,7 +19,9 @@ namespace anefit::runtime {
 namespace {
 
 #if defined(__x86_64__)
-bool hasF16C() { return cpuHasAvx2(); }
+/// F16C conversions unless the kernels are held to portable code (both give
+/// the same bits).
+bool hasF16C() { return kernelIsa() != KernelIsa::Portable; }
 
 __attribute__((target("avx2,f16c"))) void halfToFloatF16C(const uint16_t *src, float *dst,
                                                           int64_t n) {

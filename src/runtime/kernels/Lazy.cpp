@@ -10,10 +10,10 @@
 #include "runtime/ThreadPool.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #if defined(__x86_64__)
-#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -71,8 +71,6 @@ const float *batchMatrix(const Tensor &t, int64_t b, int64_t matrixElements) {
 
 namespace {
 
-std::optional<KernelIsa> forcedIsa;
-
 /// dot(a, b) over n floats.
 float dotPortable(const float *a, const float *b, int64_t n) {
   // Eight independent sums: compilers turn them into vector lanes.
@@ -103,8 +101,9 @@ __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b
   h = _mm_hadd_ps(h, h);
   h = _mm_hadd_ps(h, h);
   float r = _mm_cvtss_f32(h);
+  // Fused as the fp16 kernel's tail is (Linear.cpp): the two give the same bits.
   for (; i < n; ++i)
-    r += a[i] * b[i];
+    r = std::fma(a[i], b[i], r);
   return r;
 }
 #endif
@@ -129,39 +128,6 @@ float *rowBuffer(size_t n) {
 }
 
 } // namespace
-
-bool cpuHasAvx2() {
-#if defined(__x86_64__)
-  // F16C from CPUID leaf 1: clang 14's __builtin_cpu_supports does not know it.
-  static const bool yes = [] {
-    unsigned eax, ebx, ecx, edx;
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
-  }();
-  return yes;
-#else
-  return false;
-#endif
-}
-
-bool cpuHasAvx512() {
-#if defined(__x86_64__)
-  static const bool yes = cpuHasAvx2() && __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return yes;
-#else
-  return false;
-#endif
-}
-
-void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
-
-KernelIsa kernelIsa() {
-  KernelIsa best = cpuHasAvx512() ? KernelIsa::Avx512
-                   : cpuHasAvx2() ? KernelIsa::Avx2
-                                  : KernelIsa::Portable;
-  return forcedIsa && *forcedIsa < best ? *forcedIsa : best;
-}
 
 void CompressedValue::decode(int64_t begin, int64_t n, float *dst) const {
   decodeRaw(begin, n, dst);

@@ -12,10 +12,10 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include "runtime/kernels/Isa.h"
 #include "runtime/kernels/KernelUtil.h"
 
 #include <memory>
-#include <optional>
 #include <vector>
 
 namespace anefit::runtime {
@@ -114,17 +114,5 @@ std::shared_ptr<const CompressedValue> compressedValueOf(KernelContext &ctx);
 
 /// dot(a, b) over n floats with the kernels' instruction set.
 float dotF32(const float *a, const float *b, int64_t n);
-
-/// Instruction sets of the weight kernels (fp16 rows, fused compressed rows).
-enum class KernelIsa { Portable, Avx2, Avx512 };
-/// The set the kernels use: the best this CPU has, unless a test chose one.
-KernelIsa kernelIsa();
-/// Makes the kernels use `isa` (capped at what the CPU has); tests compare
-/// every path with the portable one. std::nullopt goes back to the best.
-void setKernelIsaForTesting(std::optional<KernelIsa> isa);
-/// True when the CPU runs the AVX2 kernels (AVX2, FMA, F16C).
-bool cpuHasAvx2();
-/// True when the CPU runs the AVX-512 kernels (AVX-512 F, BW, VL).
-bool cpuHasAvx512();
 
 } // namespace anefit::runtime

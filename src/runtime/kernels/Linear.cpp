@@ -121,7 +121,7 @@ __attribute__((target("avx2,fma,f16c"))) void gemvHalfAvx2(const uint16_t *w, co
                              _mm256_loadu_ps(xr + c), a0);
       float sum = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
       for (; c < k; ++c)
-        sum += halfToFloat(wr[c]) * xr[c];
+        sum = std::fma(halfToFloat(wr[c]), xr[c], sum);
       y[i * ldy + r] = sum;
     }
   }
@@ -598,23 +598,6 @@ void convTransposeOp(KernelContext &ctx) {
 namespace {
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t n) {
-  __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-    s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
-  }
-  for (; i + 8 <= n; i += 8)
-    s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
-  float r = hsum(_mm256_add_ps(s0, s1));
-  for (; i < n; ++i)
-    r += a[i] * b[i];
-  return r;
-}
-#endif
-
-#if defined(__x86_64__)
 __attribute__((target("avx2,fma"))) void axpyAvx2(float a, const float *x, float *y, int64_t n) {
   __m256 av = _mm256_set1_ps(a);
   int64_t i = 0;
@@ -628,33 +611,22 @@ __attribute__((target("avx2,fma"))) void axpyAvx2(float a, const float *x, float
 /// y += a * x over n floats.
 void axpy(float a, const float *x, float *y, int64_t n) {
 #if defined(__x86_64__)
-  if (cpuHasAvx2())
+  if (kernelIsa() != KernelIsa::Portable)
     return axpyAvx2(a, x, y, n);
 #endif
   for (int64_t i = 0; i < n; ++i)
     y[i] += a * x[i];
 }
 
-/// scale * dot(q, k) over e values (`avx2`: cpuHasAvx2(), asked once by
-/// the caller).
-inline float score(const float *q, const float *k, int64_t e, float scale, bool avx2) {
-#if defined(__x86_64__)
-  if (avx2)
-    return scale * dotAvx2(q, k, e);
-#else
-  (void)avx2;
-#endif
-  float acc = 0;
-  for (int64_t c = 0; c < e; ++c)
-    acc += q[c] * k[c];
-  return scale * acc;
+/// scale * dot(q, k) over e values.
+inline float score(const float *q, const float *k, int64_t e, float scale) {
+  return scale * dotF32(q, k, e);
 }
 
 /// scores[j] = scale * dot(q, K[j]) for the rows of K.
 void scoreRow(const float *q, const float *k, int64_t s, int64_t e, float scale, float *scores) {
-  bool avx2 = cpuHasAvx2();
   for (int64_t j = 0; j < s; ++j)
-    scores[j] = score(q, k + j * e, e, scale, avx2);
+    scores[j] = score(q, k + j * e, e, scale);
 }
 
 } // namespace
@@ -724,12 +696,10 @@ void sdpaOp(KernelContext &ctx) {
         std::fill(scores, scores + l * s, 0.0f);
       else if (l <= 4 && mask && mask->dtype() == DType::Bool) {
         masked = true;
-        bool avx2 = cpuHasAvx2();
         for (int64_t i = 0; i < l; ++i) {
           const uint8_t *mb = mask->data<uint8_t>() + maskRow[b * l + i];
           for (int64_t j = 0; j < s; ++j)
-            scores[i * s + j] =
-                mb[j * maskStep] ? score(qm + i * e, km + j * e, e, scale, avx2) : ninf;
+            scores[i * s + j] = mb[j * maskStep] ? score(qm + i * e, km + j * e, e, scale) : ninf;
         }
       } else if (l <= 4)
         for (int64_t i = 0; i < l; ++i)

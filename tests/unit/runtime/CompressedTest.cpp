@@ -206,20 +206,6 @@ void expectClose(const Tensor &got, const Tensor &want, int64_t k) {
     ASSERT_NEAR(got.floatAt(i), want.floatAt(i), tol) << "element " << i;
 }
 
-std::vector<runtime::KernelIsa> isas() {
-  std::vector<runtime::KernelIsa> v = {runtime::KernelIsa::Portable};
-  if (runtime::cpuHasAvx2())
-    v.push_back(runtime::KernelIsa::Avx2);
-  if (runtime::cpuHasAvx512())
-    v.push_back(runtime::KernelIsa::Avx512);
-  return v;
-}
-
-struct IsaGuard {
-  explicit IsaGuard(runtime::KernelIsa isa) { runtime::setKernelIsaForTesting(isa); }
-  ~IsaGuard() { runtime::setKernelIsaForTesting(std::nullopt); }
-};
-
 TEST(Compressed, LinearMatchesExpandThenMultiply) {
   for (int iter = 0; iter < 160; ++iter) {
     int64_t n = std::vector<int64_t>{1, 3, 16, 17, 64}[pick(0, 4)];
@@ -232,10 +218,10 @@ TEST(Compressed, LinearMatchesExpandThenMultiply) {
     b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
     runtime::TensorMap in = {{"x", randomInput({m, k})}};
     Tensor want = run(b, in, false)[0];
-    for (runtime::KernelIsa isa : isas()) {
+    for (runtime::KernelIsa isa : kernelIsas()) {
       IsaGuard guard(isa);
       SCOPED_TRACE(what + " n " + std::to_string(n) + " k " + std::to_string(k) + " m " +
-                   std::to_string(m) + " isa " + std::to_string(int(isa)));
+                   std::to_string(m) + " isa " + isaName(isa));
       expectClose(run(b, in, true)[0], want, k);
       expectClose(run(b, in, true, runtime::Precision::FP32, 3)[0], want, k);
     }
@@ -293,7 +279,7 @@ TEST(Compressed, MatmulAndConvMatchExpandThenMultiply) {
     runtime::TensorMap in = {{"x", randomInput({bx, rows, k})},
                              {"img", randomInput({1, cin, 5, 4})}};
     auto want = run(b, in, false);
-    for (runtime::KernelIsa isa : isas()) {
+    for (runtime::KernelIsa isa : kernelIsas()) {
       IsaGuard guard(isa);
       auto got = run(b, in, true, runtime::Precision::FP32, 2);
       SCOPED_TRACE(what + (ty ? " transposed" : "") + " / conv " + cwhat);

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
+#include "runtime/kernels/Lazy.h"
 
 #include <cmath>
 #include <cstring>
@@ -62,6 +63,52 @@ INSTANTIATE_TEST_SUITE_P(Weights, LinearWeights,
                            return std::string(std::get<0>(info.param) ? "fp16" : "fp32") + "_rows" +
                                   std::to_string(std::get<1>(info.param));
                          });
+
+TEST(Linear, Fp16DecodeRowsOnEveryIsa) {
+  // The fused fp16 matrix-vector kernel (up to 4 rows of x) on every path
+  // this CPU has: within fp32 accumulation error of a double-precision loop,
+  // the same bits on 1 and 3 threads, and on the portable and AVX2 paths
+  // exactly dotF32 of the widened row (the AVX-512 kernel sums 16 lanes in
+  // its own order). Widths cover the 64-value steps, 8-value steps and
+  // scalar tails.
+  for (int64_t k : {5, 8, 37, 64, 100, 1031, 2048}) {
+    for (int64_t rows : {1, 2, 4}) {
+      const int64_t n = 67;
+      std::vector<float> x = randomValues(size_t(rows * k), 40 + uint32_t(k)),
+                         w = halfValues(size_t(n * k), 41 + uint32_t(k));
+      ProgramBuilder b;
+      Value *in = b.input("x", DType::F32, {rows, k});
+      b.output(b.op("linear", {{"x", in}, {"weight", constF16(w, {n, k})}}, DType::F32, {rows, n}));
+      Tensor xt = Tensor::fromF32(x, {rows, k});
+      for (runtime::KernelIsa isa : kernelIsas()) {
+        IsaGuard guard(isa);
+        SCOPED_TRACE(std::string(isaName(isa)) + " k " + std::to_string(k) + " rows " +
+                     std::to_string(rows));
+        auto run = [&](int threads) {
+          runtime::RunOptions opts;
+          opts.threads = threads;
+          runtime::Interpreter interp(*b.fn, opts);
+          return interp.run({{"x", xt}})[0].tensor;
+        };
+        Tensor one = run(1), three = run(3);
+        ASSERT_EQ(std::memcmp(one.bytes(), three.bytes(), size_t(one.numBytes())), 0);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0, mag = 0;
+            for (int64_t c = 0; c < k; ++c) {
+              s += double(x[i * k + c]) * w[j * k + c];
+              mag += std::fabs(double(x[i * k + c]) * w[j * k + c]);
+            }
+            float got = one.data<float>()[i * n + j];
+            ASSERT_NEAR(got, s, 1e-6 * mag + 1e-7) << "row " << i << " column " << j;
+            if (isa != runtime::KernelIsa::Avx512)
+              ASSERT_EQ(got, runtime::dotF32(x.data() + i * k, w.data() + j * k, k))
+                  << "row " << i << " column " << j;
+          }
+      }
+    }
+  }
+}
 
 TEST(Matmul, BatchedBroadcastAndTranspose) {
   // x [2, 3, 4] @ y^T with y [5, 4] broadcast over the batch.

@@ -8,6 +8,7 @@
 
 #include "ir/IR.h"
 #include "runtime/Interpreter.h"
+#include "runtime/kernels/Isa.h"
 #include "support/Error.h"
 
 #include <gtest/gtest.h>
@@ -42,6 +43,38 @@ inline ConstantRef constF16(const std::vector<float> &v, std::vector<int64_t> sh
   for (float f : v)
     bits.push_back(floatToHalf(f));
   return std::make_shared<Constant>(Constant::fromF16Bits(std::move(bits), std::move(shape)));
+}
+
+/// Every kernel instruction set this CPU runs, the portable one first: a
+/// test that loops over them checks each path on every machine (the AVX2
+/// paths on AVX-512 machines too).
+inline std::vector<runtime::KernelIsa> kernelIsas() {
+  std::vector<runtime::KernelIsa> v = {runtime::KernelIsa::Portable};
+  if (runtime::cpuHasAvx2())
+    v.push_back(runtime::KernelIsa::Avx2);
+  if (runtime::cpuHasAvx512())
+    v.push_back(runtime::KernelIsa::Avx512);
+  return v;
+}
+
+/// Holds the kernels to one instruction set for its scope.
+struct IsaGuard {
+  explicit IsaGuard(runtime::KernelIsa isa) { runtime::setKernelIsaForTesting(isa); }
+  ~IsaGuard() { runtime::setKernelIsaForTesting(std::nullopt); }
+  IsaGuard(const IsaGuard &) = delete;
+  IsaGuard &operator=(const IsaGuard &) = delete;
+};
+
+inline const char *isaName(runtime::KernelIsa isa) {
+  switch (isa) {
+  case runtime::KernelIsa::Portable:
+    return "portable";
+  case runtime::KernelIsa::Avx2:
+    return "avx2";
+  case runtime::KernelIsa::Avx512:
+    return "avx512";
+  }
+  return "?";
 }
 
 /// One parameter of an op under construction: a value or a constant.

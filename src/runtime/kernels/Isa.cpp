@@ -1,0 +1,48 @@
+//===- Isa.cpp - The instruction set the kernels use ----------------------===//
+#include "runtime/kernels/Isa.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace anefit::runtime {
+namespace {
+
+std::optional<KernelIsa> forcedIsa;
+
+} // namespace
+
+bool cpuHasAvx2() {
+#if defined(__x86_64__)
+  // F16C from CPUID leaf 1: clang 14's __builtin_cpu_supports does not know it.
+  static const bool yes = [] {
+    unsigned eax, ebx, ecx, edx;
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C);
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool cpuHasAvx512() {
+#if defined(__x86_64__)
+  static const bool yes = cpuHasAvx2() && __builtin_cpu_supports("avx512f") &&
+                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  return yes;
+#else
+  return false;
+#endif
+}
+
+void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
+
+KernelIsa kernelIsa() {
+  KernelIsa best = cpuHasAvx512() ? KernelIsa::Avx512
+                   : cpuHasAvx2() ? KernelIsa::Avx2
+                                  : KernelIsa::Portable;
+  return forcedIsa && *forcedIsa < best ? *forcedIsa : best;
+}
+
+} // namespace anefit::runtime
