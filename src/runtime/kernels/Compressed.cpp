@@ -12,12 +12,16 @@
 // compute, element for element.
 //
 // Fused matrix-vector kernels (AVX2, FMA, F16C) read packed rows and
-// dequantize in registers:
-//   4-bit (int4/uint4 blocks, 16-entry fp16 palettes): 32 nibbles per 16
-//     bytes become fp16 bits through two byte-table shuffles, then fp32;
-//     x is permuted once per call to match the order the shuffles give.
+// dequantize in registers; they are bound by the instructions per byte, so
+// they keep shuffles (two ports on the AVX2 machines measured) few:
+//   int4/uint4 blocks: 8 bytes widen to 32-bit lanes, masks or shifts take
+//     the two nibbles apart, one conversion per 8 values makes them fp32.
 //     Blocks multiply their partial sums by the block's scale; offsets are
 //     taken off through per-block sums of x.
+//   16-entry fp16 palettes: two byte-table shuffles per 16 nibbles give the
+//     fp16 values, F16C widens them.
+//   In both, x is permuted once per call to the order the nibbles come in
+//   (per 32 values: the even ones, then the odd).
 //   8-bit blocks: bytes widened to fp32 eight at a time.
 // Other forms decode a row into a small buffer and take its dot product.
 //
@@ -143,86 +147,64 @@ constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3;
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
 
-/// Two 16-byte tables for pshufb, indexed by a nibble.
-struct NibblePlanes {
-  uint8_t bytes[32];
-};
-
-/// The planes in registers, each repeated in both 128-bit lanes.
-struct NibbleTable {
-  __m256i lo, hi;
-};
-
-__attribute__((target("avx2"))) inline NibbleTable nibbleTable(const NibblePlanes &p) {
-  return {_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p.bytes)),
-          _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(p.bytes + 16)))};
+/// dot(q(nibbles), xp) over one group of 32 packed 4-bit integers, as 8
+/// lanes (xp permuted by permuteForNibbles: the low nibbles of bytes 0-15,
+/// then their high nibbles). Each 8 bytes widen to 32-bit lanes once; masks
+/// or shifts take their two nibbles apart (sign-extending int4) and one
+/// conversion per 8 values makes them fp32: few shuffles, which the 4-bit
+/// kernels are otherwise bound by. Two chains of two products each.
+template <bool Signed>
+__attribute__((target("avx2,fma"))) inline __m256 intNibbleBlock(const uint8_t *p,
+                                                                 const float *xp) {
+  __m128i b0 = _mm_loadl_epi64((const __m128i *)p);
+  __m128i b1 = _mm_loadl_epi64((const __m128i *)(p + 8));
+  __m256i lo0, lo1, hi0, hi1;
+  if constexpr (Signed) {
+    __m256i w0 = _mm256_cvtepi8_epi32(b0), w1 = _mm256_cvtepi8_epi32(b1);
+    lo0 = _mm256_srai_epi32(_mm256_slli_epi32(w0, 28), 28);
+    lo1 = _mm256_srai_epi32(_mm256_slli_epi32(w1, 28), 28);
+    hi0 = _mm256_srai_epi32(w0, 4);
+    hi1 = _mm256_srai_epi32(w1, 4);
+  } else {
+    const __m256i low4 = _mm256_set1_epi32(0x0F);
+    __m256i w0 = _mm256_cvtepu8_epi32(b0), w1 = _mm256_cvtepu8_epi32(b1);
+    lo0 = _mm256_and_si256(w0, low4);
+    lo1 = _mm256_and_si256(w1, low4);
+    hi0 = _mm256_srli_epi32(w0, 4);
+    hi1 = _mm256_srli_epi32(w1, 4);
+  }
+  __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(lo0), _mm256_loadu_ps(xp));
+  __m256 b = _mm256_mul_ps(_mm256_cvtepi32_ps(lo1), _mm256_loadu_ps(xp + 8));
+  a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi0), _mm256_loadu_ps(xp + 16), a);
+  b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi1), _mm256_loadu_ps(xp + 24), b);
+  return _mm256_add_ps(a, b);
 }
 
-/// x permuted for intNibbleBlock: per 8 elements, the even ones of the first
-/// half then the odd ones: [0,2,4,6,1,3,5,7], [8,10,12,14,9,...], ...
-void permuteForIntNibbles(const float *x, int64_t n, float *xp) {
-  for (int64_t c = 0; c + 32 <= n; c += 32)
-    for (int64_t q = 0; q < 4; ++q)
-      for (int64_t j = 0; j < 4; ++j) {
-        xp[c + 8 * q + j] = x[c + 8 * q + 2 * j];
-        xp[c + 8 * q + 4 + j] = x[c + 8 * q + 2 * j + 1];
-      }
-}
+/// A 16-entry fp16 palette as two pshufb tables: the low and the high byte
+/// of each entry.
+struct HalfPalette {
+  uint8_t lo[16], hi[16];
+};
 
-/// dot(v(nibbles), xp) over one group of 32 packed nibbles, as 8 lanes, for
-/// small-integer values v: their fp32 bits are zero below the top two bytes,
-/// so two byte-table shuffles and zero-interleaving build them (no
-/// conversion instructions). `top` holds byte 2 and byte 3 of v(0..15).
-__attribute__((target("avx2,fma"))) inline __m256 intNibbleBlock(const uint8_t *p, const float *xp,
-                                                                 const NibbleTable &top) {
+/// a0, a1 += v(nibble_i) * xp_i over one group of 32 nibbles (xp permuted by
+/// permuteForNibbles), v from a 16-entry fp16 palette: two byte-table
+/// shuffles per 16 nibbles and an interleave give the fp16 values, F16C
+/// widens them.
+__attribute__((target("avx2,fma,f16c"))) inline void
+paletteChunk(const uint8_t *p, const float *xp, __m128i tlo, __m128i thi, __m256 &a0, __m256 &a1) {
   const __m128i low4 = _mm_set1_epi8(0x0F);
   __m128i b = _mm_loadu_si128((const __m128i *)p);
-  __m128i lo = _mm_and_si128(b, low4);
-  __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-  __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-  __m256i b2 = _mm256_shuffle_epi8(top.lo, n), b3 = _mm256_shuffle_epi8(top.hi, n);
-  __m256i u0 = _mm256_unpacklo_epi8(b2, b3), u1 = _mm256_unpackhi_epi8(b2, b3);
-  const __m256i zero = _mm256_setzero_si256();
-  __m256 d =
-      _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, u0)), _mm256_loadu_ps(xp));
-  d = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, u0)), _mm256_loadu_ps(xp + 8),
-                      d);
-  d = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, u1)),
-                      _mm256_loadu_ps(xp + 16), d);
-  return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, u1)),
-                         _mm256_loadu_ps(xp + 24), d);
-}
-
-/// The bytes 1, 2 and 3 of fp32 palette values whose byte 0 is zero (every
-/// fp16 value), one 16-byte plane each.
-struct PalettePlanes {
-  uint8_t bytes[48];
-};
-
-/// a0..a3 += v(nibble_i) * xp_i over one group of 32 nibbles, v read from
-/// three byte planes and assembled by zero-interleaving (xp permuted as for
-/// intNibbleBlock).
-__attribute__((target("avx2,fma"))) inline void paletteChunk(const uint8_t *p, const float *xp,
-                                                             __m256i t1, __m256i t2, __m256i t3,
-                                                             __m256 &a0, __m256 &a1, __m256 &a2,
-                                                             __m256 &a3) {
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  __m128i b = _mm_loadu_si128((const __m128i *)p);
-  __m128i lo = _mm_and_si128(b, low4);
-  __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-  __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
-  __m256i b1 = _mm256_shuffle_epi8(t1, n), b2 = _mm256_shuffle_epi8(t2, n),
-          b3 = _mm256_shuffle_epi8(t3, n);
-  const __m256i zero = _mm256_setzero_si256();
-  __m256i l0 = _mm256_unpacklo_epi8(zero, b1), l1 = _mm256_unpackhi_epi8(zero, b1);
-  __m256i h0 = _mm256_unpacklo_epi8(b2, b3), h1 = _mm256_unpackhi_epi8(b2, b3);
-  a0 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(l0, h0)), _mm256_loadu_ps(xp), a0);
-  a1 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(l0, h0)), _mm256_loadu_ps(xp + 8),
-                       a1);
-  a2 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(l1, h1)), _mm256_loadu_ps(xp + 16),
-                       a2);
-  a3 = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(l1, h1)), _mm256_loadu_ps(xp + 24),
-                       a3);
+  __m128i n0 = _mm_and_si128(b, low4), n1 = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+  __m128i l0 = _mm_shuffle_epi8(tlo, n0), h0 = _mm_shuffle_epi8(thi, n0);
+  __m128i l1 = _mm_shuffle_epi8(tlo, n1), h1 = _mm_shuffle_epi8(thi, n1);
+  __m256 v0 = _mm256_cvtph_ps(_mm_unpacklo_epi8(l0, h0));
+  __m256 v1 = _mm256_cvtph_ps(_mm_unpackhi_epi8(l0, h0));
+  __m256 v2 = _mm256_cvtph_ps(_mm_unpacklo_epi8(l1, h1));
+  __m256 v3 = _mm256_cvtph_ps(_mm_unpackhi_epi8(l1, h1));
+  a0 = _mm256_add_ps(
+      a0, _mm256_fmadd_ps(v2, _mm256_loadu_ps(xp + 16), _mm256_mul_ps(v0, _mm256_loadu_ps(xp))));
+  a1 = _mm256_add_ps(a1, _mm256_fmadd_ps(v3, _mm256_loadu_ps(xp + 24),
+                                         _mm256_mul_ps(v1, _mm256_loadu_ps(xp + 8))));
 }
 
 /// acc += q_i * x_i over n (a multiple of 16) int8 or uint8 values.
@@ -243,8 +225,9 @@ __attribute__((target("avx2,fma"))) inline __m256 byteDot(const uint8_t *p, cons
   return _mm256_add_ps(acc, acc1);
 }
 
-/// x permuted for nibbleDot512: per 32 elements the even ones, then the odd.
-void permuteForNibbles512(const float *x, int64_t n, float *xp) {
+/// x permuted for nibbleDot512 and intNibbleBlock: per 32 elements the even
+/// ones, then the odd.
+void permuteForNibbles(const float *x, int64_t n, float *xp) {
   for (int64_t c = 0; c + 32 <= n; c += 32)
     for (int64_t j = 0; j < 16; ++j) {
       xp[c + j] = x[c + 2 * j];
@@ -404,8 +387,7 @@ protected:
     if (nibbles) {
       x.permuted.resize(static_cast<size_t>(x.m * cols));
       for (int64_t i = 0; i < x.m; ++i)
-        (x.fused == kFusedNibbles512 ? permuteForNibbles512 : permuteForIntNibbles)(
-            x.x + i * x.ldx, cols, x.permuted.data() + i * cols);
+        permuteForNibbles(x.x + i * x.ldx, cols, x.permuted.data() + i * cols);
     }
     // The AVX-512 nibble kernel takes offsets into its per-block tables.
     if (!offsetF_.empty() && x.fused != kFusedNibbles512) {
@@ -442,19 +424,17 @@ private:
     }
   }
 
-  __attribute__((target("avx2,fma,f16c"))) void fusedNibbles(bool isSigned, const DotOperand &x,
-                                                             float *y, int64_t ldy, int64_t r0,
-                                                             int64_t r1) const {
-    // The top two bytes of fp32(v) for every nibble value.
-    NibblePlanes planes;
-    for (int v = 0; v < 16; ++v) {
-      float f = static_cast<float>(isSigned && v >= 8 ? v - 16 : v);
-      uint32_t bits;
-      std::memcpy(&bits, &f, 4);
-      planes.bytes[v] = static_cast<uint8_t>(bits >> 16);
-      planes.bytes[16 + v] = static_cast<uint8_t>(bits >> 24);
-    }
-    NibbleTable top = nibbleTable(planes);
+  void fusedNibbles(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                    int64_t r1) const {
+    if (isSigned)
+      fusedNibblesOf<true>(x, y, ldy, r0, r1);
+    else
+      fusedNibblesOf<false>(x, y, ldy, r0, r1);
+  }
+
+  template <bool Signed>
+  __attribute__((target("avx2,fma"))) void
+  fusedNibblesOf(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
     const float *xp = x.permuted.data(), *sums = x.blockSums.data();
     const uint8_t *data = data_.tensor.bytes();
@@ -465,30 +445,36 @@ private:
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
         // Each block's partial dot times its scale, blocks alternating
-        // between two accumulators.
+        // between two accumulators; a prefetch per 64 bytes of the row.
         __m256 even = _mm256_setzero_ps(), odd = even;
         int64_t b = 0;
         for (; b + 2 <= nb; b += 2) {
-          if ((b * chunks & 7) == 0)
-            _mm_prefetch(reinterpret_cast<const char *>(row + b * chunks * 16) + kPrefetchBytes,
-                         _MM_HINT_T0);
-          __m256 p0 = intNibbleBlock(row + b * chunks * 16, xr + b * chunks * 32, top);
-          __m256 p1 = intNibbleBlock(row + (b + 1) * chunks * 16, xr + (b + 1) * chunks * 32, top);
+          const uint8_t *p0 = row + b * chunks * 16, *p1 = p0 + chunks * 16;
+          const float *x0 = xr + b * chunks * 32, *x1 = x0 + chunks * 32;
+          if (((b * chunks) & 3) == 0)
+            _mm_prefetch(reinterpret_cast<const char *>(p0) + kPrefetchBytes, _MM_HINT_T0);
+          __m256 s0 = intNibbleBlock<Signed>(p0, x0), s1 = intNibbleBlock<Signed>(p1, x1);
           for (int64_t c = 1; c < chunks; ++c) {
-            p0 = _mm256_add_ps(
-                p0, intNibbleBlock(row + (b * chunks + c) * 16, xr + (b * chunks + c) * 32, top));
-            p1 = _mm256_add_ps(p1, intNibbleBlock(row + ((b + 1) * chunks + c) * 16,
-                                                  xr + ((b + 1) * chunks + c) * 32, top));
+            if (((b * chunks + c) & 3) == 0)
+              _mm_prefetch(reinterpret_cast<const char *>(p0 + c * 16) + kPrefetchBytes,
+                           _MM_HINT_T0);
+            s0 = _mm256_add_ps(s0, intNibbleBlock<Signed>(p0 + c * 16, x0 + c * 32));
           }
-          even = _mm256_fmadd_ps(p0, _mm256_set1_ps(sc[b]), even);
-          odd = _mm256_fmadd_ps(p1, _mm256_set1_ps(sc[b + 1]), odd);
+          for (int64_t c = 1; c < chunks; ++c) {
+            if ((((b + 1) * chunks + c) & 3) == 0)
+              _mm_prefetch(reinterpret_cast<const char *>(p1 + c * 16) + kPrefetchBytes,
+                           _MM_HINT_T0);
+            s1 = _mm256_add_ps(s1, intNibbleBlock<Signed>(p1 + c * 16, x1 + c * 32));
+          }
+          even = _mm256_fmadd_ps(s0, _mm256_set1_ps(sc[b]), even);
+          odd = _mm256_fmadd_ps(s1, _mm256_set1_ps(sc[b + 1]), odd);
         }
         for (; b < nb; ++b) {
-          __m256 p0 = intNibbleBlock(row + b * chunks * 16, xr + b * chunks * 32, top);
+          __m256 s0 = intNibbleBlock<Signed>(row + b * chunks * 16, xr + b * chunks * 32);
           for (int64_t c = 1; c < chunks; ++c)
-            p0 = _mm256_add_ps(
-                p0, intNibbleBlock(row + (b * chunks + c) * 16, xr + (b * chunks + c) * 32, top));
-          even = _mm256_fmadd_ps(p0, _mm256_set1_ps(sc[b]), even);
+            s0 = _mm256_add_ps(s0, intNibbleBlock<Signed>(row + (b * chunks + c) * 16,
+                                                          xr + (b * chunks + c) * 32));
+          even = _mm256_fmadd_ps(s0, _mm256_set1_ps(sc[b]), even);
         }
         float r_ = hsum(_mm256_add_ps(even, odd));
         if (off)
@@ -596,21 +582,19 @@ public:
         entries_(entries), vs_(vectorSize), vaxis_(vectorAxis), lutBytes_(lutBytes),
         rows_(indexShape_, groups_), matrix_(matrixBlocks(indexShape_, groups_)) {
 #if defined(__x86_64__)
-    // fp16 byte planes of the palettes for the fused kernel, when exact.
-    // Palettes of values whose fp32 low byte is zero (every fp16 value)
-    // as byte planes for the AVX2 kernel.
+    // Palettes of fp16 values (exactly) as byte tables for the AVX2 kernel.
     if (bits_ == 4 && vs_ == 1 && entries_ == 16) {
+      std::vector<HalfPalette> tables(lut_.size() / 16);
       bool exact = true;
-      std::vector<PalettePlanes> planes(lut_.size() / 16);
       for (size_t i = 0; i < lut_.size() && exact; ++i) {
-        uint32_t bits;
-        std::memcpy(&bits, &lut_[i], 4);
-        exact = (bits & 0xFF) == 0;
-        for (int k = 0; k < 3; ++k)
-          planes[i / 16].bytes[16 * k + i % 16] = static_cast<uint8_t>(bits >> (8 * (k + 1)));
+        uint16_t h = floatToHalf(lut_[i]);
+        float back = halfToFloat(h);
+        exact = std::memcmp(&back, &lut_[i], 4) == 0;
+        tables[i / 16].lo[i % 16] = static_cast<uint8_t>(h);
+        tables[i / 16].hi[i % 16] = static_cast<uint8_t>(h >> 8);
       }
       if (exact)
-        planes_ = std::move(planes);
+        halfPalettes_ = std::move(tables);
     }
 #endif
   }
@@ -669,14 +653,13 @@ protected:
       return;
     if (kernelIsa() == KernelIsa::Avx512)
       x.fused = kFusedNibbles512;
-    else if (!planes_.empty())
+    else if (!halfPalettes_.empty())
       x.fused = kFusedNibbles;
     else
       return;
     x.permuted.resize(static_cast<size_t>(x.m * x.cols));
     for (int64_t i = 0; i < x.m; ++i)
-      (x.fused == kFusedNibbles512 ? permuteForNibbles512 : permuteForIntNibbles)(
-          x.x + i * x.ldx, x.cols, x.permuted.data() + i * x.cols);
+      permuteForNibbles(x.x + i * x.ldx, x.cols, x.permuted.data() + i * x.cols);
 #endif
   }
 
@@ -692,34 +675,30 @@ protected:
 
 private:
 #if defined(__x86_64__)
-  __attribute__((target("avx2,fma"))) void fusedNibbles(const DotOperand &x, float *y, int64_t ldy,
-                                                        int64_t r0, int64_t r1) const {
+  __attribute__((target("avx2,fma,f16c"))) void
+  fusedNibbles(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
     const float *xp = x.permuted.data();
     const uint8_t *data = indices_.bytes();
     for (int64_t r = r0; r < r1; ++r) {
-      const PalettePlanes *planes = planes_.data() + (r / matrix_.rowBlock) * nb;
+      const HalfPalette *palettes = halfPalettes_.data() + (r / matrix_.rowBlock) * nb;
       const uint8_t *row = data + r * cols / 2;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
         for (int64_t b = 0; b < nb; ++b) {
-          __m256i t1 =
-              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)planes[b].bytes));
-          __m256i t2 =
-              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(planes[b].bytes + 16)));
-          __m256i t3 =
-              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(planes[b].bytes + 32)));
+          __m128i tlo = _mm_loadu_si128((const __m128i *)palettes[b].lo);
+          __m128i thi = _mm_loadu_si128((const __m128i *)palettes[b].hi);
           const uint8_t *p = row + b * chunks * 16;
           const float *xb = xr + b * chunks * 32;
           for (int64_t c = 0; c < chunks; ++c) {
-            if ((c & 7) == 0)
+            if (((b * chunks + c) & 3) == 0)
               _mm_prefetch(reinterpret_cast<const char *>(p + c * 16) + kPrefetchBytes,
                            _MM_HINT_T0);
-            paletteChunk(p + c * 16, xb + c * 32, t1, t2, t3, a0, a1, a2, a3);
+            paletteChunk(p + c * 16, xb + c * 32, tlo, thi, a0, a1);
           }
         }
-        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+        y[i * ldy + r] = hsum(_mm256_add_ps(a0, a1));
       }
     }
   }
@@ -754,7 +733,7 @@ private:
     }
   }
 
-  std::vector<PalettePlanes> planes_; ///< per palette, for the AVX2 kernel
+  std::vector<HalfPalette> halfPalettes_; ///< per palette, for the AVX2 kernel
 #endif
 };
 
