@@ -19,6 +19,11 @@ Two families of exports, both with random weights:
      lfm2_export_llm_states.pte  the fp16 export with the Core ML partitioner
                                  taking over the mutable buffers as Core ML
                                  states (take_over_mutable_buffer=True)
+     lfm2_export_llm_xnnpack_8da4w.pte  made only when named with --only: the
+                                 same checkpoint through ExecuTorch's XNNPACK
+                                 recipe for LFM2 (qmode 8da4w, its SDPA with
+                                 the KV cache), to compare CPU runtimes
+                                 (bench/xnnpack_vs_run.py; never committed)
 
    ExecuTorch 1.0-1.5.1 hard-codes take_over_mutable_buffer=False in
    export_llm and reads neither `enable_state` nor `preserve_sdpa`, so the
@@ -129,9 +134,10 @@ def random_checkpoint(params, context, seed, path):
 
 
 def export_llm_config(params_path, checkpoint_path, context, output_name, quantize,
-                      etrecord=False):
+                      etrecord=False, xnnpack=False):
     """The export_llm configuration (YAML-able dict) of one variant; with
-    `etrecord`, export_llm also writes the ETRecord (debug.generate_etrecord)."""
+    `etrecord`, export_llm also writes the ETRecord (debug.generate_etrecord); with
+    `xnnpack`, ExecuTorch's XNNPACK 8da4w recipe instead of Core ML."""
     cfg = {
         "base": {
             "model_class": "lfm2_350m",
@@ -146,6 +152,13 @@ def export_llm_config(params_path, checkpoint_path, context, output_name, quanti
     }
     if quantize:
         cfg["quantization"] = {"qmode": "4w", "group_size": 32}
+    if xnnpack:
+        # The keys of ExecuTorch's LFM2 XNNPACK recipe (examples/models/lfm2/config/
+        # lfm2_xnnpack_q8da4w.yaml): 8-bit dynamic activations, 4-bit weights, its
+        # custom SDPA with the KV cache, on the same checkpoint and context.
+        cfg["model"]["use_sdpa_with_kv_cache"] = True
+        cfg["quantization"] = {"qmode": "8da4w"}
+        cfg["backend"] = {"xnnpack": {"enabled": True, "extended_ops": True}}
     if etrecord:
         cfg["debug"] = {"generate_etrecord": True}
     return cfg
@@ -220,6 +233,9 @@ EXPORT_LLM_VARIANTS = {
     "lfm2_export_llm_4w": (True, False),
     "lfm2_export_llm_states": (False, True),
 }
+# Made only when named with --only: ExecuTorch's own CPU path on the same
+# checkpoint, for bench/xnnpack_vs_run.py (never committed).
+XNNPACK_VARIANT = "lfm2_export_llm_xnnpack_8da4w"
 
 
 def export_llm_set(out, config, context, seed, only, etrecord=False):
@@ -231,12 +247,15 @@ def export_llm_set(out, config, context, seed, only, etrecord=False):
             json.dump(params, f, indent=2)
         ckpt = os.path.join(work, "random_weights.pth")
         random_checkpoint(params, context, seed, ckpt)
-        for name, (quantize, take_over) in EXPORT_LLM_VARIANTS.items():
+        variants = dict(EXPORT_LLM_VARIANTS)
+        if XNNPACK_VARIANT in only:
+            variants[XNNPACK_VARIANT] = (False, False)
+        for name, (quantize, take_over) in variants.items():
             if only and name not in only:
                 continue
             output_name = name + ".pte"
             cfg = export_llm_config("params.json", "random_weights.pth", context, output_name,
-                                    quantize, etrecord)
+                                    quantize, etrecord, xnnpack=name == XNNPACK_VARIANT)
             yaml_path = os.path.join(work, name + ".yaml")
             write_yaml(cfg, yaml_path)
             if take_over:
