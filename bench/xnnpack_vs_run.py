@@ -117,7 +117,7 @@ def main():
     print(f"machine: {isa()}, {os.cpu_count()} CPUs; read bandwidth "
           + ", ".join(f"{bounds[t]:.1f} GB/s on {t} thread(s)" for t in threads))
     print(f"{args.rounds} rounds of {args.steps} decode steps, medians, ms per token")
-    print(f"{'program':36s} {'engine':16s} " + " ".join(f"{f'{t} thr':>8s}" for t in threads)
+    print(f"{'program':36s} {'engine':18s} " + " ".join(f"{f'{t} thr':>8s}" for t in threads)
           + "  % of bound")
     for m in args.models:
         n = os.path.basename(m)
@@ -125,9 +125,9 @@ def main():
         pct = ", ".join(
             f"{100 * sizes[m] / bounds[t] / 1e6 / statistics.median(times[(n, t)]):.0f}%"
             for t in threads)
-        print(f"{n[:36]:36s} {'anefit':16s} {row}  {pct}")
+        print(f"{n[:36]:36s} {'anefit':18s} {row}  {pct}")
     row = " ".join(f"{statistics.median(times[(names[-1], t)]):8.1f}" for t in threads)
-    print(f"{names[-1][:36]:36s} {'ExecuTorch XNNPACK':16s} {row}")
+    print(f"{names[-1][:36]:36s} {'ExecuTorch XNNPACK':18s} {row}")
     for m in args.models:
         n = os.path.basename(m)
         for t in threads:
