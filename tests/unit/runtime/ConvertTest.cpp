@@ -2,10 +2,12 @@
 //
 // halfToFloatN, floatToHalfN and roundToHalfN give the bits of halfToFloat
 // and floatToHalf for every fp16 value and for floats around every rounding
-// boundary, NaNs, infinities, subnormals and odd lengths included.
+// boundary, NaNs, infinities, subnormals and odd lengths included, on every
+// path this CPU has (F16C and portable).
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/Convert.h"
+#include "RuntimeTestUtil.h"
 #include "runtime/Tensor.h"
 #include "runtime/ThreadPool.h"
 #include "support/DType.h"
@@ -34,14 +36,18 @@ TEST(Convert, EveryHalfWidensLikeTheScalar) {
   std::vector<uint16_t> h(65536 + 3);
   for (size_t i = 0; i < h.size(); ++i)
     h[i] = static_cast<uint16_t>(i);
-  std::vector<float> f(h.size());
-  halfToFloatN(h.data(), f.data(), static_cast<int64_t>(h.size()));
-  for (size_t i = 0; i < h.size(); ++i) {
-    float want = halfToFloat(h[i]);
-    if (std::isnan(want))
-      ASSERT_TRUE(std::isnan(f[i])) << std::hex << h[i];
-    else
-      ASSERT_EQ(bitsOf(f[i]), bitsOf(want)) << std::hex << h[i];
+  for (KernelIsa isa : test::kernelIsas()) {
+    test::IsaGuard guard(isa);
+    SCOPED_TRACE(test::isaName(isa));
+    std::vector<float> f(h.size());
+    halfToFloatN(h.data(), f.data(), static_cast<int64_t>(h.size()));
+    for (size_t i = 0; i < h.size(); ++i) {
+      float want = halfToFloat(h[i]);
+      if (std::isnan(want))
+        ASSERT_TRUE(std::isnan(f[i])) << std::hex << h[i];
+      else
+        ASSERT_EQ(bitsOf(f[i]), bitsOf(want)) << std::hex << h[i];
+    }
   }
 }
 
@@ -86,18 +92,22 @@ std::vector<float> hardFloats() {
 
 TEST(Convert, FloatsNarrowAndRoundLikeTheScalar) {
   std::vector<float> v = hardFloats();
-  std::vector<uint16_t> h(v.size());
-  floatToHalfN(v.data(), h.data(), static_cast<int64_t>(v.size()));
-  std::vector<float> r = v;
-  roundToHalfN(r.data(), static_cast<int64_t>(r.size()));
-  for (size_t i = 0; i < v.size(); ++i) {
-    uint16_t want = floatToHalf(v[i]);
-    ASSERT_EQ(h[i], want) << "value " << v[i] << " bits " << std::hex << bitsOf(v[i]);
-    float wr = halfToFloat(want);
-    if (std::isnan(wr))
-      ASSERT_TRUE(std::isnan(r[i]));
-    else
-      ASSERT_EQ(bitsOf(r[i]), bitsOf(wr)) << "value " << v[i];
+  for (KernelIsa isa : test::kernelIsas()) {
+    test::IsaGuard guard(isa);
+    SCOPED_TRACE(test::isaName(isa));
+    std::vector<uint16_t> h(v.size());
+    floatToHalfN(v.data(), h.data(), static_cast<int64_t>(v.size()));
+    std::vector<float> r = v;
+    roundToHalfN(r.data(), static_cast<int64_t>(r.size()));
+    for (size_t i = 0; i < v.size(); ++i) {
+      uint16_t want = floatToHalf(v[i]);
+      ASSERT_EQ(h[i], want) << "value " << v[i] << " bits " << std::hex << bitsOf(v[i]);
+      float wr = halfToFloat(want);
+      if (std::isnan(wr))
+        ASSERT_TRUE(std::isnan(r[i]));
+      else
+        ASSERT_EQ(bitsOf(r[i]), bitsOf(wr)) << "value " << v[i];
+    }
   }
 }
 
