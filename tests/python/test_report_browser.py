@@ -47,9 +47,9 @@ def rgb(hex_color):
     return "rgb(%d, %d, %d)" % tuple(int(h[i:i + 2], 16) for i in (0, 2, 4))
 
 
-def open_report(anefit, browser, tmp_path, model):
+def open_report(anefit, browser, tmp_path, model, *extra):
     out = tmp_path / (os.path.basename(model) + ".html")
-    proc = anefit("check", model, "--format", "html", "-o", out)
+    proc = anefit("check", model, "--format", "html", "-o", out, *extra)
     assert proc.returncode in (0, 1), proc.stderr
     report = Report(out.read_text(encoding="utf-8"))
     page = browser.open(out.resolve().as_uri())
@@ -252,3 +252,19 @@ def test_split_report_in_chromium(anefit, browser, artifacts, tmp_path):
     absorbed = sum(o["absorbed"] for r in plan["regions"] for o in r["ops"])
     assert page.evaluate("document.querySelectorAll('g.op.absorbed').length") == absorbed
     (artifacts / "report-split.png").write_bytes(page.screenshot())
+
+
+def test_report_shows_the_python_source(anefit, browser, artifacts, tmp_path):
+    """With --etrecord the op panel names the PyTorch line behind each finding."""
+    pte = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_4w_et.pte")
+    report, page, _ = open_report(anefit, browser, tmp_path, pte, "--etrecord",
+                                  pte[:-4] + ".etrecord")
+    fn = report.graph["functions"][0]
+    i = next(k for k in range(len(fn["ops"]))
+             if any(f.get("source", {}).get("line") for f in findings_of(report, k))
+             and not any(g["collapsed"] and g["o0"] <= k <= g["o1"] for g in fn["groups"]))
+    panel = click_op_and_read_panel(page, report, i, artifacts, "etrecord")
+    for f in findings_of(report, i):
+        src = f["source"]
+        if src.get("line"):
+            assert f"Source: {src['file']}:{src['line']} in {src['module']}" in panel

@@ -353,10 +353,19 @@
   function findingCard(fd) {
     var known = { rule: 1, title: 1, effect: 1, level: 1, confidence: 1, 'function': 1, op: 1, opType: 1, types: 1,
                   torchNode: 1, debugHandles: 1, message: 1, evidence: 1, fix: 1, remedies: 1,
-                  failEvidence: 1, passEvidence: 1 };
+                  failEvidence: 1, passEvidence: 1, source: 1 };
     var s = '<div class="finding e-' + cls(sev(fd)) + '"><div class="fh">' + chip('effect', sev(fd)) +
             ' <b>' + h(fd.rule) + '</b> <span>' + h(fd.title || '') + '</span><span class="conf">' +
             h(fd.confidence || '') + '</span></div><p>' + h(fd.message) + '</p>';
+    if (fd.source) {
+      // The PyTorch line behind the op (check --etrecord), or why there is none.
+      var src = fd.source;
+      s += '<div class="src"><b>Source:</b> ' +
+           (src.line ? h(src.file + ':' + src.line) + (src.module ? ' in ' + h(src.module) : '') +
+                       (src.code ? ' <code>' + h(src.code) + '</code>' : '')
+                     : h('none: ' + (src.note || ''))) +
+           (src.buffer ? ' <span class="buf">buffer ' + h(src.buffer) + '</span>' : '') + '</div>';
+    }
     if (fd.types) s += '<div class="types">' + h(fd.types) + '</div>';
     if (fd.fix) s += '<div class="fix"><b>Fix:</b> ' + h(fd.fix) + '</div>';
     if (fd.remedies && fd.remedies.length) {
