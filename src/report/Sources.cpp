@@ -3,7 +3,10 @@
 
 #include "support/Error.h"
 
+#include <nlohmann/json.hpp>
+
 #include <map>
+#include <set>
 
 namespace anefit::report {
 
@@ -73,6 +76,79 @@ void attachSources(ane::CheckReport &report, const Model &model, const ETRecord 
     }
     f.source = std::move(src);
   }
+}
+
+namespace {
+
+/// The report palette's colour of a placement name ("mixed": the at-risk
+/// purple's neutral neighbour, grey).
+std::string_view placementColor(std::string_view name) {
+#define COLOR(Kind, Name, Colour, Label, What)                                                     \
+  if (std::string_view(#Kind) == "Placement" && name == Name)                                      \
+    return Colour;
+#include "report/Palette.def"
+  return "#9aa0a6";
+}
+
+/// Adds, per edge node of `record`, the placements and blocking rules of
+/// the ops of `report` (a check of `model`) it became.
+void addNodePlacements(const ane::CheckReport &report, const Model &model, const ETRecord &record,
+                       std::map<std::string, std::set<std::string>> &nodePlacements,
+                       std::map<std::string, std::set<std::string>> &nodeRules) {
+  // MIL op (first output) -> its placement name.
+  std::map<std::string, std::string> placement;
+  for (const ane::FunctionReport &fr : report.functions)
+    for (const ane::OpReport &op : fr.ops) {
+      if (!op.op || op.op->outputs.empty())
+        continue;
+      placement[op.op->outputs.front()->name] =
+          op.atRisk ? "at-risk" : std::string(ane::placementName(op.placement));
+    }
+  std::map<std::string, std::set<std::string>> blocking; // MIL op -> rule ids
+  for (const ane::Finding &f : report.findings)
+    if (f.level() >= ane::Level::AtRisk && !f.op.empty())
+      for (const ane::FunctionReport &fr : report.functions)
+        for (const ane::OpReport &op : fr.ops)
+          if (op.name == f.op && op.op && !op.op->outputs.empty())
+            blocking[op.op->outputs.front()->name].insert(std::string(ane::ruleInfo(f.rule).code));
+  // Edge node -> the placements and rules of the MIL ops it became.
+  for (const auto &[milOp, handles] : model.debugHandles) {
+    auto p = placement.find(milOp);
+    if (p == placement.end())
+      continue; // a constant
+    for (int64_t h : handles) {
+      auto it = record.byHandle.find(h);
+      if (it == record.byHandle.end())
+        continue;
+      for (size_t i : it->second) {
+        const std::string &node = record.nodes[i].name;
+        nodePlacements[node].insert(p->second);
+        if (auto b = blocking.find(milOp); b != blocking.end())
+          nodeRules[node].insert(b->second.begin(), b->second.end());
+      }
+    }
+  }
+}
+
+} // namespace
+
+std::string modelExplorerOverlay(const std::vector<const ane::CheckReport *> &reports,
+                                 const std::vector<const Model *> &models, const ETRecord &record) {
+  std::map<std::string, std::set<std::string>> nodePlacements, nodeRules;
+  for (size_t m = 0; m < reports.size() && m < models.size(); ++m)
+    addNodePlacements(*reports[m], *models[m], record, nodePlacements, nodeRules);
+  nlohmann::ordered_json results = nlohmann::ordered_json::object();
+  for (const auto &[node, places] : nodePlacements) {
+    std::string value = places.size() == 1 ? *places.begin() : "mixed";
+    std::string label = value;
+    for (const std::string &r : nodeRules[node])
+      label += " " + r;
+    results[node] = {{"value", label}, {"bgColor", std::string(placementColor(value))}};
+  }
+  nlohmann::ordered_json out = {{"name", "anefit: predicted ANE placement"},
+                                {"results", results},
+                                {"showExpandedSummaryOnGroupNode", true}};
+  return out.dump(2) + "\n";
 }
 
 } // namespace anefit::report

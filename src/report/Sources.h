@@ -14,6 +14,8 @@
 #include "ir/Model.h"
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace anefit::report {
 
@@ -25,5 +27,17 @@ namespace anefit::report {
 /// none to join by.
 void attachSources(ane::CheckReport &report, const Model &model, const ETRecord &record,
                    const std::string &sourceRoot = {});
+
+/// A node-data overlay for Google's Model Explorer over the ETRecord's
+/// graph (its ETRecord adapter names nodes after the FX nodes): for every
+/// edge node behind an op of `report`, its predicted placement as the
+/// value ("ane", "cpu-gpu", "blocks-ane-compile", "at-risk", or "mixed"
+/// when its ops are placed differently) with the placement's colour from
+/// the report's palette, the rules of its blocking findings appended. One
+/// graph's node data (`results`, `name`), which Model Explorer applies to
+/// the graph it shows (`--node_data_paths`). `reports[i]` is a check of
+/// `models[i]`, every Core ML delegate of the program. JSON text.
+std::string modelExplorerOverlay(const std::vector<const ane::CheckReport *> &reports,
+                                 const std::vector<const Model *> &models, const ETRecord &record);
 
 } // namespace anefit::report

@@ -38,6 +38,7 @@ struct CheckCliOptions {
   std::string observations;
   std::string etrecord;
   std::string sourceRoot;
+  std::string modelExplorer;
 };
 
 int runCheck(const CheckCliOptions &o) {
@@ -77,6 +78,12 @@ int runCheck(const CheckCliOptions &o) {
   std::optional<ETRecord> record;
   if (!o.etrecord.empty())
     record = readETRecord(o.etrecord);
+  if (!o.modelExplorer.empty()) {
+    if (!record)
+      failExpected("", "--model-explorer", "--etrecord (the overlay is over its graph)",
+                   "no --etrecord");
+    checkOutput(o.modelExplorer, OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
+  }
   std::optional<ane::ProbeObservations> observed;
   if (!o.observations.empty())
     observed = ane::readObservations(o.observations);
@@ -88,6 +95,17 @@ int runCheck(const CheckCliOptions &o) {
       ane::applyObservations(reports.back(), *models[i], *observed, i);
     if (record)
       report::attachSources(reports.back(), *models[i], *record, o.sourceRoot);
+  }
+  if (!o.modelExplorer.empty()) {
+    std::vector<const ane::CheckReport *> checked;
+    std::vector<const Model *> checkedModels;
+    for (size_t i = 0; i < models.size(); ++i) {
+      checked.push_back(&reports[i]);
+      checkedModels.push_back(models[i].get());
+    }
+    writeFileAtomically(o.modelExplorer,
+                        report::modelExplorerOverlay(checked, checkedModels, *record),
+                        OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
   }
   ane::TextOptions textOptions{.color = useColor() && o.output.empty(), .placement = o.placement};
   std::string text;
@@ -148,6 +166,9 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--source-root", o->sourceRoot,
                   "With --etrecord: show source paths relative to this directory (also matched "
                   "by name inside the exporting machine's paths)");
+  cmd->add_option("--model-explorer", o->modelExplorer,
+                  "With --etrecord: also write a Model Explorer node-data overlay (JSON) of "
+                  "each edge node's predicted placement, for --node_data_paths");
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");
   cmd->footer("Weight files are never opened. Rules: 'anefit rules' or docs/rules.md.\n"
