@@ -15,6 +15,7 @@
 #include "support/DType.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Text.h"
 #include "support/Units.h"
 #include "transforms/Pass.h"
 
@@ -42,22 +43,6 @@ constexpr size_t kMaxSliceOps = 64;
 constexpr size_t kMaxPatternSuspects = 6;
 
 bool isConstOp(const Operation *op) { return op && opHasTrait(op->type, OpTrait::ConstLike); }
-
-/// Suspect ids in plan order joined for a variant name: "S1+S3".
-std::string joinIds(const std::vector<std::string> &ids) {
-  std::string out;
-  for (const std::string &id : ids)
-    out += (out.empty() ? "" : "+") + id;
-  return out;
-}
-
-/// "S1, S3".
-std::string listIds(const std::vector<std::string> &ids) {
-  std::string out;
-  for (const std::string &id : ids)
-    out += (out.empty() ? "" : ", ") + id;
-  return out;
-}
 
 struct SuspectOps {
   std::string function;
@@ -385,7 +370,7 @@ ModelKit planModelKit(const Model &model, const ane::CheckReport &report, const 
       return end("culprit", set);
     std::vector<std::string> left(set.begin(), set.begin() + set.size() / 2);
     std::vector<std::string> right(set.begin() + set.size() / 2, set.end());
-    std::string name = "keep-" + joinIds(left);
+    std::string name = "keep-" + joined(left, "+");
     addVariant(name, "keep", left);
     int node = test(name);
     int bad = bisect(left);
@@ -446,9 +431,7 @@ std::string kitReadme(const ane::ProbePlan &plan, const std::vector<uint64_t> &b
       os << "| id | rules | predicted | ops | removed by | first op |\n"
          << "| --- | --- | --- | --- | --- | --- |\n";
     for (const ane::ProbeSuspect &s : mp.suspects) {
-      std::string rules;
-      for (const std::string &r : s.rules)
-        rules += (rules.empty() ? "" : ", ") + r;
+      std::string rules = joined(s.rules, ", ");
       if (!s.pattern.empty())
         rules += " (pattern `" + s.pattern + "`)";
       os << "| " << s.id << " | " << rules << " | " << s.level << " | " << s.ops << " | "
@@ -461,9 +444,9 @@ std::string kitReadme(const ane::ProbePlan &plan, const std::vector<uint64_t> &b
     for (const ane::ProbeVariant &v : mp.variants) {
       std::string what = v.role == "original"    ? "the model as given"
                          : v.role == "fixed-all" ? "every removable suspect removed"
-                         : v.role == "keep"      ? "only " + joinIds(v.keeps) + " left in"
+                         : v.role == "keep"      ? "only " + joined(v.keeps, "+") + " left in"
                          : v.role == "drop"      ? "only " + v.name.substr(5) + " removed"
-                                                 : "the sub-program of " + joinIds(v.keeps);
+                                                 : "the sub-program of " + joined(v.keeps, "+");
       if (!v.pipeline.empty())
         what += " (passes `" + v.pipeline + "`)";
       if (!v.note.empty())
@@ -488,11 +471,11 @@ std::string kitReadme(const ane::ProbePlan &plan, const std::vector<uint64_t> &b
          << (node.conclusion == "no-failure" ? std::string("no failure: the predicted failures "
                                                            "do not happen on this Mac")
              : node.conclusion == "culprit"
-                 ? "culprit: " + listIds(node.suspects)
+                 ? "culprit: " + joined(node.suspects, ", ")
                  : std::string("not named by a removable suspect: the cause is ") +
                        (node.suspects.empty()
                             ? "one no rule names"
-                            : "among " + listIds(node.suspects) + ", or one no rule names"));
+                            : "among " + joined(node.suspects, ", ") + ", or one no rule names"));
       if (!node.confirm.empty()) {
         os << "; then compile";
         for (const std::string &c : node.confirm)

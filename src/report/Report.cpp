@@ -9,6 +9,7 @@
 
 #include "transforms/Pass.h"
 
+#include "support/Text.h"
 #include "support/Units.h"
 
 #include "ane/Observations.h"
@@ -206,22 +207,15 @@ std::string conclusionSentence(const Observation &o) {
   if (o.conclusion == "no-failure")
     return "the original ran (" + o.originalOutcome +
            "): the predicted failures did not happen on this Mac";
-  if (o.conclusion == "culprit") {
-    std::string ids;
-    for (const std::string &c : o.culprits)
-      ids += (ids.empty() ? "" : ", ") + c;
-    return "the original failed (" + o.originalOutcome + "); culprit: " + ids;
-  }
-  if (o.conclusion == "unnamed") {
-    std::string named;
-    for (const std::string &c : o.culprits)
-      named += (named.empty() ? "" : ", ") + c;
+  std::string named = joined(o.culprits, ", ");
+  if (o.conclusion == "culprit")
+    return "the original failed (" + o.originalOutcome + "); culprit: " + named;
+  if (o.conclusion == "unnamed")
     return "the original failed (" + o.originalOutcome +
            ") and still fails with every removable suspect removed: " +
            (named.empty() ? std::string("no suspect's sub-program fails alone; the cause is one "
                                         "no rule names")
                           : "failing alone: " + named);
-  }
   return "the original failed (" + o.originalOutcome +
          "); the plan's walk stopped before a conclusion (a variant was not observed)";
 }
@@ -250,9 +244,7 @@ std::string observationText(const Observation &o) {
     out += "\n  | suspect | rules | predicted | observed | alone | prediction |\n"
            "  | --- | --- | --- | --- | --- | --- |\n";
     for (const SuspectVerdict &v : o.suspects) {
-      std::string rules;
-      for (const std::string &r : v.rules)
-        rules += (rules.empty() ? "" : ", ") + r;
+      std::string rules = joined(v.rules, ", ");
       if (!v.pattern.empty())
         rules += " `" + v.pattern + "`";
       out += "  | " + v.suspect + " | " + rules + " | " + v.predicted + " | " + v.observed + " | " +

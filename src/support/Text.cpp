@@ -89,6 +89,16 @@ std::string asciiLower(std::string_view s) {
   return out;
 }
 
+std::string joined(const std::vector<std::string> &items, std::string_view separator) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i)
+      out += separator;
+    out += items[i];
+  }
+  return out;
+}
+
 std::string oneLine(std::string_view message, size_t maxBytes) {
   std::string out = escapeControls(message);
   if (out.size() > maxBytes) {

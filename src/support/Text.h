@@ -13,6 +13,7 @@
 #include <streambuf>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace anefit {
 
@@ -28,6 +29,9 @@ std::string escapeControls(std::string_view s, bool keepLayout = false);
 /// `s` with A-Z made a-z and every other byte kept: for names, extensions and
 /// settings, whatever the C library's locale says.
 std::string asciiLower(std::string_view s);
+
+/// `items` with `separator` between them: "a, b, c".
+std::string joined(const std::vector<std::string> &items, std::string_view separator);
 
 /// A message as one printable line: escapeControls without layout, cut to
 /// `maxBytes` with a note of how much was left out.

@@ -11,6 +11,7 @@
 #include "ane/Checker.h"
 #include "io/ModelIO.h"
 #include "probe/Probe.h"
+#include "support/Text.h"
 #include "support/Units.h"
 
 #include <iostream>
@@ -50,9 +51,7 @@ int runProbe(const ProbeCliOptions &o) {
     std::cout << "\nmodel " << m << ": " << mp.label << " (predicted " << mp.predictedVerdict
               << ")\n";
     for (const ane::ProbeSuspect &s : mp.suspects) {
-      std::cout << "  suspect " << s.id << ": ";
-      for (size_t i = 0; i < s.rules.size(); ++i)
-        std::cout << (i ? ", " : "") << s.rules[i];
+      std::cout << "  suspect " << s.id << ": " << joined(s.rules, ", ");
       if (!s.pattern.empty())
         std::cout << " (" << s.pattern << ")";
       std::cout << " [" << s.level << "], " << s.ops << (s.ops == 1 ? " op, " : " ops, ")
