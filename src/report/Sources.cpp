@@ -9,6 +9,27 @@
 #include <set>
 
 namespace anefit::report {
+namespace {
+
+/// The ops of `report` by "function/op name", as findings name them.
+std::map<std::string, const Operation *> opsByFindingName(const ane::CheckReport &report) {
+  std::map<std::string, const Operation *> ops;
+  for (const ane::FunctionReport &fr : report.functions)
+    for (const ane::OpReport &op : fr.ops)
+      if (op.op)
+        ops[fr.name + "/" + op.name] = op.op;
+  return ops;
+}
+
+/// The name a buffer read goes by: the value's own, or, behind one cast
+/// (coremltools' "..._to_fp16"), the cast's input's.
+const std::string &nameBehindCast(const Value *v) {
+  const Operation *d = v->definingOp;
+  const Value *x = d && d->type == "cast" ? d->inputValue("x") : nullptr;
+  return x ? x->name : v->name;
+}
+
+} // namespace
 
 void attachSources(ane::CheckReport &report, const Model &model, const ETRecord &record,
                    const std::string &sourceRoot) {
@@ -25,10 +46,7 @@ void attachSources(ane::CheckReport &report, const Model &model, const ETRecord 
                              " Core ML ops have other debug handles in this ETRecord (another "
                              "export)");
   // Each finding's op, for its operands and output.
-  std::map<std::string, const Operation *> ops;
-  for (const ane::FunctionReport &fr : report.functions)
-    for (const ane::OpReport &op : fr.ops)
-      ops[fr.name + "/" + op.name] = op.op;
+  std::map<std::string, const Operation *> ops = opsByFindingName(report);
   std::map<std::string, std::string> writes; // graph output -> buffer
   for (const auto &[buffer, output] : record.mutations)
     writes[output] = buffer;
@@ -57,7 +75,7 @@ void attachSources(ane::CheckReport &report, const Model &model, const ETRecord 
         }
       }
     }
-    if (auto it = ops.find(f.function + "/" + f.op); it != ops.end() && it->second) {
+    if (auto it = ops.find(f.function + "/" + f.op); it != ops.end()) {
       const Operation *op = it->second;
       for (const auto &out : op->outputs)
         if (auto w = writes.find(out->name); w != writes.end())
@@ -65,11 +83,7 @@ void attachSources(ane::CheckReport &report, const Model &model, const ETRecord 
       if (src.buffer.empty())
         for (const Value *v : op->operandValues())
           if (!v->definingOp || v->definingOp->type == "cast")
-            if (auto b =
-                    record.bufferPath(v->definingOp ? v->definingOp->inputValue("x")
-                                                          ? v->definingOp->inputValue("x")->name
-                                                          : v->name
-                                                    : v->name)) {
+            if (auto b = record.bufferPath(nameBehindCast(v))) {
               src.buffer = *b;
               break;
             }
@@ -105,12 +119,12 @@ void addNodePlacements(const ane::CheckReport &report, const Model &model, const
           op.atRisk ? "at-risk" : std::string(ane::placementName(op.placement));
     }
   std::map<std::string, std::set<std::string>> blocking; // MIL op -> rule ids
+  std::map<std::string, const Operation *> ops = opsByFindingName(report);
   for (const ane::Finding &f : report.findings)
     if (f.level() >= ane::Level::AtRisk && !f.op.empty())
-      for (const ane::FunctionReport &fr : report.functions)
-        for (const ane::OpReport &op : fr.ops)
-          if (op.name == f.op && op.op && !op.op->outputs.empty())
-            blocking[op.op->outputs.front()->name].insert(std::string(ane::ruleInfo(f.rule).code));
+      if (auto it = ops.find(f.function + "/" + f.op);
+          it != ops.end() && !it->second->outputs.empty())
+        blocking[it->second->outputs.front()->name].insert(std::string(ane::ruleInfo(f.rule).code));
   // Edge node -> the placements and rules of the MIL ops it became.
   for (const auto &[milOp, handles] : model.debugHandles) {
     auto p = placement.find(milOp);
