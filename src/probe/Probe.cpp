@@ -202,18 +202,32 @@ ModelKit planModelKit(const Model &model, const ane::CheckReport &report, const 
     if (!s.pass.empty())
       removable.push_back(s.id);
   }
+  // The passes removing `rules`, run on a copy once per pipeline: the
+  // check below and the variant that removes the same suspects share it.
+  std::map<std::string, FixResult> rewrites;
+  auto rewrite = [&](const std::vector<std::string> &rules) -> FixResult & {
+    std::string pipeline = pipelineRemoving(rules);
+    auto it = rewrites.find(pipeline);
+    if (it == rewrites.end()) {
+      FixOptions fo;
+      fo.passes = pipeline;
+      fo.verify = FixVerify::Never;
+      fo.target = target;
+      it = rewrites.emplace(pipeline, fixModel(model, fo)).first;
+    }
+    return it->second;
+  };
+  auto rulesRemoving = [&](const std::vector<std::string> &ids) {
+    std::vector<std::string> rules;
+    for (const std::string &id : ids)
+      rules.insert(rules.end(), rulesOf[id].begin(), rulesOf[id].end());
+    return rules;
+  };
   // A pass may not match this model's form of the pattern (a write position
   // it cannot follow): what still fires after every pass ran is not
   // removable, and the plan must not count on it.
   if (!removable.empty()) {
-    std::vector<std::string> rules;
-    for (const std::string &id : removable)
-      rules.insert(rules.end(), rulesOf[id].begin(), rulesOf[id].end());
-    FixOptions fo;
-    fo.passes = pipelineRemoving(rules);
-    fo.verify = FixVerify::Never;
-    fo.target = target;
-    FixResult trial = fixModel(model, fo);
+    const FixResult &trial = rewrite(rulesRemoving(removable));
     std::set<std::string> left;
     for (const ane::Finding &f : trial.after.findings)
       if (f.effect >= ane::Effect::CompileFail)
@@ -240,25 +254,20 @@ ModelKit planModelKit(const Model &model, const ane::CheckReport &report, const 
     v.name = name;
     v.role = role;
     v.keeps = keep;
-    std::vector<std::string> rules;
+    std::vector<std::string> removed;
     for (const std::string &id : removable)
       if (std::find(keep.begin(), keep.end(), id) == keep.end())
-        for (const std::string &r : rulesOf[id])
-          rules.push_back(r);
+        removed.push_back(id);
     std::unique_ptr<Model> made;
-    if (rules.empty()) {
+    if (removed.empty()) {
       made = cloneModel(model);
     } else {
-      FixOptions fo;
-      fo.passes = pipelineRemoving(rules);
-      fo.verify = FixVerify::Never;
-      fo.target = target;
-      v.pipeline = fo.passes;
-      FixResult fixed = fixModel(model, fo);
+      FixResult &fixed = rewrite(rulesRemoving(removed));
+      v.pipeline = fixed.pipeline;
       if (!fixed.verifies())
         v.note = "not written: the passes made a program the verifier refuses";
       else
-        made = std::move(fixed.fixed);
+        made = cloneModel(*fixed.fixed);
     }
     if (made) {
       v.path = "models/" + prefix + name + ".mlpackage";
@@ -272,14 +281,13 @@ ModelKit planModelKit(const Model &model, const ane::CheckReport &report, const 
   std::vector<std::string> all;
   for (const ane::ProbeSuspect &s : plan.suspects)
     all.push_back(s.id);
+  std::vector<std::string> unremovable;
+  for (const ane::ProbeSuspect &s : plan.suspects)
+    if (s.pass.empty())
+      unremovable.push_back(s.id);
   addVariant("original", "original", all);
-  if (!removable.empty()) {
-    std::vector<std::string> unremovable;
-    for (const ane::ProbeSuspect &s : plan.suspects)
-      if (s.pass.empty())
-        unremovable.push_back(s.id);
+  if (!removable.empty())
     addVariant("fixed-all", "fixed-all", unremovable);
-  }
   if (removable.size() >= 2)
     for (const std::string &id : removable) {
       addVariant("keep-" + id, "keep", {id});
@@ -358,10 +366,6 @@ ModelKit planModelKit(const Model &model, const ane::CheckReport &report, const 
     plan.nodes.push_back(std::move(n));
     return static_cast<int>(plan.nodes.size() - 1);
   };
-  std::vector<std::string> unremovable;
-  for (const ane::ProbeSuspect &s : plan.suspects)
-    if (s.pass.empty())
-      unremovable.push_back(s.id);
   // Removing every suspect in `set` ran and keeping all of it failed: the
   // culprit is in it; halve it with a keep variant.
   std::function<int(const std::vector<std::string> &)> bisect =
