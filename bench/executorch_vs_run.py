@@ -27,11 +27,12 @@ full-size LFM2-350M exports with
 
 import argparse
 import os
-import platform
 import statistics
 import subprocess
 import sys
 import time
+
+from machine import isa
 
 
 def seconds(cmd):
@@ -40,16 +41,6 @@ def seconds(cmd):
     if proc.returncode != 0:
         sys.exit(f"executorch_vs_run: {' '.join(cmd)} failed: {proc.stderr.strip()[-500:]}")
     return time.perf_counter() - start
-
-
-def isa():
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((l for l in f if l.startswith("flags")), "")
-    except OSError:
-        pass
-    return "avx512f" if " avx512f" in flags else "avx2" if " avx2" in flags else platform.machine()
 
 
 def main():

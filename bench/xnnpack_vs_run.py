@@ -28,12 +28,12 @@ measured in the same run; the machine's vector ISA is printed with the results.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
 from run_exports import bench_step, weight_bytes_read
+from machine import isa
 from run_lfm2_350m import read_bandwidth
 
 # Run by --executorch-python: times `steps` single-token decode calls of an
@@ -59,22 +59,6 @@ for pos in range(warmup + steps):
         times.append(time.perf_counter() - start)
 print(json.dumps({"ms": 1e3 * sum(times) / len(times)}))
 """
-
-
-def isa():
-    """The widest x86 vector extension the CPU reports (or the machine's architecture)."""
-    flags = ""
-    try:
-        with open("/proc/cpuinfo") as f:
-            flags = next((line for line in f if line.startswith("flags")), "")
-    except OSError:
-        pass
-    words = set(flags.split())
-    if "avx512f" in words:
-        return "AVX-512 (avx512f)"
-    if "avx2" in words:
-        return "AVX2 (" + ", ".join(f for f in ("fma", "f16c") if f in words) + "), no AVX-512"
-    return platform.machine()
 
 
 def xnnpack_step(python, model, threads, warmup, steps):
