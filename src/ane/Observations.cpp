@@ -151,15 +151,18 @@ ProbePlan planFromJson(const json &j, const std::string &origin, const std::stri
       Reader x = m.at(nodes[n], "nodes", n);
       ProbeNode pn;
       pn.variant = x.str("variant", false);
-      pn.bad = static_cast<int>(x.integer("bad", -1));
-      pn.good = static_cast<int>(x.integer("good", -1));
+      // Checked as read, before narrowing: 2^32 + 1 is not node 1.
+      auto nodeIndex = [&](const char *key) {
+        int64_t k = x.integer(key, -1);
+        if (k < -1 || k >= static_cast<int64_t>(nodes.size()) || k == static_cast<int64_t>(n))
+          x.fail(key, "a node index of this tree, not its own, or null");
+        return static_cast<int>(k);
+      };
+      pn.bad = nodeIndex("bad");
+      pn.good = nodeIndex("good");
       pn.conclusion = x.str("conclusion", false);
       pn.suspects = x.strings("suspects");
       pn.confirm = x.strings("confirm");
-      auto inRange = [&](int k) { return k >= -1 && k < static_cast<int>(nodes.size()); };
-      if (!inRange(pn.bad) || !inRange(pn.good) || pn.bad == static_cast<int>(n) ||
-          pn.good == static_cast<int>(n))
-        x.fail("bad", "node indices of this tree, none its own");
       if (pn.variant.empty() == pn.conclusion.empty())
         x.fail("variant", "either a variant to compile or a conclusion");
       mp.nodes.push_back(std::move(pn));
