@@ -122,6 +122,13 @@ std::string readZipMember(const ZipMember &m, const std::string &where, uint64_t
   } else if (m.method == 8) {
     if (m.size > UINT32_MAX)
       throw InputError::at(member, "zip data", "deflated member of 4 GiB or more");
+    // Deflate cannot expand more than 1032:1: a larger declared size is a
+    // lie, refused before anything is allocated for it.
+    if (m.size > m.data.size() * 1032 + 64)
+      throw InputError::at(member, "zip data",
+                           "a deflated member of " + std::to_string(m.data.size()) +
+                               " bytes claims to inflate to " + std::to_string(m.size) +
+                               " bytes, more than deflate can");
     out.resize(m.size);
     z_stream zs{};
     if (inflateInit2(&zs, -15) != Z_OK)
