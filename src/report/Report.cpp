@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "report/Report.h"
+#include "report/Sources.h"
 
 #include "transforms/Pass.h"
 
@@ -166,27 +167,6 @@ std::string sourceText(const Finding::Source &s) {
   if (!s.buffer.empty())
     out += "    buffer: " + s.buffer + "\n";
   return out;
-}
-
-Json sourceJson(const Finding::Source &s) {
-  Json j = Json::object();
-  if (s.line > 0) {
-    j["file"] = s.file;
-    j["line"] = s.line;
-    j["function"] = s.function;
-    j["code"] = s.code;
-  }
-  if (!s.module.empty()) {
-    j["module"] = s.module;
-    j["moduleType"] = s.moduleType;
-  }
-  if (!s.node.empty())
-    j["node"] = s.node;
-  if (!s.buffer.empty())
-    j["buffer"] = s.buffer;
-  if (!s.note.empty())
-    j["note"] = s.note;
-  return j;
 }
 
 /// "observed on Apple M2, macOS 15.3 (observations.json)".
@@ -546,7 +526,7 @@ std::string renderJson(const CheckReport &report) {
     }
     fj["message"] = f.message;
     if (f.source)
-      fj["source"] = sourceJson(*f.source);
+      fj["source"] = anefit::report::sourceJson(*f.source);
     if (!f.observed.empty())
       fj["observed"] = f.observed;
     Json ev = Json::array();
@@ -640,7 +620,7 @@ void appendSarifResults(const CheckReport &report, Json &results) {
     if (f.source && f.source->line > 0) {
       result["locations"][0]["physicalLocation"] = {{"artifactLocation", {{"uri", f.source->file}}},
                                                     {"region", {{"startLine", f.source->line}}}};
-      result["properties"]["source"] = sourceJson(*f.source);
+      result["properties"]["source"] = anefit::report::sourceJson(*f.source);
     }
     Json remedies = remediesJson(report, f);
     if (!remedies.empty()) {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -31,64 +32,152 @@ const std::string &nameBehindCast(const Value *v) {
 
 } // namespace
 
-void attachSources(ane::CheckReport &report, const Model &model, const ETRecord &record,
-                   const std::string &sourceRoot) {
+SourceJoin::SourceJoin(const Model &model, const ETRecord &record, std::string sourceRoot,
+                       const std::string &modelName)
+    : model_(model), record_(record), sourceRoot_(std::move(sourceRoot)) {
   if (model.debugHandles.empty())
     throw InputError::at(record.path, "",
-                         "no op of " + report.modelPath +
+                         "no op of " + modelName +
                              " carries an ExecuTorch debug handle to join by (the ETRecord "
                              "joins a .pte's Core ML delegates)");
   auto [agree, total] = delegateMapAgreement(record, model.debugHandles);
   if (agree != total)
     throw InputError::at(record.path, "delegate_map",
-                         "expected the program of " + report.modelPath + ": " +
+                         "expected the program of " + modelName + ": " +
                              std::to_string(total - agree) + " of its " + std::to_string(total) +
                              " Core ML ops have other debug handles in this ETRecord (another "
                              "export)");
-  // Each finding's op, for its operands and output.
-  std::map<std::string, const Operation *> ops = opsByFindingName(report);
-  std::map<std::string, std::string> writes; // graph output -> buffer
   for (const auto &[buffer, output] : record.mutations)
-    writes[output] = buffer;
+    writes_[output] = buffer;
+}
 
-  for (ane::Finding &f : report.findings) {
-    ane::Finding::Source src;
-    if (f.op.empty()) {
-      src.note = "a finding about the whole function";
-    } else if (f.debugHandles.empty()) {
-      src.note = "no ExecuTorch debug handle: an op Core ML's conversion added";
+ane::Finding::Source SourceJoin::of(const std::vector<int64_t> &handles,
+                                    const Operation *op) const {
+  ane::Finding::Source src;
+  if (handles.empty()) {
+    src.note = "no ExecuTorch debug handle: an op Core ML's conversion added";
+  } else {
+    SourceOrigin origin = record_.originOf(handles);
+    if (!origin.node) {
+      src.note = "no node of the ETRecord has its debug handles";
     } else {
-      SourceOrigin origin = record.originOf(f.debugHandles);
-      if (!origin.node) {
-        src.note = "no node of the ETRecord has its debug handles";
+      src.node = origin.node->name;
+      src.module = origin.node->modulePath;
+      src.moduleType = origin.node->moduleType;
+      if (origin.frame) {
+        src.file = relativeSource(origin.frame->file, sourceRoot_);
+        src.line = origin.frame->line;
+        src.function = origin.frame->function;
+        src.code = origin.frame->code;
       } else {
-        src.node = origin.node->name;
-        src.module = origin.node->modulePath;
-        src.moduleType = origin.node->moduleType;
-        if (origin.frame) {
-          src.file = relativeSource(origin.frame->file, sourceRoot);
-          src.line = origin.frame->line;
-          src.function = origin.frame->function;
-          src.code = origin.frame->code;
-        } else {
-          src.note = "its node's stack holds only PyTorch's own frames";
-        }
+        src.note = "its node's stack holds only PyTorch's own frames";
       }
     }
-    if (auto it = ops.find(f.function + "/" + f.op); it != ops.end()) {
-      const Operation *op = it->second;
-      for (const auto &out : op->outputs)
-        if (auto w = writes.find(out->name); w != writes.end())
-          src.buffer = w->second;
-      if (src.buffer.empty())
-        for (const Value *v : op->operandValues())
-          if (!v->definingOp || v->definingOp->type == "cast")
-            if (auto b = record.bufferPath(nameBehindCast(v))) {
-              src.buffer = *b;
-              break;
-            }
+  }
+  if (!op)
+    return src;
+  for (const auto &out : op->outputs)
+    if (auto w = writes_.find(out->name); w != writes_.end())
+      src.buffer = w->second;
+  if (src.buffer.empty())
+    for (const Value *v : op->operandValues())
+      if (!v->definingOp || v->definingOp->type == "cast")
+        if (auto b = record_.bufferPath(nameBehindCast(v))) {
+          src.buffer = *b;
+          break;
+        }
+  return src;
+}
+
+ane::Finding::Source SourceJoin::of(const Operation &op) const {
+  static const std::vector<int64_t> none;
+  const std::vector<int64_t> *handles = &none;
+  if (!op.outputs.empty())
+    if (auto it = model_.debugHandles.find(op.outputs.front()->name);
+        it != model_.debugHandles.end())
+      handles = &it->second;
+  return of(*handles, &op);
+}
+
+nlohmann::ordered_json sourceJson(const ane::Finding::Source &s) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  if (s.line > 0) {
+    j["file"] = s.file;
+    j["line"] = s.line;
+    j["function"] = s.function;
+    j["code"] = s.code;
+  }
+  if (!s.module.empty()) {
+    j["module"] = s.module;
+    j["moduleType"] = s.moduleType;
+  }
+  if (!s.node.empty())
+    j["node"] = s.node;
+  if (!s.buffer.empty())
+    j["buffer"] = s.buffer;
+  if (!s.note.empty())
+    j["note"] = s.note;
+  return j;
+}
+
+SourceSites sourceSites(const std::vector<ane::Finding::Source> &sources, size_t limit) {
+  std::map<std::string, size_t> count;
+  std::vector<std::string> order; // first seen, for equal counts
+  for (const ane::Finding::Source &src : sources) {
+    std::string key = sourceLine(src);
+    if (!src.module.empty())
+      key += " " + moduleGroup(src.module);
+    if (count[key]++ == 0)
+      order.push_back(key);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](const std::string &a, const std::string &b) { return count[a] > count[b]; });
+  SourceSites out;
+  for (size_t i = 0; i < order.size() && i < limit; ++i)
+    out.places.push_back(order[i] + " (" + std::to_string(count[order[i]]) +
+                         (count[order[i]] == 1 ? " op)" : " ops)"));
+  out.more = order.size() > limit ? order.size() - limit : 0;
+  return out;
+}
+
+std::string sourceLine(const ane::Finding::Source &source) {
+  if (source.line <= 0)
+    return source.note.empty() ? std::string("no source line") : source.note;
+  return source.file + ":" + std::to_string(source.line);
+}
+
+std::string moduleGroup(std::string_view modulePath) {
+  std::string out;
+  size_t start = 0;
+  while (start <= modulePath.size()) {
+    size_t dot = modulePath.find('.', start);
+    std::string_view part = modulePath.substr(
+        start, dot == std::string_view::npos ? std::string_view::npos : dot - start);
+    bool index = !part.empty() && part.find_first_not_of("0123456789") == std::string_view::npos;
+    if (start)
+      out += '.';
+    out += index ? std::string_view("*") : part;
+    if (dot == std::string_view::npos)
+      break;
+    start = dot + 1;
+  }
+  return out;
+}
+
+void attachSources(ane::CheckReport &report, const Model &model, const ETRecord &record,
+                   const std::string &sourceRoot) {
+  SourceJoin join(model, record, sourceRoot, report.modelPath);
+  // Each finding's op, for its operands and output.
+  std::map<std::string, const Operation *> ops = opsByFindingName(report);
+  for (ane::Finding &f : report.findings) {
+    if (f.op.empty()) {
+      ane::Finding::Source src;
+      src.note = "a finding about the whole function";
+      f.source = std::move(src);
+      continue;
     }
-    f.source = std::move(src);
+    auto it = ops.find(f.function + "/" + f.op);
+    f.source = join.of(f.debugHandles, it != ops.end() ? it->second : nullptr);
   }
 }
 

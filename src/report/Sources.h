@@ -13,11 +13,59 @@
 #include "io/ETRecord.h"
 #include "ir/Model.h"
 
+#include <nlohmann/json.hpp>
+
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace anefit::report {
+
+/// The join of one Core ML model (a delegate of a .pte) to the ETRecord of
+/// the export it came from: each op to its edge node, the innermost frame
+/// outside PyTorch, the module and, for an op whose output ExecuTorch writes
+/// back into a buffer (or that reads one), the buffer. Holds references to
+/// both; they must outlive it.
+class SourceJoin {
+public:
+  /// Throws InputError when the ETRecord is of another program: some op's
+  /// debug handles differ from every delegate map of the record, or the
+  /// model (named `modelName` in the message) has none to join by.
+  SourceJoin(const Model &model, const ETRecord &record, std::string sourceRoot,
+             const std::string &modelName);
+
+  /// Where `op` comes from; `note` says why when no line is known.
+  ane::Finding::Source of(const Operation &op) const;
+  /// The same for an op known only by its debug handles (`op` may be null:
+  /// then no buffer is looked for).
+  ane::Finding::Source of(const std::vector<int64_t> &handles, const Operation *op) const;
+
+private:
+  const Model &model_;
+  const ETRecord &record_;
+  std::string sourceRoot_;
+  std::map<std::string, std::string> writes_; ///< graph output -> buffer written
+};
+
+/// `source` as the JSON object findings[].source holds (docs/check.md).
+nlohmann::ordered_json sourceJson(const ane::Finding::Source &source);
+
+/// The places in the user's source behind some ops, most ops first.
+struct SourceSites {
+  /// One entry per source line and module group, "sdpa.py:461
+  /// layers.*.attention (12 ops)", at most the limit asked for.
+  std::vector<std::string> places;
+  size_t more = 0; ///< places left out
+};
+/// The places of `sources` (one per op), at most `limit` of them.
+SourceSites sourceSites(const std::vector<ane::Finding::Source> &sources, size_t limit = 3);
+
+/// "short_conv.py:77" (or the note when there is no line).
+std::string sourceLine(const ane::Finding::Source &source);
+/// The module path with its layer indices made one ("layers.3.conv" ->
+/// "layers.*.conv"): the code a model repeats per layer, as one group.
+std::string moduleGroup(std::string_view modulePath);
 
 /// Fills Finding::source of every finding of `report` (a check of
 /// `model`, a Core ML delegate of the program `record` was exported with).

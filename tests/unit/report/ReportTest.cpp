@@ -11,6 +11,7 @@
 #include "report/GraphLayout.h"
 #include "report/HtmlReport.h"
 #include "report/ProgramGraph.h"
+#include "report/Sources.h"
 #include "support/Error.h"
 
 #include <gtest/gtest.h>
@@ -322,6 +323,42 @@ TEST(HtmlReport, NamesCannotBreakOutOfTheirElements) {
   EXPECT_NE(outside.find("&lt;b onmouseover=&#39;x&#39;&gt;&amp;"), std::string::npos);
   EXPECT_EQ(count(html, "<script"), 3u); // two JSON blocks and the page's script
   EXPECT_EQ(count(html, "</script>"), 3u);
+}
+
+TEST(Sources, ModuleGroupsMakeLayerIndicesOne) {
+  EXPECT_EQ(report::moduleGroup("layers.3.conv"), "layers.*.conv");
+  EXPECT_EQ(report::moduleGroup("layers.12.attention.kv_cache"), "layers.*.attention.kv_cache");
+  EXPECT_EQ(report::moduleGroup("tok_embeddings"), "tok_embeddings");
+  EXPECT_EQ(report::moduleGroup("blocks.0.1.mlp"), "blocks.*.*.mlp");
+  EXPECT_EQ(report::moduleGroup("layer2x.conv"), "layer2x.conv"); // only whole parts
+  EXPECT_EQ(report::moduleGroup(""), "");
+}
+
+TEST(Sources, SitesCountOpsPerLineAndModuleGroup) {
+  auto src = [](const char *file, int64_t line, const char *module) {
+    ane::Finding::Source s;
+    s.file = file;
+    s.line = line;
+    s.module = module;
+    return s;
+  };
+  ane::Finding::Source none;
+  none.note = "no ExecuTorch debug handle: an op Core ML's conversion added";
+  std::vector<ane::Finding::Source> sources = {src("sdpa.py", 461, "layers.2.attention"),
+                                               src("rope.py", 383, ""),
+                                               src("sdpa.py", 461, "layers.5.attention"),
+                                               src("sdpa.py", 462, "layers.2.attention"),
+                                               none,
+                                               src("sdpa.py", 461, "layers.8.attention")};
+  report::SourceSites sites = report::sourceSites(sources, 2);
+  ASSERT_EQ(sites.places.size(), 2u);
+  EXPECT_EQ(sites.places[0], "sdpa.py:461 layers.*.attention (3 ops)");
+  // Ties keep the order first seen.
+  EXPECT_EQ(sites.places[1], "rope.py:383 (1 op)");
+  EXPECT_EQ(sites.more, 2u);
+  sites = report::sourceSites(sources, 10);
+  EXPECT_EQ(sites.more, 0u);
+  EXPECT_EQ(sites.places.back(), std::string(none.note) + " (1 op)");
 }
 
 } // namespace
