@@ -174,9 +174,10 @@ struct InterpreterPlan {
     /// each output.
     std::vector<std::vector<size_t>> inputSlots;
     std::vector<size_t> outputSlots;
-    /// With RunOptions::profile: the op type's row there and the weight
-    /// bytes the op reads.
+    /// With RunOptions::profile: the op type's row there, its group row
+    /// (OpProfile::groupBy) and the weight bytes the op reads.
     size_t profileRow = 0;
+    size_t profileGroup = OpProfile::kNoGroup;
     uint64_t weightBytes = 0;
     /// Kept across runs, filled as the kernel asks: its parameters' bindings
     /// and its immediate constants as tensors (deques: references stay put).
@@ -523,6 +524,7 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
   if (options.profile)
     for (InterpreterPlan::Step &step : plan.steps) {
       step.profileRow = options.profile->rowOf(step.op->type);
+      step.profileGroup = options.profile->groupOf(*step.op);
       const Operation *one[] = {step.op};
       // Data-movement ops (gather, slice_update, ...) read parts of their
       // constants: no rate would mean anything for them.
@@ -676,7 +678,7 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
         all = all && plan.folded[slot].valid();
       if (all) {
         if (profile)
-          profile->record(step.profileRow, 0.0, 0);
+          profile->record(step.profileRow, 0.0, 0, step.profileGroup);
         if (options_.progress)
           options_.progress(++done, plan.steps.size());
         continue;
@@ -723,7 +725,7 @@ std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMa
     if (profile)
       profile->record(step.profileRow,
                       std::chrono::duration<double>(Clock::now() - opStart).count(),
-                      step.weightBytes);
+                      step.weightBytes, step.profileGroup);
     if (step.folded) {
       // Keep the values of constant-only ops for the next runs.
       plan.foldTried[si] = 1;

@@ -15,13 +15,28 @@ size_t OpProfile::rowOf(std::string_view opType) {
   return it->second;
 }
 
-std::vector<OpProfile::Row> OpProfile::sortedRows() const {
-  std::vector<Row> out = rows_;
-  std::sort(out.begin(), out.end(), [](const Row &a, const Row &b) {
+size_t OpProfile::groupOf(const Operation &op) {
+  if (!groupKey_)
+    return kNoGroup;
+  std::string key = groupKey_(op);
+  auto [it, fresh] = groupIndex_.emplace(key, groups_.size());
+  if (fresh)
+    groups_.push_back(Row{std::move(key)});
+  return it->second;
+}
+
+namespace {
+
+std::vector<OpProfile::Row> byTime(std::vector<OpProfile::Row> out) {
+  std::sort(out.begin(), out.end(), [](const OpProfile::Row &a, const OpProfile::Row &b) {
     return a.seconds != b.seconds ? a.seconds > b.seconds : a.opType < b.opType;
   });
   return out;
 }
+
+} // namespace
+
+std::vector<OpProfile::Row> OpProfile::sortedRows() const { return byTime(rows_); }
 
 double OpProfile::outsideOpsSeconds() const {
   double ops = 0;
@@ -88,6 +103,29 @@ std::string OpProfile::formatText(std::string_view unit) const {
   std::snprintf(line, sizeof line, "  %-28s %8llu %11.3f %6.1f%%\n", "total",
                 (unsigned long long)count, runSeconds_ * 1e3, runSeconds_ > 0 ? 100.0 : 0.0);
   out += line;
+  if (!groupKey_)
+    return out;
+  // The keys are source lines and module paths: as wide as the longest.
+  int width = 28;
+  for (const Row &r : groups_)
+    width = std::max(width, int(std::min<size_t>(r.opType.size(), 160)));
+  out += "by " + groupHeading_ + ":\n";
+  char wide[640];
+  std::snprintf(wide, sizeof wide, "  %-*s %8s %11s %7s %11s %7s\n", width, "", "count", "total ms",
+                "% run", "weight MB", "GB/s");
+  out += wide;
+  for (const Row &r : byTime(groups_)) {
+    if (r.weightBytes)
+      std::snprintf(wide, sizeof wide, "  %-*s %8llu %11.3f %6.1f%% %11.3f %7.1f\n", width,
+                    r.opType.c_str(), (unsigned long long)r.count, r.seconds * 1e3,
+                    percentOf(r.seconds, runSeconds_), double(r.weightBytes) / 1e6,
+                    gbPerSecond(r.weightBytes, r.seconds));
+    else
+      std::snprintf(wide, sizeof wide, "  %-*s %8llu %11.3f %6.1f%%\n", width, r.opType.c_str(),
+                    (unsigned long long)r.count, r.seconds * 1e3,
+                    percentOf(r.seconds, runSeconds_));
+    out += wide;
+  }
   return out;
 }
 
@@ -113,6 +151,21 @@ std::string OpProfile::formatJson() const {
       row["gb_per_s"] = gbPerSecond(r.weightBytes, r.seconds);
     }
     j["ops"].push_back(std::move(row));
+  }
+  if (groupKey_) {
+    json rows = json::array();
+    for (const Row &r : byTime(groups_)) {
+      json row{{"key", r.opType},
+               {"count", r.count},
+               {"total_ms", r.seconds * 1e3},
+               {"percent", percentOf(r.seconds, runSeconds_)}};
+      if (r.weightBytes) {
+        row["weight_bytes"] = r.weightBytes;
+        row["gb_per_s"] = gbPerSecond(r.weightBytes, r.seconds);
+      }
+      rows.push_back(std::move(row));
+    }
+    j["groups"] = {{"by", groupHeading_}, {"rows", std::move(rows)}};
   }
   return j.dump();
 }

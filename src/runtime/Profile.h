@@ -9,11 +9,17 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+namespace anefit {
+struct Operation;
+}
 
 namespace anefit::runtime {
 
@@ -43,14 +49,28 @@ public:
   /// weight page from the file and computes the values kept for later steps;
   /// the steps after it are what a loop repeats.
   void keepFirstRunApart() { firstApart_ = true; }
-  /// Adds one op of row `row` that took `seconds` and read `weightBytes`.
-  void record(size_t row, double seconds, uint64_t weightBytes) {
+  /// Also adds every op up in a second table, by `key(op)` ("short_conv.py:77
+  /// layers.*.conv" for `run --profile --etrecord`), headed `heading`. Call
+  /// before the interpreter that records into it is made.
+  void groupBy(std::string heading, std::function<std::string(const Operation &)> key) {
+    groupHeading_ = std::move(heading);
+    groupKey_ = std::move(key);
+  }
+  static constexpr size_t kNoGroup = size_t(-1);
+  /// The group row of `op`, created empty the first time; kNoGroup without
+  /// groupBy.
+  size_t groupOf(const Operation &op);
+  /// Adds one op of row `row` (and of group row `group`) that took `seconds`
+  /// and read `weightBytes`.
+  void record(size_t row, double seconds, uint64_t weightBytes, size_t group = kNoGroup) {
     if (firstApart_ && !firstDone_)
       return;
-    Row &r = rows_[row];
-    ++r.count;
-    r.seconds += seconds;
-    r.weightBytes += weightBytes;
+    for (Row *r : {&rows_[row], group == kNoGroup ? nullptr : &groups_[group]})
+      if (r) {
+        ++r->count;
+        r->seconds += seconds;
+        r->weightBytes += weightBytes;
+      }
   }
   /// Adds one whole run (binding inputs, every op, handing outputs back),
   /// of which `setup` went to taking the run's threads and binding the
@@ -69,6 +89,10 @@ public:
 
   /// Rows in the order first seen.
   const std::vector<Row> &rows() const { return rows_; }
+  /// The groupBy table's rows in the order first seen (Row::opType holds
+  /// the key), and its heading.
+  const std::vector<Row> &groups() const { return groups_; }
+  const std::string &groupHeading() const { return groupHeading_; }
   /// Rows by decreasing time (then by name).
   std::vector<Row> sortedRows() const;
   /// Runs in the table (the first one not counted when kept apart).
@@ -88,17 +112,23 @@ public:
 
   /// The table, one row per op type by decreasing time, rows for the time
   /// outside ops (setup and inputs, returning outputs, between ops) and a total; the header says
-  /// how many runs it sums, naming a run `unit` ("step" for `anefit run`).
+  /// how many runs it sums, naming a run `unit` ("step" for `anefit run`). With groupBy, the
+  /// group table after it, by decreasing time.
   std::string formatText(std::string_view unit = "run") const;
   /// The same as a JSON object: {"runs", "total_ms", "outside_ops_ms",
   /// "setup_inputs_ms", "returning_outputs_ms", "between_ops_ms", "ops": [{"op_type", "count",
   /// "total_ms", "percent", "weight_bytes", "gb_per_s"}]} ("weight_bytes" and "gb_per_s" only for
-  /// ops reading weights).
+  /// ops reading weights); with groupBy also "groups": {"by": heading, "rows": [{"key", "count",
+  /// ...}]}.
   std::string formatJson() const;
 
 private:
   std::vector<Row> rows_;
   std::unordered_map<std::string, size_t> index_;
+  std::string groupHeading_;
+  std::function<std::string(const Operation &)> groupKey_;
+  std::vector<Row> groups_;
+  std::unordered_map<std::string, size_t> groupIndex_;
   uint64_t runs_ = 0;
   double runSeconds_ = 0;
   bool firstApart_ = false, firstDone_ = false;

@@ -10,12 +10,17 @@
 
 #include "ane/AneRules.h"
 #include "fix/FixFile.h"
+#include "io/ETRecord.h"
 #include "io/ModelIO.h"
+#include "report/Sources.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
+#include <optional>
 
 namespace anefit::cli {
 namespace {
@@ -38,7 +43,41 @@ struct FixCliOptions {
   bool force = false;
   std::string precision = "fp32";
   std::string maxMemory;
+  std::string etrecord;
+  std::string sourceRoot;
 };
+
+/// With --etrecord: the original model and the fixed one joined to the
+/// user's source.
+struct FixSources {
+  const report::SourceJoin *before = nullptr;
+  const report::SourceJoin *after = nullptr;
+};
+
+/// Where the findings of `report` that satisfy `pick` come from, one line
+/// per place ("    at sdpa.py:461 layers.*.attention (6 ops)"); nothing
+/// without --etrecord.
+template <typename Pick>
+void printSites(const report::SourceJoin *join, const ane::CheckReport &report, Pick pick) {
+  if (!join)
+    return;
+  std::map<std::string, const Operation *> byName;
+  for (const ane::FunctionReport &fr : report.functions)
+    for (const ane::OpReport &op : fr.ops)
+      if (op.op)
+        byName[fr.name + "/" + op.name] = op.op;
+  std::vector<ane::Finding::Source> sources;
+  for (const ane::Finding &f : report.findings)
+    if (!f.op.empty() && pick(f)) {
+      auto it = byName.find(f.function + "/" + f.op);
+      sources.push_back(join->of(f.debugHandles, it != byName.end() ? it->second : nullptr));
+    }
+  report::SourceSites sites = report::sourceSites(sources);
+  for (const std::string &place : sites.places)
+    std::cout << "    at " << place << "\n";
+  if (sites.more)
+    std::cout << "    and " << sites.more << " more place" << (sites.more == 1 ? "" : "s") << "\n";
+}
 
 /// "main: ane-fails, 231/240 ops on the ANE, 5 states, 2 compile/runtime-fail
 /// findings" (", 1 at-risk" when contested failures are left).
@@ -98,7 +137,7 @@ void printResidency(const FixResult &result) {
 
 /// The fallback findings left after the rewrite, one line per rule with its
 /// remedy: what fix could not move.
-void printLeftOff(const FixResult &result) {
+void printLeftOff(const FixResult &result, const FixSources &sources) {
   bool header = false;
   for (const ane::RuleInfo &r : ane::allRules()) {
     size_t n = 0;
@@ -111,12 +150,15 @@ void printLeftOff(const FixResult &result) {
     header = true;
     std::cout << "  " << r.code << " " << r.title << " (" << n << " finding" << (n == 1 ? "" : "s")
               << "): " << fixHint(r) << "\n";
+    printSites(sources.after, result.after, [&](const ane::Finding &f) {
+      return f.rule == r.id && f.effect == ane::Effect::Fallback;
+    });
   }
 }
 
 /// Prints what fixModel did, and on stderr why a rewrite that is not ok()
 /// is not saved.
-void report(const FixResult &result, const FixCliOptions &opts) {
+void report(const FixResult &result, const FixCliOptions &opts, const FixSources &sources) {
   if (opts.passes.empty()) {
     std::string rules;
     for (const std::string &r : result.pickedFor)
@@ -125,6 +167,13 @@ void report(const FixResult &result, const FixCliOptions &opts) {
               << (result.pipeline.empty() ? std::string("none (no blocking finding a pass removes)")
                                           : result.pipeline + " (for " + rules + ")")
               << "\n";
+    // Where the blocking findings the passes remove come from.
+    printSites(sources.before, result.before, [&](const ane::Finding &f) {
+      std::string_view code = ane::ruleInfo(f.rule).code;
+      return f.level() >= ane::Level::AtRisk &&
+             std::find(result.pickedFor.begin(), result.pickedFor.end(), code) !=
+                 result.pickedFor.end();
+    });
   }
   for (const std::string &n : result.notRun)
     std::cout << "  not run: " << n << "\n";
@@ -145,7 +194,7 @@ void report(const FixResult &result, const FixCliOptions &opts) {
             << checkSummary(result.before) << "check after:\n"
             << checkSummary(result.after);
   printResidency(result);
-  printLeftOff(result);
+  printLeftOff(result, sources);
 
   const FixVerification &v = result.verification;
   switch (v.status) {
@@ -259,6 +308,11 @@ int runFix(const FixCliOptions &opts) {
   if (opts.steps < 1)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   applyMaxMemory(opts.maxMemory);
+  if (!opts.sourceRoot.empty() && opts.etrecord.empty())
+    failExpected("", "--source-root", "--etrecord", "no --etrecord");
+  std::optional<ETRecord> record;
+  if (!opts.etrecord.empty())
+    record = readETRecord(opts.etrecord);
   FixFileOptions file;
   file.force = opts.force;
   bool first = true;
@@ -268,7 +322,13 @@ int runFix(const FixCliOptions &opts) {
     first = false;
     if (!m.label.empty())
       std::cout << m.where << " (" << m.label << "):\n";
-    report(m.result, opts);
+    std::optional<report::SourceJoin> before, after;
+    if (record && m.original) {
+      before.emplace(*m.original, *record, opts.sourceRoot, m.where);
+      if (m.result.fixed)
+        after.emplace(*m.result.fixed, *record, opts.sourceRoot, m.where);
+    }
+    report(m.result, opts, FixSources{before ? &*before : nullptr, after ? &*after : nullptr});
   };
   FixFileResult result = fixFile(opts.model, opts.output, fixOptions(opts), file);
   printProgramProof(result.executorch);
@@ -298,6 +358,12 @@ void registerFix(CLI::App &verb, VerbResult &result) {
       ->required();
   cmd->add_flag("--force", opts->force,
                 "Replace the output (and its state map) if it exists (never the input)");
+  cmd->add_option("--etrecord", opts->etrecord,
+                  "The export's ETRecord (export_llm +debug.generate_etrecord=true): the "
+                  "blocking findings the passes remove and the fallbacks left are named by "
+                  "PyTorch source line and module");
+  cmd->add_option("--source-root", opts->sourceRoot,
+                  "With --etrecord: show source paths relative to this directory");
   addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->add_option("--passes", opts->passes,
                   "pass pipeline (default: the passes that remove the model's blocking "

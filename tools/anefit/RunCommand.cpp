@@ -10,7 +10,9 @@
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
+#include "io/ETRecord.h"
 #include "io/ModelIO.h"
+#include "report/Sources.h"
 #include "runtime/ExecuTorch.h"
 #include "runtime/ModelRun.h"
 #include "runtime/Npy.h"
@@ -53,6 +55,8 @@ struct RunCliOptions {
   std::string maxMemory;
   bool json = false;
   bool profile = false;
+  std::string etrecord;
+  std::string sourceRoot;
   std::string engine = "interpreter";
 };
 
@@ -104,9 +108,11 @@ int runInExecuTorch(const RunCliOptions &opts) {
     throw InputError("--engine executorch: expected an ExecuTorch program (a .pte, without #N), "
                      "found '" +
                      opts.model + "'");
-  if (opts.profile || !opts.states.empty())
+  if (opts.profile || !opts.states.empty() || !opts.etrecord.empty())
     throw InputError(std::string("--engine executorch: ") +
-                     (opts.profile ? "--profile" : "--state") +
+                     (opts.profile            ? "--profile"
+                      : opts.etrecord.empty() ? "--state"
+                                              : "--etrecord") +
                      " applies to the interpreter's own run (--engine interpreter)");
   if (opts.steps < 0)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
@@ -212,7 +218,18 @@ int runRun(const RunCliOptions &opts) {
   options.run.precision = runtime::parsePrecision(opts.precision);
   if (opts.steps < 0)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
+  if (!opts.etrecord.empty() && !opts.profile)
+    failExpected("", "--etrecord", "--profile (the ETRecord groups its table by source line)",
+                 "no --profile");
+  if (!opts.sourceRoot.empty() && opts.etrecord.empty())
+    failExpected("", "--source-root", "--etrecord", "no --etrecord");
   std::unique_ptr<Model> model = loadModel(opts.model);
+  std::optional<ETRecord> record;
+  std::optional<report::SourceJoin> join;
+  if (!opts.etrecord.empty()) {
+    record = readETRecord(opts.etrecord);
+    join.emplace(*model, *record, opts.sourceRoot, opts.model);
+  }
 
   // Inputs: per step from --inputs (step<k>/NAME or NAME), for every step
   // from --input, the rest at random with --random.
@@ -252,6 +269,14 @@ int runRun(const RunCliOptions &opts) {
   runtime::OpProfile profile;
   if (opts.profile)
     options.run.profile = &profile;
+  if (join)
+    profile.groupBy("source line (--etrecord)", [&join](const Operation &op) {
+      ane::Finding::Source src = join->of(op);
+      std::string key = report::sourceLine(src);
+      if (!src.module.empty())
+        key += "  " + report::moduleGroup(src.module);
+      return key;
+    });
   bool tty = isatty(fileno(stderr));
   auto started = std::chrono::steady_clock::now();
   if (tty)
@@ -374,6 +399,13 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                 "Time every op and print a table per op type: count, total ms, % of the run, "
                 "weight bytes read and GB/s (summed over --steps; with several steps the "
                 "first, which reads the weights in, is timed apart)");
+  cmd->add_option("--etrecord", opts->etrecord,
+                  "With --profile: the export's ETRecord (export_llm "
+                  "+debug.generate_etrecord=true); the time is also added up by PyTorch source "
+                  "line and module (layers.*.conv: every layer's as one), so the table names "
+                  "the lines of model code that cost the time");
+  cmd->add_option("--source-root", opts->sourceRoot,
+                  "With --etrecord: show source paths relative to this directory");
   cmd->add_flag("--json", opts->json,
                 "Print JSON (schema anefit.run/1, see docs/run.md) instead of text");
   cmd->add_option("--engine", opts->engine,

@@ -9,14 +9,19 @@
 //===----------------------------------------------------------------------===//
 #include "Command.h"
 
+#include "io/ETRecord.h"
 #include "io/ModelIO.h"
 #include "partition/PlanJson.h"
 #include "partition/Split.h"
 #include "report/HtmlReport.h"
+#include "report/Sources.h"
 #include "support/Error.h"
+
+#include <nlohmann/json.hpp>
 
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 namespace anefit::cli {
@@ -38,9 +43,11 @@ struct SplitCliOptions {
   int steps = 3;
   uint64_t seed = 0;
   double boundaryMs = partition::CostModel().boundaryMs;
+  std::string etrecord;
+  std::string sourceRoot;
 };
 
-void printText(std::ostream &os, const partition::Plan &plan) {
+void printText(std::ostream &os, const partition::Plan &plan, const report::SourceJoin *join) {
   os << std::fixed << std::setprecision(3);
   for (const auto &fp : plan.functions) {
     size_t ane = fp.aneRegions();
@@ -59,6 +66,18 @@ void printText(std::ostream &os, const partition::Plan &plan) {
       if (uint64_t w = partition::regionWeights(r).storedBytes)
         os << ", " << w << " weight bytes";
       os << "  ~" << r.costMs << " ms\n";
+      // Where the CPU's ops come from: the lines to change or to keep out.
+      if (join && r.target == partition::Target::Cpu) {
+        std::vector<ane::Finding::Source> sources;
+        for (const partition::PlacedOp &p : r.ops)
+          sources.push_back(join->of(*p.op));
+        report::SourceSites sites = report::sourceSites(sources);
+        for (const std::string &place : sites.places)
+          os << "    source: " << place << "\n";
+        if (sites.more)
+          os << "    source: and " << sites.more << " more place" << (sites.more == 1 ? "" : "s")
+             << "\n";
+      }
     }
     for (const auto &b : fp.boundaries)
       os << "  boundary " << b.fromRegion << " -> " << b.toRegion << ": " << b.reason << "\n";
@@ -92,6 +111,8 @@ int runSplit(const SplitCliOptions &o) {
   if (o.verify && o.emitDir.empty())
     throw InputError("--verify needs --emit-models DIR (it runs the emitted region models)");
   applyMaxMemory(o.maxMemory);
+  if (!o.sourceRoot.empty() && o.etrecord.empty())
+    failExpected("", "--source-root", "--etrecord", "no --etrecord");
   partition::SplitOptions split;
   split.function = o.function;
   split.partition.cost.boundaryMs = o.boundaryMs;
@@ -127,6 +148,12 @@ int runSplit(const SplitCliOptions &o) {
   std::unique_ptr<Model> model = models.empty()
                                      ? loadModel(o.model, LoadOptions{.openWeights = needWeights})
                                      : std::move(models[0]);
+  std::optional<ETRecord> record;
+  std::optional<report::SourceJoin> join;
+  if (!o.etrecord.empty()) {
+    record = readETRecord(o.etrecord);
+    join.emplace(*model, *record, o.sourceRoot, o.model);
+  }
   if (!o.planOut.empty())
     checkOutput(o.planOut, policy);
   if (!o.output.empty())
@@ -143,6 +170,19 @@ int runSplit(const SplitCliOptions &o) {
   int exitCode = result.ok() ? kExitOk : kExitFindings;
 
   std::string json = partition::renderPlanJson(plan, options.cost, withFiles);
+  if (join) {
+    // Each op of the plan with its place in the user's source.
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(json);
+    for (size_t f = 0; f < plan.functions.size(); ++f)
+      for (size_t r = 0; r < plan.functions[f].regions.size(); ++r) {
+        const partition::Region &region = plan.functions[f].regions[r];
+        nlohmann::ordered_json &ops = j["functions"][f]["regions"][r]["ops"];
+        for (size_t k = 0; k < region.ops.size() && k < ops.size(); ++k)
+          ops[k]["source"] = report::sourceJson(join->of(*region.ops[k].op));
+      }
+    json = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    report::attachSources(report, *model, *record, o.sourceRoot);
+  }
   if (!o.planOut.empty())
     report::writeReportFile(*model, o.planOut, json, policy);
   std::string text;
@@ -156,7 +196,7 @@ int runSplit(const SplitCliOptions &o) {
                               report::HtmlOptions{.plan = &plan, .cost = options.cost});
   } else {
     std::ostringstream os;
-    printText(os, plan);
+    printText(os, plan, join ? &*join : nullptr);
     text = os.str();
   }
   if (o.output.empty())
@@ -200,6 +240,12 @@ void registerSplit(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--boundary-ms", o->boundaryMs, "Cost of one ANE <-> CPU boundary, in ms")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1000.0));
+  cmd->add_option("--etrecord", o->etrecord,
+                  "The export's ETRecord (export_llm +debug.generate_etrecord=true): each CPU "
+                  "region names the PyTorch source lines and modules of its ops; the JSON plan "
+                  "gives every op its source; the HTML report's op panel shows it");
+  cmd->add_option("--source-root", o->sourceRoot,
+                  "With --etrecord: show source paths relative to this directory");
   cmd->add_flag("--no-absorb", o->noAbsorb,
                 "Keep every ANE-able op on the ANE, whatever the boundaries cost");
   cmd->footer("The plan format is documented in docs/split.md. Exit codes: 0 ok, 1 verification "

@@ -182,5 +182,60 @@ TEST(ProfileTest, OneSingularRunSaysSo) {
   EXPECT_EQ(text.rfind("profile: 1 run\n", 0), 0u) << text;
 }
 
+TEST(ProfileTest, GroupsAddTheSameOpsUpByKey) {
+  LinearProgram prog;
+  OpProfile profile;
+  // Two groups: the ops reading a weight (one linear) and the rest.
+  profile.groupBy("reads", [](const Operation &op) {
+    return op.type == "linear" ? std::string("weights") : std::string("other");
+  });
+  profile.keepFirstRunApart();
+  runtime::RunOptions opts;
+  opts.profile = &profile;
+  runtime::Interpreter interp(*prog.b.fn, opts);
+  runtime::TensorMap in{{"x", Tensor::zeros(DType::F32, {1, 64})}};
+  for (int i = 0; i < 3; ++i)
+    interp.run(in);
+  ASSERT_EQ(profile.groups().size(), 2u);
+  std::map<std::string, OpProfile::Row> groups;
+  for (const OpProfile::Row &r : profile.groups())
+    groups[r.opType] = r;
+  // The first run is kept out of both tables alike.
+  EXPECT_EQ(groups["weights"].count, 2u);
+  EXPECT_EQ(groups["weights"].weightBytes, 2 * prog.weightBytes);
+  EXPECT_EQ(groups["other"].count, 2u * 4); // const, two muls, relu
+  EXPECT_EQ(groups["other"].weightBytes, 0u);
+  uint64_t ops = 0;
+  double grouped = 0, typed = 0;
+  for (const OpProfile::Row &r : profile.rows()) {
+    ops += r.count;
+    typed += r.seconds;
+  }
+  for (const OpProfile::Row &r : profile.groups())
+    grouped += r.seconds;
+  EXPECT_EQ(ops, groups["weights"].count + groups["other"].count);
+  EXPECT_DOUBLE_EQ(grouped, typed);
+
+  std::string text = profile.formatText("step");
+  EXPECT_NE(text.find("by reads:\n"), std::string::npos) << text;
+  auto j = nlohmann::json::parse(profile.formatJson());
+  EXPECT_EQ(j["groups"]["by"], "reads");
+  ASSERT_EQ(j["groups"]["rows"].size(), 2u);
+  for (const auto &row : j["groups"]["rows"])
+    EXPECT_EQ(row.contains("weight_bytes"), row["key"] == "weights");
+}
+
+TEST(ProfileTest, NoGroupTableWithoutGroupBy) {
+  LinearProgram prog;
+  OpProfile profile;
+  runtime::RunOptions opts;
+  opts.profile = &profile;
+  runtime::Interpreter interp(*prog.b.fn, opts);
+  interp.run(runtime::TensorMap{{"x", Tensor::zeros(DType::F32, {1, 64})}});
+  EXPECT_TRUE(profile.groups().empty());
+  EXPECT_EQ(profile.formatText().find("by "), std::string::npos);
+  EXPECT_FALSE(nlohmann::json::parse(profile.formatJson()).contains("groups"));
+}
+
 } // namespace
 } // namespace anefit::test
