@@ -268,3 +268,40 @@ def test_report_shows_the_python_source(anefit, browser, artifacts, tmp_path):
         src = f["source"]
         if src.get("line"):
             assert f"Source: {src['file']}:{src['line']} in {src['module']}" in panel
+
+
+def test_report_groups_findings_by_module(anefit, browser, tmp_path):
+    """With --etrecord the findings table has a source column and a module
+    filter whose groups make every layer's copy of a module one
+    (layers.*.attention); picking a group shows its findings only."""
+    pte = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_4w_et.pte")
+    report, page, _ = open_report(anefit, browser, tmp_path, pte, "--etrecord",
+                                  pte[:-4] + ".etrecord")
+    findings = report.check["findings"]
+
+    def group(f):
+        module = f.get("source", {}).get("module", "")
+        return ".".join("*" if p.isdigit() else p for p in module.split(".")) if module else ""
+
+    expected = {}
+    for f in findings:
+        if group(f):
+            expected[group(f)] = expected.get(group(f), 0) + 1
+    options = page.evaluate(
+        "Array.from(document.querySelectorAll('select.module option')).map(o => [o.value, o.textContent])")
+    assert options[0] == ["", "all modules"]
+    assert {v: int(t.rsplit("(", 1)[1].rstrip(")")) for v, t in options[1:]} == expected
+    assert "layers.*.attention" in expected
+    header = page.evaluate("Array.from(document.querySelectorAll('table.ftable th')).map(t => t.textContent)")
+    assert header[-1] == "source"
+    first = page.evaluate("document.querySelector('table.ftable td.src').textContent")
+    assert first  # a file:line and module, or the module alone
+
+    picked = "layers.*.attention"
+    page.evaluate("(() => { const s = document.querySelector('select.module'); s.value = %r;"
+                  " s.dispatchEvent(new Event('change')); })()" % picked)
+    shown = page.evaluate("Array.from(document.querySelectorAll('table.ftable tr.row'))"
+                          ".filter(r => r.style.display !== 'none').map(r => +r.getAttribute('data-k'))")
+    assert shown == [k for k, f in enumerate(findings) if group(f) == picked]
+    count = page.evaluate("document.querySelector('.findings .count').textContent")
+    assert count.startswith(f"{expected[picked]} of {len(findings)} findings")

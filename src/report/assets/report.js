@@ -35,6 +35,12 @@
   /// How severe a finding is: its level (anefit.check/2: the effect, or
   /// at-risk when contested), else its effect.
   function sev(fd) { return fd.level || fd.effect; }
+  /// A finding's module with layer indices made one ("layers.3.conv" ->
+  /// "layers.*.conv", as report/Sources.h moduleGroup); '' without a source.
+  function moduleGroup(fd) {
+    var m = fd.source && fd.source.module;
+    return m ? m.split('.').map(function (p) { return /^[0-9]+$/.test(p) ? '*' : p; }).join('.') : '';
+  }
   function effectRank(e) { var i = EFFECT_ORDER.indexOf(e); return i < 0 ? EFFECT_ORDER.length : i; }
   function label(kind, name) { var p = palette[kind][name]; return p ? p.label : name; }
   function meaning(kind, name) { var p = palette[kind][name]; return p ? p.meaning : ''; }
@@ -540,17 +546,35 @@
   });
   fs += '<select class="rule"><option value="">all rules</option>' + Object.keys(ruleCount).sort().map(function (r) {
     return '<option value="' + h(r) + '">' + h(r) + ' (' + ruleCount[r] + ') ' + h(rules[r] ? rules[r].title : '') + '</option>';
-  }).join('') + '</select><input type="search" class="q" placeholder="filter text"><button class="reset">show all</button><span class="count"></span>';
+  }).join('') + '</select>';
+  // With the export's ETRecord (check --etrecord): the findings by module,
+  // each layer's copy of a module as one group (layers.*.conv), and a
+  // source column.
+  var moduleCount = {};
+  check.findings.forEach(function (fd) {
+    var m = moduleGroup(fd);
+    if (m) moduleCount[m] = (moduleCount[m] || 0) + 1;
+  });
+  var modules = Object.keys(moduleCount).sort(function (a, b) { return moduleCount[b] - moduleCount[a] || (a < b ? -1 : 1); });
+  if (modules.length) {
+    fs += '<select class="module"><option value="">all modules</option>' + modules.map(function (m) {
+      return '<option value="' + h(m) + '">' + h(m) + ' (' + moduleCount[m] + ')</option>';
+    }).join('') + '</select>';
+    $('table.ftable thead tr').insertAdjacentHTML('beforeend', '<th>source</th>');
+  }
+  fs += '<input type="search" class="q" placeholder="filter text"><button class="reset">show all</button><span class="count"></span>';
   filters.innerHTML = fs;
   var rowsHtml = '';
   check.findings.forEach(function (fd, k) {
+    var src = fd.source || {};
     rowsHtml += '<tr class="row" data-k="' + k + '"><td>' + chip('effect', sev(fd)) + '</td><td><b>' + h(fd.rule) +
       '</b></td><td>' + h(fd.confidence || '') + '</td><td>' + h(fd['function']) + '</td><td>' +
-      (fd.op ? h(fd.opType || '') + ' <code>' + h(fd.op) + '</code>' : '<i>function</i>') + '</td><td class="msg">' + h(fd.message) + '</td></tr>';
+      (fd.op ? h(fd.opType || '') + ' <code>' + h(fd.op) + '</code>' : '<i>function</i>') + '</td><td class="msg">' + h(fd.message) + '</td>' +
+      (modules.length ? '<td class="src">' + (src.file ? '<code>' + h(src.file + ':' + src.line) + '</code> ' : '') + h(src.module || '') + '</td>' : '') + '</tr>';
   });
   tbody.innerHTML = rowsHtml;
   var rowEls = $$('tr.row', tbody);
-  var filter = { effects: new Set(effects), rule: '', q: '', decided: false };
+  var filter = { effects: new Set(effects), rule: '', module: '', q: '', decided: false };
   function setFilter(f) {
     if (f.rule !== undefined) { filter.rule = f.rule; $('select.rule', filters).value = f.rule; }
     filter.decided = !!f.decided;
@@ -559,13 +583,15 @@
   function matches(fd) {
     if (!filter.effects.has(sev(fd))) return false;
     if (filter.rule && fd.rule !== filter.rule) return false;
+    if (filter.module && moduleGroup(fd) !== filter.module) return false;
     if (filter.q) {
-      var q = filter.q;
-      if ((fd.message + ' ' + (fd.op || '') + ' ' + fd.rule + ' ' + (fd.opType || '') + ' ' + (fd.torchNode || '')).toLowerCase().indexOf(q) < 0) return false;
+      var q = filter.q, src = fd.source || {};
+      if ((fd.message + ' ' + (fd.op || '') + ' ' + fd.rule + ' ' + (fd.opType || '') + ' ' + (fd.torchNode || '') + ' ' +
+           (src.file ? src.file + ':' + src.line : '') + ' ' + (src.module || '')).toLowerCase().indexOf(q) < 0) return false;
     }
     return true;
   }
-  function active() { return filter.rule || filter.q || filter.effects.size !== effects.length; }
+  function active() { return filter.rule || filter.module || filter.q || filter.effects.size !== effects.length; }
   function runFilter() {
     var shown = 0;
     check.findings.forEach(function (fd, k) {
@@ -612,13 +638,16 @@
       b.classList.toggle('on', filter.effects.has(eff));
       runFilter();
     } else if (e.target.closest('button.reset')) {
-      filter.effects = new Set(effects); filter.rule = ''; filter.q = '';
+      filter.effects = new Set(effects); filter.rule = ''; filter.module = ''; filter.q = '';
       $$('button.eff', filters).forEach(function (x) { x.classList.add('on'); });
       $('select.rule', filters).value = ''; $('input.q', filters).value = '';
+      if (modules.length) $('select.module', filters).value = '';
       runFilter();
     }
   });
   $('select.rule', filters).addEventListener('change', function (e) { setFilter({ rule: e.target.value }); });
+  if (modules.length)
+    $('select.module', filters).addEventListener('change', function (e) { filter.module = e.target.value; runFilter(); });
   $('input.q', filters).addEventListener('input', function (e) { filter.q = e.target.value.trim().toLowerCase(); runFilter(); });
   tbody.addEventListener('click', function (e) {
     var tr = e.target.closest('tr.row');
