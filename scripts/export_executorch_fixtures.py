@@ -19,6 +19,10 @@ Two families of exports, both with random weights:
      lfm2_export_llm_states.pte  the fp16 export with the Core ML partitioner
                                  taking over the mutable buffers as Core ML
                                  states (take_over_mutable_buffer=True)
+     lfm2_recipe_ane_fp16.pte    the fp16 configuration through
+                                 examples/lfm2_ane/lfm2_ane.py: export_llm's
+                                 Python API with anefit's source rewrites of
+                                 ShortConv and KVCacheCoreML
      lfm2_export_llm_xnnpack_8da4w.pte  made only when named with --only: the
                                  same checkpoint through ExecuTorch's XNNPACK
                                  recipe for LFM2 (qmode 8da4w, its SDPA with
@@ -233,6 +237,18 @@ EXPORT_LLM_VARIANTS = {
     "lfm2_export_llm_4w": (True, False),
     "lfm2_export_llm_states": (False, True),
 }
+# The fp16 configuration exported through examples/lfm2_ane/lfm2_ane.py: export_llm's
+# Python API with anefit's source rewrites of ShortConv and KVCacheCoreML.
+RECIPE_VARIANT = "lfm2_recipe_ane_fp16"
+RECIPE_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                             "examples", "lfm2_ane", "lfm2_ane.py")
+
+
+def run_recipe(yaml_path, workdir):
+    """`python examples/lfm2_ane/lfm2_ane.py --config X.yaml`, as its README says."""
+    proc = subprocess.run([sys.executable, RECIPE_SCRIPT, "--config", yaml_path], cwd=workdir)
+    if proc.returncode:
+        raise SystemExit(f"{RECIPE_SCRIPT} failed ({proc.returncode}) on {yaml_path}")
 # Made only when named with --only: ExecuTorch's own CPU path on the same
 # checkpoint, for bench/xnnpack_vs_run.py (never committed).
 XNNPACK_VARIANT = "lfm2_export_llm_xnnpack_8da4w"
@@ -248,6 +264,7 @@ def export_llm_set(out, config, context, seed, only, etrecord=False):
         ckpt = os.path.join(work, "random_weights.pth")
         random_checkpoint(params, context, seed, ckpt)
         variants = dict(EXPORT_LLM_VARIANTS)
+        variants[RECIPE_VARIANT] = (False, False)
         if XNNPACK_VARIANT in only:
             variants[XNNPACK_VARIANT] = (False, False)
         for name, (quantize, take_over) in variants.items():
@@ -258,7 +275,10 @@ def export_llm_set(out, config, context, seed, only, etrecord=False):
                                     quantize, etrecord, xnnpack=name == XNNPACK_VARIANT)
             yaml_path = os.path.join(work, name + ".yaml")
             write_yaml(cfg, yaml_path)
-            if take_over:
+            if name == RECIPE_VARIANT:
+                run_recipe(yaml_path, work)
+                how = f"python examples/lfm2_ane/lfm2_ane.py --config {name}.yaml"
+            elif take_over:
                 run_export_llm_api_states(yaml_path, work)
                 how = ("export_llm's Python API: export_llama_lib.export_llama(LlmConfig from "
                        f"{name}.yaml) with get_coreml_partitioner's CoreMLPartitioner set to "
@@ -281,6 +301,7 @@ def export_llm_set(out, config, context, seed, only, etrecord=False):
                            "N(0, 1), norm scales 1 + N(0, 0.05)",
                 "seed": seed,
                 "take_over_mutable_buffer": take_over,
+                "recipe": name == RECIPE_VARIANT,
                 "model_config": config,
                 "bytes": os.path.getsize(target),
             }
