@@ -230,12 +230,14 @@ void bindCheck(nb::module_ &m) {
             d["module_type"] = src.moduleType;
             d["node"] = src.node;
             d["buffer"] = src.buffer;
+            d["writes_buffer"] = src.writesBuffer;
             d["note"] = src.note;
             return d;
           },
           "With ``check(..., etrecord=...)``: the PyTorch source behind the op (``file``, "
           "``line``, ``function``, ``code``, ``module``, ``module_type``, the edge ``node``, "
-          "the ``buffer`` it writes back into, or a ``note`` saying why there is none); "
+          "the ``buffer`` it reads or, with ``writes_buffer``, ExecuTorch writes its output "
+          "back into, or a ``note`` saying why there is none); "
           "``None`` otherwise.")
       .def_prop_ro(
           "rule", [](const PyFinding &f) { return std::string(f.rule().code); },

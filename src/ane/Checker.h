@@ -76,7 +76,8 @@ struct Finding {
     std::string moduleType; ///< its class
     std::string node;       ///< the edge node, "aten_index_put_default_1"
     std::string buffer; ///< the buffer it writes back into (or reads), "layers.0.conv.conv_state"
-    std::string note;   ///< why there is no source (no handle, no node)
+    bool writesBuffer = false; ///< ExecuTorch writes the op's output back into `buffer`
+    std::string note;          ///< why there is no source (no handle, no node)
   };
   std::optional<Source> source = std::nullopt;
 

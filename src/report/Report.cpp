@@ -165,7 +165,9 @@ std::string sourceText(const Finding::Source &s) {
   }
   out += "\n";
   if (!s.buffer.empty())
-    out += "    buffer: " + s.buffer + "\n";
+    out += "    buffer: " + s.buffer +
+           (s.writesBuffer ? " (ExecuTorch writes the op's output back into it)\n"
+                           : " (the op reads it)\n");
   return out;
 }
 

@@ -1,6 +1,8 @@
 //===- Sources.cpp - Findings joined to the user's source -----------------===//
 #include "report/Sources.h"
 
+#include "partition/PlanJson.h"
+
 #include "support/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -77,8 +79,10 @@ ane::Finding::Source SourceJoin::of(const std::vector<int64_t> &handles,
   if (!op)
     return src;
   for (const auto &out : op->outputs)
-    if (auto w = writes_.find(out->name); w != writes_.end())
+    if (auto w = writes_.find(out->name); w != writes_.end()) {
       src.buffer = w->second;
+      src.writesBuffer = true;
+    }
   if (src.buffer.empty())
     for (const Value *v : op->operandValues())
       if (!v->definingOp || v->definingOp->type == "cast")
@@ -113,8 +117,10 @@ nlohmann::ordered_json sourceJson(const ane::Finding::Source &s) {
   }
   if (!s.node.empty())
     j["node"] = s.node;
-  if (!s.buffer.empty())
+  if (!s.buffer.empty()) {
     j["buffer"] = s.buffer;
+    j["bufferAccess"] = s.writesBuffer ? "writes" : "reads";
+  }
   if (!s.note.empty())
     j["note"] = s.note;
   return j;
@@ -138,6 +144,20 @@ SourceSites sourceSites(const std::vector<ane::Finding::Source> &sources, size_t
                          (count[order[i]] == 1 ? " op)" : " ops)"));
   out.more = order.size() > limit ? order.size() - limit : 0;
   return out;
+}
+
+std::string renderPlanJsonWithSources(const partition::Plan &plan, const partition::CostModel &cost,
+                                      bool withFiles, const SourceJoin &join) {
+  nlohmann::ordered_json j =
+      nlohmann::ordered_json::parse(partition::renderPlanJson(plan, cost, withFiles));
+  for (size_t f = 0; f < plan.functions.size(); ++f)
+    for (size_t r = 0; r < plan.functions[f].regions.size(); ++r) {
+      const partition::Region &region = plan.functions[f].regions[r];
+      nlohmann::ordered_json &ops = j["functions"][f]["regions"][r]["ops"];
+      for (size_t k = 0; k < region.ops.size() && k < ops.size(); ++k)
+        ops[k]["source"] = sourceJson(join.of(*region.ops[k].op));
+    }
+  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 std::string sourceLine(const ane::Finding::Source &source) {

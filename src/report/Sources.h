@@ -12,6 +12,7 @@
 #include "ane/Checker.h"
 #include "io/ETRecord.h"
 #include "ir/Model.h"
+#include "partition/Partitioner.h"
 
 #include <nlohmann/json.hpp>
 
@@ -60,6 +61,11 @@ struct SourceSites {
 };
 /// The places of `sources` (one per op), at most `limit` of them.
 SourceSites sourceSites(const std::vector<ane::Finding::Source> &sources, size_t limit = 3);
+
+/// The split plan as JSON (partition::renderPlanJson, indented by 2) with
+/// every op's `source` (`split --etrecord`). `join` joins the model planned.
+std::string renderPlanJsonWithSources(const partition::Plan &plan, const partition::CostModel &cost,
+                                      bool withFiles, const SourceJoin &join);
 
 /// "short_conv.py:77" (or the note when there is no line).
 std::string sourceLine(const ane::Finding::Source &source);

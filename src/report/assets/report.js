@@ -370,7 +370,7 @@
            (src.line ? h(src.file + ':' + src.line) + (src.module ? ' in ' + h(src.module) : '') +
                        (src.code ? ' <code>' + h(src.code) + '</code>' : '')
                      : h('none: ' + (src.note || ''))) +
-           (src.buffer ? ' <span class="buf">buffer ' + h(src.buffer) + '</span>' : '') + '</div>';
+           (src.buffer ? ' <span class="buf">' + (src.bufferAccess === 'writes' ? 'written back into ' : 'reads ') + h(src.buffer) + '</span>' : '') + '</div>';
     }
     if (fd.types) s += '<div class="types">' + h(fd.types) + '</div>';
     if (fd.fix) s += '<div class="fix"><b>Fix:</b> ' + h(fd.fix) + '</div>';
