@@ -13,10 +13,12 @@
 
 #include "fix/Fix.h"
 #include "fix/FixFile.h"
+#include "io/ETRecord.h"
 #include "io/ModelIO.h"
 #include "partition/PlanJson.h"
 #include "partition/Split.h"
 #include "probe/Probe.h"
+#include "report/Sources.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
 
@@ -125,8 +127,34 @@ passesOption(const std::variant<std::monostate, std::string, std::vector<std::st
 }
 
 /// The Python view of one fixModel result; `original` is the model fixed.
-PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> original) {
+/// The ETRecord and source root of `etrecord=` / `source_root=`.
+struct SourceArgs {
+  std::optional<ETRecord> record;
+  std::string root;
+};
+
+SourceArgs sourceArgs(const std::optional<fs::path> &etrecord,
+                      const std::optional<fs::path> &sourceRoot) {
+  if (sourceRoot && !etrecord)
+    throw InputError("source_root: expected etrecord= as well, found none");
+  SourceArgs a;
+  if (etrecord)
+    a.record = readETRecord(pathText(*etrecord));
+  if (sourceRoot)
+    a.root = pathText(*sourceRoot);
+  return a;
+}
+
+PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> original,
+                            const SourceArgs &sources) {
   std::shared_ptr<const Model> fixed(std::move(result.fixed));
+  // Findings in the user's source: before on the original, after on the
+  // fixed model (it keeps the debug handles of the ops no pass replaced).
+  if (sources.record) {
+    report::attachSources(result.before, *original, *sources.record, sources.root);
+    if (result.verifies() && fixed)
+      report::attachSources(result.after, *fixed, *sources.record, sources.root);
+  }
   PyFixResult r;
   r.path = original->sourcePath;
   r.pipeline = result.pipeline;
@@ -190,7 +218,7 @@ struct PyProgramFixResult {
 /// -o y.pte`; an in-memory delegate is fixed from the program it was read
 /// from.
 PyProgramFixResult fixProgram(const ModelArg &target, const std::string &output,
-                              const FixOptions &options, bool force) {
+                              const FixOptions &options, bool force, const SourceArgs &sources) {
   std::string input = std::holds_alternative<PyModel>(target)
                           ? std::get<PyModel>(target).model->sourcePath
                           : pathText(std::get<fs::path>(target));
@@ -203,7 +231,7 @@ PyProgramFixResult fixProgram(const ModelArg &target, const std::string &output,
   }
   PyProgramFixResult p;
   for (FixedModel &m : result.models)
-    p.delegates.push_back(fixResultObject(std::move(m.result), std::move(m.original)));
+    p.delegates.push_back(fixResultObject(std::move(m.result), std::move(m.original), sources));
   p.ok = result.ok();
   if (result.ok())
     p.output = result.output;
@@ -215,7 +243,10 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
                   nb::handle verify, int64_t steps, uint64_t seed, double atol, double rtol,
                   const std::string &precision, bool force, const std::string &goal,
                   const std::string &requantize, double maxRelError, double minTop1,
-                  const std::string &chip, const std::string &os, const std::string &computeUnits) {
+                  const std::string &chip, const std::string &os, const std::string &computeUnits,
+                  const std::optional<fs::path> &etrecord,
+                  const std::optional<fs::path> &sourceRoot) {
+  SourceArgs sources = sourceArgs(etrecord, sourceRoot);
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
   FixOptions options;
@@ -236,7 +267,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.maxRelError = maxRelError;
   std::string output = out ? pathText(*out) : std::string();
   if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
-    return nb::cast(fixProgram(target, output, options, force));
+    return nb::cast(fixProgram(target, output, options, force, sources));
   PyModel original = modelOf(target, /*openWeights=*/true);
 
   // The output policy of `anefit fix -o`, checked before the work.
@@ -255,7 +286,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
     if (!output.empty() && result.ok())
       stateMapPath = writeFixedModel(result, output, policy);
   }
-  PyFixResult r = fixResultObject(std::move(result), original.model);
+  PyFixResult r = fixResultObject(std::move(result), original.model, sources);
   if (!output.empty() && r.ok)
     r.output = output;
   if (!stateMapPath.empty())
@@ -279,7 +310,10 @@ struct PySplitPlan {
 
 PySplitPlan runSplit(const ModelArg &target, const std::optional<std::string> &function,
                      const std::optional<fs::path> &emitDir, bool verify, int64_t steps,
-                     uint64_t seed, double boundaryMs, bool absorb, bool force) {
+                     uint64_t seed, double boundaryMs, bool absorb, bool force,
+                     const std::optional<fs::path> &etrecord,
+                     const std::optional<fs::path> &sourceRoot) {
+  SourceArgs sources = sourceArgs(etrecord, sourceRoot);
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
   if (verify && !emitDir)
@@ -305,7 +339,14 @@ PySplitPlan runSplit(const ModelArg &target, const std::optional<std::string> &f
                               ? pathText(std::get<fs::path>(target))
                               : model.model->sourcePath;
   PySplitPlan p;
-  p.json = partition::renderPlanJson(result.plan, options.partition.cost, emitDir.has_value());
+  if (sources.record) {
+    report::SourceJoin join(*model.model, *sources.record, sources.root, result.plan.modelPath);
+    p.json = report::renderPlanJsonWithSources(result.plan, options.partition.cost,
+                                               emitDir.has_value(), join);
+    report::attachSources(result.report, *model.model, *sources.record, sources.root);
+  } else {
+    p.json = partition::renderPlanJson(result.plan, options.partition.cost, emitDir.has_value());
+  }
   p.skipSnippet = partition::skipListSnippet(result.plan);
   for (const partition::SkipOp &op : result.plan.skipOps)
     p.skipOps.push_back(op.atenOp);
@@ -441,13 +482,15 @@ void bindTransform(nb::module_ &m) {
         nb::arg("precision") = "fp32", nb::arg("force") = false, nb::arg("goal") = "compile",
         nb::arg("requantize") = "keep", nb::arg("max_rel_error") = 0.05, nb::arg("min_top1") = 0.0,
         nb::arg("chip") = "any", nb::arg("os") = "any", nb::arg("compute_units") = "cpu_and_ne",
+        nb::arg("etrecord") = nb::none(), nb::arg("source_root") = nb::none(),
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
                 "precision: str = 'fp32', force: bool = False, goal: str = 'compile', "
                 "requantize: str = 'keep', max_rel_error: float = 0.05, min_top1: float = 0.0, "
                 "chip: str = 'any', os: str = "
-                "'any', compute_units: str = 'cpu_and_ne') -> "
+                "'any', compute_units: str = 'cpu_and_ne', etrecord: str | os.PathLike[str] | "
+                "None = None, source_root: str | os.PathLike[str] | None = None) -> "
                 "FixResult | "
                 "ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
@@ -470,7 +513,9 @@ void bindTransform(nb::module_ &m) {
         "delegate as a model of its own, ExecuTorch's buffer write-back carried through the "
         "proof, and writes a copy of the program with the rewritten payloads (every other "
         "byte kept); it returns a :class:`ProgramFixResult`, and a rewrite that changes a "
-        "delegate's interface raises InputError.");
+        "delegate's interface raises InputError. ``etrecord``: the export's ETRecord; the "
+        "findings of ``before`` and ``after`` get their PyTorch ``source`` (``source_root`` "
+        "shortens the paths).");
 
   nb::class_<PySplitPlan>(m, "SplitPlan",
                           "What :func:`split` planned: ANE and CPU regions per function, the "
@@ -531,12 +576,15 @@ void bindTransform(nb::module_ &m) {
   m.def("split", &runSplit, nb::arg("model"), nb::arg("function") = nb::none(),
         nb::arg("emit_dir") = nb::none(), nb::arg("verify") = false, nb::arg("steps") = 3,
         nb::arg("seed") = 0, nb::arg("boundary_ms") = partition::CostModel().boundaryMs,
-        nb::arg("absorb") = true, nb::arg("force") = false,
+        nb::arg("absorb") = true, nb::arg("force") = false, nb::arg("etrecord") = nb::none(),
+        nb::arg("source_root") = nb::none(),
         "Plans how to split the model between the ANE and the CPU, as ``anefit split`` does: "
         "the checker's placement grouped into regions, small ANE runs absorbed into the CPU "
         "when the boundaries cost more (``boundary_ms`` each; ``absorb=False`` keeps them). "
         "``emit_dir``: write each region as a model of its own; ``verify=True`` then steps the "
-        "region chain against the original in fp16 (bit for bit).");
+        "region chain against the original in fp16 (bit for bit). ``etrecord``: the export's "
+        "ETRecord; every op of the plan's JSON gets its PyTorch ``source`` and the report's "
+        "findings theirs (``source_root`` shortens the paths).");
 }
 
 } // namespace anefit::python

@@ -17,8 +17,6 @@
 #include "report/Sources.h"
 #include "support/Error.h"
 
-#include <nlohmann/json.hpp>
-
 #include <iomanip>
 #include <iostream>
 #include <optional>
@@ -171,16 +169,7 @@ int runSplit(const SplitCliOptions &o) {
 
   std::string json = partition::renderPlanJson(plan, options.cost, withFiles);
   if (join) {
-    // Each op of the plan with its place in the user's source.
-    nlohmann::ordered_json j = nlohmann::ordered_json::parse(json);
-    for (size_t f = 0; f < plan.functions.size(); ++f)
-      for (size_t r = 0; r < plan.functions[f].regions.size(); ++r) {
-        const partition::Region &region = plan.functions[f].regions[r];
-        nlohmann::ordered_json &ops = j["functions"][f]["regions"][r]["ops"];
-        for (size_t k = 0; k < region.ops.size() && k < ops.size(); ++k)
-          ops[k]["source"] = report::sourceJson(join->of(*region.ops[k].op));
-      }
-    json = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+    json = report::renderPlanJsonWithSources(plan, options.cost, withFiles, *join);
     report::attachSources(report, *model, *record, o.sourceRoot);
   }
   if (!o.planOut.empty())
