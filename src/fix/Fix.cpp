@@ -224,10 +224,12 @@ ane::CheckOptions checkOptions(const FixOptions &options) {
   return c;
 }
 
-/// A rewrite can cost residency (weights grown past a size rule): say which
-/// rules the fixed model newly breaks, per function that lost ANE FLOPs.
-void warnIfResidencyDrops(FixResult &result) {
-  std::vector<Residency> before = residencyOf(result.before), after = residencyOf(result.after);
+} // namespace
+
+Diagnostics residencyDrops(const ane::CheckReport &beforeReport,
+                           const ane::CheckReport &afterReport) {
+  Diagnostics out;
+  std::vector<Residency> before = residencyOf(beforeReport), after = residencyOf(afterReport);
   for (size_t f = 0; f < before.size() && f < after.size(); ++f) {
     const Residency &a = before[f], &b = after[f];
     double shareA = a.flops > 0 ? a.aneFlops / a.flops : 0;
@@ -243,7 +245,7 @@ void warnIfResidencyDrops(FixResult &result) {
           return x.rule == r.id && x.function == a.function;
         });
       };
-      if (fires(result.after) && !fires(result.before))
+      if (fires(afterReport) && !fires(beforeReport))
         rules +=
             (rules.empty() ? "" : ", ") + std::string(r.code) + " (" + std::string(r.title) + ")";
     }
@@ -251,13 +253,11 @@ void warnIfResidencyDrops(FixResult &result) {
     std::snprintf(buf, sizeof buf,
                   "the rewrite lowers the predicted ANE share of FLOPs from %.1f%% to %.1f%%",
                   100 * shareA, 100 * shareB);
-    result.diagnostics.push_back(
-        {Diagnostic::Severity::Warning, a.function, "",
-         std::string(buf) + (rules.empty() ? "" : "; newly found: " + rules)});
+    out.push_back({Diagnostic::Severity::Warning, a.function, "",
+                   std::string(buf) + (rules.empty() ? "" : "; newly found: " + rules)});
   }
+  return out;
 }
-
-} // namespace
 
 FixResult fixModel(const Model &model, const FixOptions &options) {
   if (options.steps < 1)
@@ -321,7 +321,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
     return result;
   stage("check");
   result.after = ane::checkModel(*result.fixed, checkOptions(options));
-  warnIfResidencyDrops(result);
+  for (Diagnostic &d : residencyDrops(result.before, result.after))
+    result.diagnostics.push_back(std::move(d));
 
   bool verify =
       options.verify == FixVerify::Always ||

@@ -133,6 +133,12 @@ struct Residency {
 /// The residency of every function of a check report.
 std::vector<Residency> residencyOf(const ane::CheckReport &report);
 
+/// A warning per function whose predicted ANE share of FLOPs is more than
+/// a point lower in `after` (a check of the rewritten model) than in
+/// `before` (a rewrite can grow weights past a size rule), naming the rules
+/// `after` newly breaks. fixModel adds them to FixResult::diagnostics.
+Diagnostics residencyDrops(const ane::CheckReport &before, const ane::CheckReport &after);
+
 /// One step of the rewrite: the residency after a pass ("check" for the
 /// model before any).
 struct FixStage {

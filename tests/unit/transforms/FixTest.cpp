@@ -1,6 +1,8 @@
 //===- FixTest.cpp - The fix driver: rewrite, check, prove ----------------===//
 #include "fix/Fix.h"
+#include "ane/Checker.h"
 #include "io/ModelIO.h"
+#include "ir/AsmParser.h"
 #include "ir/AsmPrinter.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
@@ -84,4 +86,42 @@ TEST(Fix, RejectsBadOptions) {
   FixOptions badPass;
   badPass.passes = "no-such-pass";
   EXPECT_THROW(fixModel(*model, badPass), InputError);
+}
+
+namespace {
+
+/// x (1, 16) -> linear with `outputs` rows -> y, as MIL text.
+std::string linearModel(int outputs) {
+  std::string w;
+  for (int r = 0; r < outputs; ++r) {
+    w += r ? ", [" : "[";
+    for (int c = 0; c < 16; ++c)
+      w += std::string(c ? ", " : "") + (c == r % 16 ? "1.0" : "0.0");
+    w += "]";
+  }
+  std::string n = std::to_string(outputs);
+  return "main[CoreML8](%x: (1, 16, fp16)(Tensor)) {\n  block0() {\n    %w: (" + n +
+         ", 16, fp16)(Tensor) = const(val=[" + w + "], name=\"w\")\n    %y: (1, " + n +
+         ", fp16)(Tensor) = linear(x=%x, weight=%w, name=\"y\")\n  } -> (%y)\n}\n";
+}
+
+} // namespace
+
+TEST(Fix, WarnsWhenARewriteLowersTheAneShare) {
+  // A 128-row linear is placed on the ANE; a 32-row one is kept on the CPU
+  // (ANE-CONV-010): as if a rewrite had moved the function's compute off.
+  auto wide = parseModelText(linearModel(128), "wide.mil", nullptr);
+  auto tiny = parseModelText(linearModel(32), "tiny.mil", nullptr);
+  ane::CheckReport before = ane::checkModel(*wide), after = ane::checkModel(*tiny);
+  ASSERT_EQ(residencyOf(before).at(0).aneFlops, residencyOf(before).at(0).flops);
+  ASSERT_EQ(residencyOf(after).at(0).aneFlops, 0);
+  Diagnostics d = residencyDrops(before, after);
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].severity, Diagnostic::Severity::Warning);
+  EXPECT_EQ(d[0].str(), "warning: main: the rewrite lowers the predicted ANE share of FLOPs "
+                        "from 100.0% to 0.0%; newly found: ANE-CONV-010 (tiny matmul the cost "
+                        "model keeps on CPU)");
+  // The other way round, or the same model: no warning.
+  EXPECT_TRUE(residencyDrops(after, before).empty());
+  EXPECT_TRUE(residencyDrops(before, before).empty());
 }
