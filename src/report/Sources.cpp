@@ -255,8 +255,37 @@ void addNodePlacements(const ane::CheckReport &report, const Model &model, const
 
 } // namespace
 
+namespace {
+
+/// The ids Model Explorer's ETRecord adapter may give each edge node: ExecuTorch's devtools
+/// graph (FXOperatorGraph) names a node after its FX node with "_" appended. A node whose
+/// operator the viewing Python has not registered (a backend's own op, coreml.sdpa, without
+/// the backend imported) is loaded as a stand-in that FX names after the operator's path
+/// instead ("executorch_exir_dialects_edge_ops_coreml_sdpa_default_1"), numbered in graph
+/// order; such nodes get both ids.
+std::map<std::string, std::vector<std::string>> explorerIds(const ETRecord &record) {
+  static constexpr std::string_view kAten = "executorch.exir.dialects.edge.ops.aten.";
+  std::map<std::string, std::vector<std::string>> ids;
+  std::map<std::string, size_t> seen; // stand-in name -> nodes named so far
+  for (const EdgeNode &n : record.nodes) {
+    std::vector<std::string> &mine = ids[n.name];
+    mine.push_back(n.name + "_");
+    if (n.target.empty() || n.target.compare(0, kAten.size(), kAten) == 0 ||
+        n.target.find('.') == std::string::npos)
+      continue;
+    std::string base = n.target;
+    std::replace(base.begin(), base.end(), '.', '_');
+    size_t k = seen[base]++;
+    mine.push_back(base + (k ? "_" + std::to_string(k) : std::string()) + "_");
+  }
+  return ids;
+}
+
+} // namespace
+
 std::string modelExplorerOverlay(const std::vector<const ane::CheckReport *> &reports,
                                  const std::vector<const Model *> &models, const ETRecord &record) {
+  std::map<std::string, std::vector<std::string>> ids = explorerIds(record);
   std::map<std::string, std::set<std::string>> nodePlacements, nodeRules;
   for (size_t m = 0; m < reports.size() && m < models.size(); ++m)
     addNodePlacements(*reports[m], *models[m], record, nodePlacements, nodeRules);
@@ -266,7 +295,8 @@ std::string modelExplorerOverlay(const std::vector<const ane::CheckReport *> &re
     std::string label = value;
     for (const std::string &r : nodeRules[node])
       label += " " + r;
-    results[node] = {{"value", label}, {"bgColor", std::string(placementColor(value))}};
+    for (const std::string &id : ids[node])
+      results[id] = {{"value", label}, {"bgColor", std::string(placementColor(value))}};
   }
   nlohmann::ordered_json out = {{"name", "anefit: predicted ANE placement"},
                                 {"results", results},

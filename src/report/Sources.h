@@ -83,7 +83,8 @@ void attachSources(ane::CheckReport &report, const Model &model, const ETRecord 
                    const std::string &sourceRoot = {});
 
 /// A node-data overlay for Google's Model Explorer over the ETRecord's
-/// graph (its ETRecord adapter names nodes after the FX nodes): for every
+/// graph (its ETRecord adapter shows ExecuTorch's devtools graph, whose node
+/// ids are the FX node names with "_" appended): for every
 /// edge node behind an op of `report`, its predicted placement as the
 /// value ("ane", "cpu-gpu", "blocks-ane-compile", "at-risk", or "mixed"
 /// when its ops are placed differently) with the placement's colour from
