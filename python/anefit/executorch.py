@@ -34,12 +34,9 @@ import os
 import sys
 from typing import Dict, List, Optional, Sequence, Union
 
-from ._core import Report, check, load_delegates
+from ._core import Report, check, load_delegates, partitioner_keywords
 
 __all__ = ["backend_library", "check_program", "partitioner_kwargs", "register_backend"]
-
-_PARTITIONER = "CoreMLPartitioner"
-
 
 def check_program(
     path: Union[str, "os.PathLike[str]"],
@@ -69,8 +66,7 @@ def partitioner_kwargs(reports: Union[Report, Sequence[Report]]) -> Dict[str, ob
     compile_specs=...)``:
 
     - ``skip_ops_for_coreml_delegation``: the aten ops behind the ops the
-      checker puts off the ANE (:attr:`Report.skip_ops_for_coreml_delegation`,
-      the default plan of ``anefit split``) and those a finding's remedy names,
+      checker puts off the ANE (:attr:`Report.skip_ops_for_coreml_delegation`),
       sorted, each once; always given (an empty list when nothing needs to stay
       out);
     - every other argument a finding's ``CoreMLPartitioner`` remedy sets
@@ -78,33 +74,15 @@ def partitioner_kwargs(reports: Union[Report, Sequence[Report]]) -> Dict[str, ob
       a ``.pte``), e.g. ``take_over_mutable_buffer=False`` when a Core ML
       state fails; absent otherwise, so the partitioner's defaults stand.
 
-    Remedies are named for models read from a ``.pte`` (:func:`check_program`);
-    a report on a ``.mlpackage`` contributes its skip list only.
+    These are the arguments ``anefit split --skip-list`` writes for the same
+    program, computed by the same code; the values come as Python source and
+    are evaluated here. Remedies are named for models read from a ``.pte``
+    (:func:`check_program`); a report on a ``.mlpackage`` contributes its skip
+    list only.
     """
     if isinstance(reports, Report):
         reports = [reports]
-    kwargs: Dict[str, object] = {}
-    skip = set()
-    for report in reports:
-        skip.update(report.skip_ops_for_coreml_delegation)
-        for finding in report.findings:
-            for remedy in finding.remedies:
-                if remedy["where"] != _PARTITIONER:
-                    continue
-                for key, value in _arguments(remedy["setting"]).items():
-                    if key == "skip_ops_for_coreml_delegation":
-                        skip.update(value)
-                    else:
-                        kwargs[key] = value
-    return {"skip_ops_for_coreml_delegation": sorted(skip), **kwargs}
-
-
-def _arguments(setting: str) -> Dict[str, object]:
-    """The keyword arguments of ``CoreMLPartitioner(key=value, ...)``."""
-    call = ast.parse(setting, mode="eval").body
-    if not isinstance(call, ast.Call):
-        return {}
-    return {k.arg: ast.literal_eval(k.value) for k in call.keywords if k.arg}
+    return {name: ast.literal_eval(value) for name, value in partitioner_keywords(list(reports))}
 
 
 def _text(path: Union[str, "os.PathLike[str]"]) -> str:

@@ -15,6 +15,7 @@
 #include "ane/Checker.h"
 #include "ane/Remedies.h"
 #include "partition/Partitioner.h"
+#include "partition/PlanJson.h"
 #include "report/Report.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
@@ -506,9 +507,8 @@ void bindCheck(nb::module_ &m) {
       .def_prop_ro(
           "skip_ops_for_coreml_delegation",
           [](const PyReport &r) {
-            partition::Plan plan = partition::makePlan(*r.data->model, r.report());
             std::vector<std::string> ops;
-            for (const partition::SkipOp &op : plan.skipOps)
+            for (const partition::SkipOp &op : partition::exportAdvice(r.report()).skipOps)
               ops.push_back(op.atenOp);
             return ops;
           },
@@ -590,6 +590,20 @@ void bindCheck(nb::module_ &m) {
         "predictions, :attr:`Report.observation` holds the conclusion; ``etrecord``: the "
         "export's ETRecord, so each finding's :attr:`Finding.source` names the PyTorch line, "
         "module and buffer behind its op (paths relative to ``source_root`` when given).");
+
+  m.def(
+      "partitioner_keywords",
+      [](const nb::list &reports) {
+        std::vector<partition::Plan> advice;
+        for (nb::handle r : reports)
+          advice.push_back(partition::exportAdvice(nb::cast<const PyReport &>(r).report()));
+        return partition::partitionerKeywords(partition::mergeExportAdvice(advice));
+      },
+      nb::arg("reports"),
+      "The keyword arguments of ExecuTorch's ``CoreMLPartitioner`` that the reports (one per "
+      "Core ML delegate of a program) recommend, as ``(name, value)`` pairs whose value is "
+      "Python source: those of ``anefit split --skip-list`` (``skip_ops_for_coreml_delegation`` "
+      "always, first). :func:`anefit.executorch.partitioner_kwargs` evaluates them.");
 
   m.def(
       "rules",

@@ -47,6 +47,19 @@ std::vector<const Remedy *> remediesFor(const Finding &f);
 /// The remedies of `rule` for any finding (match ignored), in table order.
 std::vector<const Remedy *> remediesFor(RuleId rule);
 
+/// A keyword argument a remedy sets: `name=value`, the value as the user
+/// writes it in Python ("False", "[\"aten.embedding.default\"]",
+/// "ct.ComputeUnit.CPU_AND_NE").
+struct RemedyArgument {
+  std::string_view name;
+  std::string_view value;
+};
+
+/// The keyword arguments of a Partitioner remedy ("CoreMLPartitioner(a=1,
+/// b=[2, 3])": a and b) or a CompileSpec remedy ("compute_unit=..."), in
+/// order; empty for other remedies. The one reader of those settings.
+std::vector<RemedyArgument> remedyArguments(const Remedy &r);
+
 /// One line for `fix` refusing a rewrite that moves Core ML states of an
 /// ExecuTorch program: the export-time setting that leaves none.
 std::string stateRemedyText();

@@ -258,8 +258,9 @@ void addRules(std::vector<std::string> &into, const std::vector<std::string> &fr
 
 /// Adds `a` to `into`, or its rules to the same argument already there.
 void addArgument(std::vector<PartitionerArgument> &into, const PartitionerArgument &a) {
-  auto it = std::find_if(into.begin(), into.end(),
-                         [&](const PartitionerArgument &m) { return m.argument == a.argument; });
+  auto it = std::find_if(into.begin(), into.end(), [&](const PartitionerArgument &m) {
+    return m.name == a.name && m.value == a.value;
+  });
   if (it == into.end())
     into.push_back(a);
   else
@@ -284,37 +285,34 @@ size_t FunctionPlan::aneRegions() const {
   return n;
 }
 
-Plan makePlan(const Model &model, const ane::CheckReport &report, const PartitionOptions &options) {
+Plan exportAdvice(const ane::CheckReport &report) {
   Plan plan;
-  plan.modelPath = model.sourcePath;
   std::map<std::string, SkipOp> skips;
-  for (const ane::FunctionReport &fr : report.functions) {
-    const Function *fn = model.program ? model.program->findFunction(fr.name) : nullptr;
-    if (!fn)
-      continue;
-    plan.functions.push_back(planFunction(*fn, fr, options));
-    for (const Region &region : plan.functions.back().regions)
-      for (const PlacedOp &p : region.ops) {
-        // Program-wide rules (ANE-PROG-*: weight budgets, the delegate's
-        // compute units) put every op off the ANE; keeping ops out of the
-        // delegate changes none of them.
-        std::vector<std::string> rules;
-        for (const std::string &r : p.rules)
-          if (!r.starts_with("ANE-PROG-"))
-            rules.push_back(r);
-        if (region.target != Target::Cpu || p.absorbed || rules.empty())
-          continue;
-        std::string aten = atenOpOf(p.op->name);
-        if (aten.empty()) {
-          plan.unmappedCpuOps.push_back(fr.name + "/" + p.op->name);
-          continue;
-        }
-        SkipOp &s = skips[aten];
-        s.atenOp = aten;
-        s.milOps.push_back(p.op->name);
-        addRules(s.rules, rules);
+  for (const ane::FunctionReport &fr : report.functions)
+    for (const ane::OpReport &op : fr.ops) {
+      if (op.placement == ane::Placement::Ane)
+        continue;
+      // Program-wide rules (ANE-PROG-*: weight budgets, the delegate's
+      // compute units) put every op off the ANE; keeping ops out of the
+      // delegate changes none of them.
+      std::vector<std::string> rules;
+      for (ane::RuleId id : op.rules) {
+        std::string code(ane::ruleInfo(id).code);
+        if (!code.starts_with("ANE-PROG-"))
+          rules.push_back(std::move(code));
       }
-  }
+      if (rules.empty())
+        continue;
+      std::string aten = atenOpOf(op.name);
+      if (aten.empty()) {
+        plan.unmappedCpuOps.push_back(fr.name + "/" + op.name);
+        continue;
+      }
+      SkipOp &s = skips[aten];
+      s.atenOp = aten;
+      s.milOps.push_back(op.name);
+      addRules(s.rules, rules);
+    }
   for (auto &[name, s] : skips)
     plan.skipOps.push_back(std::move(s));
 
@@ -323,19 +321,27 @@ Plan makePlan(const Model &model, const ane::CheckReport &report, const Partitio
   if (!report.origin.empty())
     for (const ane::Finding &f : report.findings)
       for (const ane::Remedy *r : ane::remediesFor(f)) {
-        std::string_view setting = r->setting;
-        constexpr std::string_view kCall = "CoreMLPartitioner(";
         std::string code(ane::ruleInfo(f.rule).code);
-        if (r->where == ane::RemedyWhere::CompileSpec)
-          addArgument(plan.compileSpecArguments,
-                      {std::string(setting), std::string(r->what), {code}});
-        else if (r->where == ane::RemedyWhere::Partitioner && setting.starts_with(kCall) &&
-                 setting.find("skip_ops_for_coreml_delegation") == std::string_view::npos)
-          addArgument(plan.partitionerArguments,
-                      {std::string(setting.substr(kCall.size(), setting.size() - kCall.size() - 1)),
-                       std::string(r->what),
-                       {code}});
+        for (const ane::RemedyArgument &a : ane::remedyArguments(*r)) {
+          if (r->where == ane::RemedyWhere::CompileSpec)
+            addArgument(plan.compileSpecArguments,
+                        {std::string(a.name), std::string(a.value), std::string(r->what), {code}});
+          else if (a.name != "skip_ops_for_coreml_delegation")
+            addArgument(plan.partitionerArguments,
+                        {std::string(a.name), std::string(a.value), std::string(r->what), {code}});
+        }
       }
+  return plan;
+}
+
+Plan makePlan(const Model &model, const ane::CheckReport &report, const PartitionOptions &options) {
+  Plan plan = exportAdvice(report);
+  plan.modelPath = model.sourcePath;
+  for (const ane::FunctionReport &fr : report.functions) {
+    const Function *fn = model.program ? model.program->findFunction(fr.name) : nullptr;
+    if (fn)
+      plan.functions.push_back(planFunction(*fn, fr, options));
+  }
   return plan;
 }
 

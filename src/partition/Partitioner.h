@@ -98,9 +98,13 @@ struct SkipOp {
 /// removes findings at export time (a Partitioner or CompileSpec row of
 /// ane/Remedies.def), for a model read from a .pte.
 struct PartitionerArgument {
-  std::string argument;           ///< "take_over_mutable_buffer=False"
+  std::string name;               ///< "take_over_mutable_buffer"
+  std::string value;              ///< as Python source: "False"
   std::string what;               ///< what it does
   std::vector<std::string> rules; ///< rule codes of the findings it removes
+
+  /// "take_over_mutable_buffer=False".
+  std::string argument() const { return name + "=" + value; }
 };
 
 struct Plan {
@@ -116,6 +120,24 @@ struct Plan {
   std::vector<std::string> unmappedCpuOps;
 };
 
+/// What to lower a model with so that ExecuTorch's CoreMLPartitioner keeps
+/// off the Core ML delegate what `report` (ane::checkModel) puts off the ANE:
+/// the plan's skip ops, partitioner and compile-spec arguments and unmapped
+/// CPU ops, without functions. Every reader of them (`split` and its skip
+/// list, its JSON and HTML, Python's Report.skip_ops_for_coreml_delegation and
+/// anefit.executorch.partitioner_kwargs) gets them from here:
+/// - skip ops: the aten op of every op the checker places off the ANE by a
+///   rule of its own (ANE-PROG-* rules put every op off the ANE, and no skip
+///   list changes them), with its Core ML ops and rules, sorted by name;
+/// - partitioner and compile-spec arguments (for a report on a .pte only):
+///   every keyword argument of a Partitioner or CompileSpec remedy of a
+///   finding (ane::remedyArguments), except a remedy's own
+///   skip_ops_for_coreml_delegation: the op it names is off the ANE by the
+///   finding that names it, so the skip ops hold it already, under the name
+///   its op carries and with the rules behind it; the remedy's literal would
+///   add a name no op of this model stands behind when the two differ.
+Plan exportAdvice(const ane::CheckReport &report);
+
 /// The export advice of several plans (every Core ML delegate of one
 /// ExecuTorch program): their skip ops and partitioner arguments, each once
 /// with the MIL ops and rules of every plan naming it; skip ops by aten name.
@@ -123,7 +145,7 @@ struct Plan {
 Plan mergeExportAdvice(const std::vector<Plan> &plans);
 
 /// Plans every checked function of `model` from `report` (made by
-/// ane::checkModel on the same model).
+/// ane::checkModel on the same model), with the report's exportAdvice.
 Plan makePlan(const Model &model, const ane::CheckReport &report,
               const PartitionOptions &options = {});
 

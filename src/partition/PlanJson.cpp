@@ -30,7 +30,7 @@ std::string regionFileName(const FunctionPlan &fp, const Region &r) {
 std::string skipListSnippet(const Plan &plan) {
   std::ostringstream os;
   auto argument = [&](const PartitionerArgument &a) {
-    os << "    " << a.argument << ",  # ";
+    os << "    " << a.argument() << ",  # ";
     for (size_t i = 0; i < a.rules.size(); ++i)
       os << (i ? ", " : "") << a.rules[i];
     os << ": " << a.what << "\n";
@@ -62,6 +62,19 @@ std::string skipListSnippet(const Plan &plan) {
   }
   os << "    ],\n)\n";
   return os.str();
+}
+
+std::vector<std::pair<std::string, std::string>> partitionerKeywords(const Plan &plan) {
+  std::vector<std::string> names;
+  for (const SkipOp &s : plan.skipOps)
+    names.push_back(s.atenOp);
+  // A JSON array of strings is a Python list literal.
+  std::vector<std::pair<std::string, std::string>> out = {
+      {"skip_ops_for_coreml_delegation",
+       nlohmann::json(names).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
+  for (const PartitionerArgument &a : plan.partitionerArguments)
+    out.emplace_back(a.name, a.value);
+  return out;
 }
 
 WeightCount regionWeights(const Region &r) {
@@ -135,11 +148,11 @@ std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles
   j["partitionerArguments"] = nlohmann::json::array();
   for (const PartitionerArgument &a : plan.partitionerArguments)
     j["partitionerArguments"].push_back(
-        {{"argument", a.argument}, {"rules", a.rules}, {"what", a.what}});
+        {{"argument", a.argument()}, {"rules", a.rules}, {"what", a.what}});
   j["compileSpecArguments"] = nlohmann::json::array();
   for (const PartitionerArgument &a : plan.compileSpecArguments)
     j["compileSpecArguments"].push_back(
-        {{"argument", a.argument}, {"rules", a.rules}, {"what", a.what}});
+        {{"argument", a.argument()}, {"rules", a.rules}, {"what", a.what}});
   j["unmappedCpuOps"] = plan.unmappedCpuOps;
   return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) +
          (indent >= 0 ? "\n" : "");

@@ -12,6 +12,8 @@
 #include "partition/Partitioner.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace anefit::partition {
 
@@ -32,5 +34,11 @@ WeightCount regionWeights(const Region &r);
 /// Python for ExecuTorch's CoreMLPartitioner keeping the plan's skip ops out
 /// of the Core ML delegate, each commented with the rules that blamed it.
 std::string skipListSnippet(const Plan &plan);
+
+/// The keyword arguments of CoreMLPartitioner that skipListSnippet writes,
+/// as (name, value as Python source): skip_ops_for_coreml_delegation (always;
+/// a list literal of the skip ops), then every partitioner argument of the
+/// plan. Python's anefit.executorch.partitioner_kwargs is this, evaluated.
+std::vector<std::pair<std::string, std::string>> partitionerKeywords(const Plan &plan);
 
 } // namespace anefit::partition

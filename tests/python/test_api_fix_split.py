@@ -4,6 +4,7 @@ same plan JSON and skip list, byte for byte where the command line prints the
 library's rendering; outputs under the same policy; the partitioner arguments
 a report recommends; bad input as InputError with the command line's line."""
 
+import ast
 import json
 import os
 
@@ -122,6 +123,43 @@ def test_check_program_checks_every_delegate(anefit_py, anefit):
         assert r.to_json() == anefit("check", r.path, "--json").stdout
     with pytest.raises(anefit_py.InputError):
         ae.check_program(EXAMPLE)
+
+
+def _split_skip_list_arguments(anefit, program):
+    """The keyword arguments of the CoreMLPartitioner call `anefit split
+    --skip-list` writes for `program` (compile_specs, the user's, left out)."""
+    snippet = anefit("split", "--skip-list", program, check=True).stdout
+    calls = [node for node in ast.walk(ast.parse(snippet)) if isinstance(node, ast.Call)
+             and getattr(node.func, "id", "") == "CoreMLPartitioner"]
+    assert len(calls) == 1, snippet
+    return {k.arg: ast.literal_eval(k.value) for k in calls[0].keywords
+            if k.arg != "compile_specs"}
+
+
+def test_partitioner_kwargs_are_what_split_writes(anefit_py, anefit, tmp_path):
+    import anefit.executorch as ae
+
+    # The export_llm program with its embedding lookup renamed in the Core ML
+    # payload (same length, so every offset holds) to an aten op other than
+    # the one the ANE-OP-007 remedy names: the skip list names the op the model
+    # has, and Python does not add the remedy's literal beside it.
+    data = open(PTE_EXPORT_LLM, "rb").read()
+    assert data.count(b"aten_embedding_default") > 1
+    renamed = tmp_path / "embedding_bag.pte"
+    renamed.write_bytes(data.replace(b"aten_embedding_default", b"aten_embedding_bag_0_1"))
+    reports = ae.check_program(renamed)
+    assert any('skip_ops_for_coreml_delegation=["aten.embedding.default"]' in rem["setting"]
+               for r in reports for f in r.findings for rem in f.remedies)
+    kwargs = ae.partitioner_kwargs(reports)
+    assert kwargs == _split_skip_list_arguments(anefit, renamed)
+    assert kwargs["skip_ops_for_coreml_delegation"] == ["aten.embedding_bag.default",
+                                                        "aten.index.tensor"]
+    # The committed programs whose remedies name skip ops: states (with
+    # take_over_mutable_buffer), export_llm, several delegates.
+    for name in ("lfm2_coreml_states.pte", "lfm2_export_llm_fp16.pte", "llama_coreml_multi.pte"):
+        program = os.path.join(FIXTURES_DIR, "pte", name)
+        assert ae.partitioner_kwargs(ae.check_program(program)) == \
+            _split_skip_list_arguments(anefit, program), name
 
 
 def test_partitioner_kwargs_recommend_what_the_report_says(anefit_py):

@@ -58,3 +58,43 @@ TEST(Remedies, MatchOnTheTorchNode) {
   EXPECT_EQ(rows[0]->setting, "CoreMLPartitioner(take_over_mutable_buffer=False)");
   EXPECT_NE(stateRemedyText().find("take_over_mutable_buffer=False"), std::string::npos);
 }
+
+// The arguments of Partitioner and CompileSpec rows, read once for split,
+// its skip list and Python's partitioner_kwargs.
+TEST(Remedies, ArgumentsOfTheSettings) {
+  for (const Remedy &r : allRemedies()) {
+    SCOPED_TRACE(std::string(r.setting));
+    std::vector<RemedyArgument> args = remedyArguments(r);
+    bool keyword = r.where == RemedyWhere::Partitioner || r.where == RemedyWhere::CompileSpec;
+    EXPECT_EQ(args.empty(), !keyword);
+    for (const RemedyArgument &a : args) {
+      EXPECT_TRUE(std::regex_match(std::string(a.name), std::regex("[a-z_]+")));
+      EXPECT_FALSE(a.value.empty());
+    }
+  }
+  Remedy call{RuleId::GatherOp,
+              RemedyWhere::Partitioner,
+              "",
+              "CoreMLPartitioner(skip_ops_for_coreml_delegation=[\"a.b\", \"c,d\"], x = (1, 2), "
+              "take_over_mutable_buffer=False)",
+              "",
+              ""};
+  std::vector<RemedyArgument> args = remedyArguments(call);
+  ASSERT_EQ(args.size(), 3u);
+  EXPECT_EQ(args[0].name, "skip_ops_for_coreml_delegation");
+  EXPECT_EQ(args[0].value, "[\"a.b\", \"c,d\"]");
+  EXPECT_EQ(args[1].name, "x");
+  EXPECT_EQ(args[1].value, "(1, 2)");
+  EXPECT_EQ(args[2].name, "take_over_mutable_buffer");
+  EXPECT_EQ(args[2].value, "False");
+  Remedy spec{RuleId::DelegateComputeUnits,
+              RemedyWhere::CompileSpec,
+              "",
+              "compute_unit=ct.ComputeUnit.CPU_AND_NE",
+              "",
+              ""};
+  args = remedyArguments(spec);
+  ASSERT_EQ(args.size(), 1u);
+  EXPECT_EQ(args[0].name, "compute_unit");
+  EXPECT_EQ(args[0].value, "ct.ComputeUnit.CPU_AND_NE");
+}

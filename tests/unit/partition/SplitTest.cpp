@@ -106,10 +106,10 @@ TEST(ExportAdvice, MergesTheDelegatesOfOneProgram) {
   a.skipOps.push_back({"aten.index.tensor", {"gather_0"}, {"ANE-OP-007"}});
   a.skipOps.push_back({"aten.embedding.default", {"gather_1"}, {"ANE-OP-007"}});
   a.partitionerArguments.push_back(
-      {"take_over_mutable_buffer=False", "states as inputs", {"ANE-STATE-001"}});
+      {"take_over_mutable_buffer", "False", "states as inputs", {"ANE-STATE-001"}});
   b.skipOps.push_back({"aten.index.tensor", {"gather_0"}, {"ANE-OP-007", "ANE-DTYPE-002"}});
   b.partitionerArguments.push_back(
-      {"take_over_mutable_buffer=False", "states as inputs", {"ANE-STATE-002"}});
+      {"take_over_mutable_buffer", "False", "states as inputs", {"ANE-STATE-002"}});
   b.unmappedCpuOps.push_back("main/cast_3");
   Plan m = mergeExportAdvice({a, b});
   EXPECT_TRUE(m.functions.empty());
