@@ -12,6 +12,7 @@
 #include "ane/RuleContext.h"
 #include "ops/OpRegistry.h"
 #include "ops/Weights.h"
+#include "support/Error.h"
 #include "support/Text.h"
 
 #include <algorithm>
@@ -149,16 +150,44 @@ std::string_view certaintyName(Certainty c) {
   return c == Certainty::Contested ? "contested" : "confirmed";
 }
 
-static constexpr std::array<std::string_view, 6> kLevelNames = {
-    "slow", "fallback", "wrong-numerics", "at-risk", "compile-fail", "runtime-fail"};
+/// The levels in the order of Level (least severe first): each name, and
+/// what it means where the name alone does not say. Everything that names
+/// levels (`--fail-on`, its help and error, Python's `fail_on`, docs/rules.md)
+/// reads this table.
+struct LevelRow {
+  std::string_view name;
+  std::string_view note;
+};
+static constexpr std::array<LevelRow, 6> kLevels = {{{"slow", ""},
+                                                     {"fallback", ""},
+                                                     {"wrong-numerics", ""},
+                                                     {"at-risk", "a contested failure"},
+                                                     {"compile-fail", ""},
+                                                     {"runtime-fail", ""}}};
+static_assert(kLevels.size() == static_cast<size_t>(Level::RuntimeFail) + 1, "one row per Level");
 
-std::string_view levelName(Level l) { return kLevelNames[static_cast<size_t>(l)]; }
+std::string_view levelName(Level l) { return kLevels[static_cast<size_t>(l)].name; }
 
 std::optional<Level> levelFromName(std::string_view name) {
-  for (size_t i = 0; i < kLevelNames.size(); ++i)
-    if (kLevelNames[i] == name)
+  for (size_t i = 0; i < kLevels.size(); ++i)
+    if (kLevels[i].name == name)
       return static_cast<Level>(i);
   return std::nullopt;
+}
+
+std::vector<std::string> levelNames(bool notes) {
+  std::vector<std::string> out;
+  for (auto it = kLevels.rbegin(); it != kLevels.rend(); ++it)
+    out.push_back(std::string(it->name) +
+                  (notes && !it->note.empty() ? " (" + std::string(it->note) + ")" : ""));
+  return out;
+}
+
+Level parseLevel(const std::string &name, const std::string &option) {
+  auto level = levelFromName(name);
+  if (!level)
+    failExpected("", option, "one of: " + joined(levelNames(), ", "), "'" + name + "'");
+  return *level;
 }
 
 Level levelOf(Effect e, Certainty c) {

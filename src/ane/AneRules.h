@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -54,6 +55,13 @@ enum class Level : uint8_t { Slow, Fallback, WrongNumerics, AtRisk, CompileFail,
 /// "slow", "fallback", "wrong-numerics", "at-risk", "compile-fail", "runtime-fail".
 std::string_view levelName(Level l);
 std::optional<Level> levelFromName(std::string_view name);
+/// Every level's name, most severe first: what `--fail-on` (and Python's
+/// `fail_on`) takes. With `notes`, a name that needs it says what it means:
+/// "at-risk (a contested failure)".
+std::vector<std::string> levelNames(bool notes = false);
+/// The level called `name`; otherwise throws InputError "OPTION: expected
+/// one of: runtime-fail, ..., slow, found 'NAME'" (the names of levelNames).
+Level parseLevel(const std::string &name, const std::string &option);
 Level levelOf(Effect e, Certainty c);
 
 enum class RuleId : uint16_t {

@@ -845,8 +845,9 @@ std::string rulesMarkdown(std::string_view corpusSection) {
       "**path** column: `core-ml`, `core-ai` for Apple's Core AI stack, `direct` for the "
       "private in-memory compiler). A contested failure gives the finding level and the verdict "
       "**at-risk**, with both sides' evidence and the check on a Mac that settles it.\n\n"
-      "Levels, most severe first: runtime-fail > compile-fail > at-risk > wrong-numerics > "
-      "fallback > slow; `--fail-on LEVEL` exits 1 when a finding is at least that severe. "
+      "Levels, most severe first: " +
+      joined(levelNames(), " > ") +
+      "; `--fail-on LEVEL` exits 1 when a finding is at least that severe. "
       "Verdicts, most severe first: `ane-fails` (a confirmed failure), `at-risk`, `no-ane`, "
       "`partial`, `ane`. **Confidence**: `apple-documented` (Apple docs, coremltools source or "
       "Apple-owned repositories), `measured` (a third party measured it with a reproducible "

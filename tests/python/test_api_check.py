@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from conftest import EXAMPLES_DIR, FIXTURES_DIR, fixture_package
+from conftest import EXAMPLES_DIR, FIXTURES_DIR, error_line, fixture_package
 
 EXAMPLE = os.path.join(EXAMPLES_DIR, "lfm2_shortconv.mlpackage")
 PTE = os.path.join(FIXTURES_DIR, "pte", "lfm2_coreml_states.pte")
@@ -112,9 +112,19 @@ def test_raise_for_is_the_fail_on_gate(anefit_py, anefit, fail_on):
         assert f"verdict {report.verdict}" in str(err.value)
 
 
-def test_raise_for_rejects_an_unknown_threshold(anefit_py):
-    with pytest.raises(anefit_py.InputError, match="fail_on: expected one of"):
-        anefit_py.check(EXAMPLE).raise_for(fail_on="sometimes")
+def test_raise_for_rejects_an_unknown_threshold(anefit_py, anefit):
+    # The levels of the one table `--fail-on` reads, in the command line's words.
+    cli = error_line(anefit("check", EXAMPLE, "--fail-on", "sometimes"))
+    assert cli.startswith("--fail-on: expected one of: runtime-fail, compile-fail, ")
+    report = anefit_py.check(EXAMPLE)
+    with pytest.raises(anefit_py.InputError) as err:
+        report.raise_for(fail_on="sometimes")
+    assert str(err.value) == cli.replace("--fail-on", "fail_on", 1)
+    with pytest.raises(anefit_py.InputError) as err:
+        report.has_findings(at_least="sometimes")
+    assert str(err.value) == cli.replace("--fail-on", "at_least", 1)
+    levels = cli.split("one of: ", 1)[1].split(", found", 1)[0].split(", ")
+    assert ", ".join(f"``'{level}'``" for level in levels) in type(report).raise_for.__doc__
 
 
 def test_rules_are_the_tables(anefit_py, anefit):

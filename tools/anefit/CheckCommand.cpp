@@ -16,6 +16,7 @@
 #include "report/Report.h"
 #include "report/Sources.h"
 #include "support/Error.h"
+#include "support/Text.h"
 
 #include <iostream>
 #include <memory>
@@ -44,11 +45,7 @@ struct CheckCliOptions {
 int runCheck(const CheckCliOptions &o) {
   ane::CheckOptions options;
   applyTargetOptions(o.target, options);
-  auto failOn = ane::levelFromName(o.failOn);
-  if (!failOn)
-    failExpected("", "--fail-on",
-                 "one of: runtime-fail, compile-fail, at-risk, wrong-numerics, fallback, slow",
-                 "'" + o.failOn + "'");
+  ane::Level failOn = ane::parseLevel(o.failOn, "--fail-on");
   std::string format = o.json ? "json" : formatFor(o.format, o.output);
   if (format != "text" && format != "json" && format != "sarif" && format != "html")
     failExpected("", "--format", "text, json, sarif or html", "'" + format + "'");
@@ -124,11 +121,11 @@ int runCheck(const CheckCliOptions &o) {
     report::writeReportFile(*models[0], o.output, text, policy);
   bool findings = false;
   for (const ane::CheckReport &r : reports) {
-    findings = findings || r.hasFindingAtLeast(*failOn);
+    findings = findings || r.hasFindingAtLeast(failOn);
     // An observed failure counts whether or not a rule named it.
     if (r.observation)
       if (auto observed = ane::observedFailureLevel(*r.observation))
-        findings = findings || *observed >= *failOn;
+        findings = findings || *observed >= failOn;
   }
   return findings ? kExitFindings : kExitOk;
 }
@@ -141,8 +138,8 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   cmd->add_option("MODEL", o->model, modelArgumentHelp())->required();
   addTargetOptions(cmd, o->target);
   cmd->add_option("--fail-on", o->failOn,
-                  "Exit 1 when a finding is at least this severe: runtime-fail, compile-fail, "
-                  "at-risk (a contested failure), wrong-numerics, fallback, slow")
+                  "Exit 1 when a finding is at least this severe: " +
+                      joined(ane::levelNames(/*notes=*/true), ", "))
       ->capture_default_str();
   cmd->add_option("--format", o->format,
                   "Output: text, json (anefit.check/2), sarif, or html (one self-contained page: "
