@@ -1077,10 +1077,10 @@ static void checkArgReduceAxis(RuleContext &ctx, const Operation *op) {
   double len = 1;
   auto axis = immediateInt(*op, "axis");
   if (axis) {
-    int64_t a = *axis < 0 ? *axis + (int64_t)shape->size() : *axis;
-    if (a < 0 || a >= (int64_t)shape->size())
+    auto a = normalizeAxis(*axis, (int64_t)shape->size());
+    if (!a)
       return;
-    len = (double)(*shape)[a];
+    len = (double)(*shape)[*a];
   } else {
     for (int64_t d : *shape)
       len *= (double)d;

@@ -99,6 +99,12 @@ std::optional<int64_t> Type::numElements() const {
   return n;
 }
 
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank, bool orRank) {
+  if (axis < -rank || axis > rank || (axis == rank && !orRank))
+    return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
 Type Type::withDType(DType t) const {
   Type r = *this;
   r.dtype_ = t;

@@ -105,4 +105,10 @@ private:
   Dim listLength_ = Dim::unknown();
 };
 
+/// `axis` of a tensor of rank `rank` counted from 0, a negative axis counting
+/// from the end (-1 is the last dimension): in [0, rank), or nullopt when
+/// `axis` is outside [-rank, rank). With `orRank`, `rank` itself (the place
+/// after the last dimension, as flatten2d's axis) is in range too.
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank, bool orRank = false);
+
 } // namespace anefit

@@ -209,13 +209,6 @@ const Type *tensorParam(InferCtx &c, std::string_view p, bool needRank = true) {
   return t;
 }
 
-/// Normalises a possibly negative axis against `rank`.
-std::optional<int64_t> normAxis(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank)
-    return std::nullopt;
-  return axis < 0 ? axis + rank : axis;
-}
-
 Result axisError(InferCtx &c, int64_t axis, int64_t rank) {
   return c.fail("axis " + std::to_string(axis) + " is out of range for rank " +
                 std::to_string(rank));
@@ -697,7 +690,7 @@ std::optional<std::vector<bool>> reduceAxes(InferCtx &c, int64_t rank, std::stri
     return std::nullopt;
   }
   for (int64_t a : *axes) {
-    auto na = normAxis(a, rank);
+    auto na = normalizeAxis(a, rank);
     if (!na) {
       axisError(c, a, rank);
       return std::nullopt;
@@ -739,7 +732,7 @@ Result reduceArgImpl(InferCtx &c) {
   auto dt = dtypeFromName(*dtName);
   if (!dt)
     return c.fail("unknown output_dtype '" + *dtName + "'");
-  auto na = normAxis(*axis, x->rank());
+  auto na = normalizeAxis(*axis, x->rank());
   if (!na)
     return axisError(c, *axis, x->rank());
   std::vector<Dim> out;
@@ -901,7 +894,7 @@ Result transposeImpl(InferCtx &c) {
   std::vector<bool> seen(static_cast<size_t>(rank), false);
   std::vector<Dim> out;
   for (int64_t p : *perm) {
-    auto np = normAxis(p, rank);
+    auto np = normalizeAxis(p, rank);
     if (!np || seen[static_cast<size_t>(*np)])
       return c.fail("perm is not a permutation of 0.." + std::to_string(rank - 1));
     seen[static_cast<size_t>(*np)] = true;
@@ -920,7 +913,7 @@ Result expandDimsImpl(InferCtx &c) {
   int64_t newRank = x->rank() + static_cast<int64_t>(axes->size());
   std::vector<bool> inserted(static_cast<size_t>(newRank), false);
   for (int64_t a : *axes) {
-    auto na = normAxis(a, newRank);
+    auto na = normalizeAxis(a, newRank);
     if (!na)
       return axisError(c, a, newRank);
     if (inserted[static_cast<size_t>(*na)])
@@ -987,7 +980,7 @@ Result concatImpl(InferCtx &c) {
     first = values[0];
   }
   int64_t rank = first->rank();
-  auto na = normAxis(*axis, rank);
+  auto na = normalizeAxis(*axis, rank);
   if (!na)
     return axisError(c, *axis, rank);
   std::vector<Dim> out = first->shape();
@@ -1035,7 +1028,7 @@ Result splitImpl(InferCtx &c) {
   auto axis = c.intParam("axis");
   if (!c.has("axis") || !axis)
     return c.fail("'axis' must be a constant");
-  auto na = normAxis(*axis, x->rank());
+  auto na = normalizeAxis(*axis, x->rank());
   if (!na)
     return axisError(c, *axis, x->rank());
   const Dim &d = x->shape()[static_cast<size_t>(*na)];
@@ -1107,7 +1100,7 @@ Result stackImpl(InferCtx &c) {
     }
   }
   int64_t newRank = first->rank() + 1;
-  auto na = normAxis(*axis, newRank);
+  auto na = normalizeAxis(*axis, newRank);
   if (!na)
     return axisError(c, *axis, newRank);
   shape.insert(shape.begin() + *na, Dim::of(static_cast<int64_t>(values.size())));
@@ -1276,7 +1269,7 @@ Result gatherImpl(InferCtx &c) {
   auto batchDims = c.intParam("batch_dims");
   if (!axis || !batchDims)
     return c.fail("'axis' and 'batch_dims' must be constants");
-  auto na = normAxis(*axis, x->rank());
+  auto na = normalizeAxis(*axis, x->rank());
   if (!na)
     return axisError(c, *axis, x->rank());
   if (*batchDims < 0 || *batchDims > *na || *batchDims > idx->rank())
@@ -1298,7 +1291,7 @@ Result gatherAlongAxisImpl(InferCtx &c) {
   auto axis = c.intParam("axis");
   if (!axis)
     return c.fail("'axis' must be a constant");
-  if (!normAxis(*axis, x->rank()))
+  if (!normalizeAxis(*axis, x->rank()))
     return axisError(c, *axis, x->rank());
   return one(Type::tensor(x->dtype(), idx->shape()));
 }
@@ -1338,7 +1331,7 @@ Result scatterImpl(InferCtx &c, int kind) {
     auto axis = c.intParam("axis");
     if (!axis)
       return c.fail("'axis' must be a constant");
-    auto na = normAxis(*axis, data->rank());
+    auto na = normalizeAxis(*axis, data->rank());
     if (!na)
       return axisError(c, *axis, data->rank());
     expect.assign(data->shape().begin(), data->shape().begin() + *na);
@@ -1494,7 +1487,7 @@ Result topkImpl(InferCtx &c) {
   auto idxName = c.stringParam("output_indices_dtype");
   if (!axis || !returnIndices || !idxName)
     return c.fail("'axis', 'return_indices' and 'output_indices_dtype' must be constants");
-  auto na = normAxis(*axis, x->rank());
+  auto na = normalizeAxis(*axis, x->rank());
   if (!na)
     return axisError(c, *axis, x->rank());
   auto idxDType = dtypeFromName(*idxName);
@@ -1520,7 +1513,7 @@ Result argsortImpl(InferCtx &c) {
   if (!x)
     return std::nullopt;
   auto axis = c.intParam("axis");
-  if (!axis || !normAxis(*axis, x->rank()))
+  if (!axis || !normalizeAxis(*axis, x->rank()))
     return c.fail("'axis' must be a constant within the rank");
   return one(x->withDType(DType::I32));
 }
@@ -1677,8 +1670,8 @@ Result flatten2dImpl(InferCtx &c) {
   auto axis = c.intParam("axis");
   if (!axis)
     return c.fail("'axis' must be a constant");
-  int64_t a = *axis < 0 ? *axis + x->rank() : *axis;
-  if (a < 0 || a > x->rank())
+  auto a = normalizeAxis(*axis, x->rank(), /*orRank=*/true);
+  if (!a)
     return axisError(c, *axis, x->rank());
   auto product = [&](size_t from, size_t to) -> std::optional<Dim> {
     int64_t p = 1;
@@ -1692,8 +1685,8 @@ Result flatten2dImpl(InferCtx &c) {
     }
     return Dim::of(p);
   };
-  auto d0 = product(0, static_cast<size_t>(a));
-  auto d1 = product(static_cast<size_t>(a), x->shape().size());
+  auto d0 = product(0, static_cast<size_t>(*a));
+  auto d1 = product(static_cast<size_t>(*a), x->shape().size());
   if (!d0 || !d1)
     return c.fail("element count overflows");
   return one(Type::tensor(x->dtype(), {*d0, *d1}));
@@ -1868,7 +1861,7 @@ Result constexprLutImpl(InferCtx &c) {
     auto axis = c.intOr("vector_axis", 0);
     if (!c.has("vector_axis") || !axis)
       return c.fail("'vector_axis' is needed when the vector size is not 1");
-    auto na = normAxis(*axis, idx->rank());
+    auto na = normalizeAxis(*axis, idx->rank());
     if (!na)
       return axisError(c, *axis, idx->rank());
     if (!vec.isStatic())
@@ -1924,7 +1917,7 @@ Result constexprLutToSparseImpl(InferCtx &c) {
     auto axis = c.intOr("vector_axis", 0);
     if (!c.has("vector_axis") || !axis)
       return c.fail("'vector_axis' is needed when the vector size is not 1");
-    auto na = normAxis(*axis, mask->rank());
+    auto na = normalizeAxis(*axis, mask->rank());
     if (!na)
       return axisError(c, *axis, mask->rank());
     int64_t v = vec.isStatic() ? vec.size : 1;
@@ -2016,7 +2009,7 @@ Result oneHotImpl(InferCtx &c) {
   auto axis = c.intParam("axis");
   if (!axis)
     return c.fail("'axis' must be a constant");
-  auto na = normAxis(*axis, idx->rank() + 1);
+  auto na = normalizeAxis(*axis, idx->rank() + 1);
   if (!na)
     return axisError(c, *axis, idx->rank() + 1);
   Dim size = Dim::unknown();
@@ -2040,7 +2033,7 @@ Result slidingWindowsImpl(InferCtx &c) {
   auto stride = c.intParam("stride");
   if (!c.has("axis") || !c.has("size") || !axis || !size || !stride || *size < 1 || *stride < 1)
     return c.fail("'axis', 'size' and 'stride' must be positive constants");
-  auto na = normAxis(*axis, x->rank());
+  auto na = normalizeAxis(*axis, x->rank());
   if (!na)
     return axisError(c, *axis, x->rank());
   std::vector<Dim> out(x->shape().begin(), x->shape().begin() + *na);

@@ -789,11 +789,12 @@ void KernelContext::failMissingOutput(size_t i) const {
 }
 
 int64_t KernelContext::axis(int64_t a, int64_t rank, std::string_view what) const {
-  int64_t r = rank == 0 ? 1 : rank;
-  if (a < -r || a >= r)
+  // A scalar has one axis: 0 (or -1).
+  auto normalized = normalizeAxis(a, rank == 0 ? 1 : rank);
+  if (!normalized)
     fail(std::string(what) + " " + std::to_string(a) + " is out of range for rank " +
          std::to_string(rank));
-  return a < 0 ? a + r : a;
+  return *normalized;
 }
 
 ParamBinding ParamBinding::of(const Operation &op, std::string_view param) {

@@ -7,14 +7,6 @@
 
 namespace anefit {
 
-std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
-  if (axis < 0)
-    axis += rank;
-  if (axis < 0 || axis >= rank)
-    return std::nullopt;
-  return axis;
-}
-
 Value *createIntConst(PatternRewriter &rw, Operation &pos, std::string_view hint,
                       const std::vector<int64_t> &values, bool scalar) {
   std::vector<int32_t> v32(values.begin(), values.end());

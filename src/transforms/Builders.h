@@ -11,7 +11,6 @@
 #include "transforms/PatternRewriter.h"
 
 #include <cstdint>
-#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -30,8 +29,5 @@ Value *createConcat(PatternRewriter &rw, Operation &pos, std::string_view hint,
 /// must have a static shape. Returns `x` itself when the slice is the whole.
 Value *createSlice(PatternRewriter &rw, Operation &pos, std::string_view hint, Value *x,
                    const std::vector<int64_t> &begin, const std::vector<int64_t> &end);
-
-/// Normalises a possibly negative axis against `rank`; nullopt if out of range.
-std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
 } // namespace anefit

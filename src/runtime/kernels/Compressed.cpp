@@ -849,10 +849,10 @@ std::shared_ptr<const CompressedValue> affineOf(KernelContext &ctx, bool roundHa
   int64_t r = q.rank();
   if (r == 0)
     return nullptr;
-  int64_t axisParam = ctx.intArg("axis", 0);
-  if (axisParam < -r || axisParam >= r)
+  auto normalized = normalizeAxis(ctx.intArg("axis", 0), r);
+  if (!normalized)
     return nullptr;
-  int64_t axis = axisParam < 0 ? axisParam + r : axisParam;
+  int64_t axis = *normalized;
   auto param = [&](std::string_view p, float dflt) -> Tensor {
     if (!ctx.has(p))
       return Tensor::fromF32({dflt}, {1});
@@ -917,10 +917,10 @@ std::shared_ptr<const CompressedValue> lutOf(KernelContext &ctx, bool roundHalf)
   int64_t entries = lt[r], vs = lt[r + 1];
   if (entries != (int64_t(1) << bits) || vs < 1)
     return nullptr;
-  int64_t vaxisParam = ctx.intArg("vector_axis", 0);
-  if (vaxisParam < -r || vaxisParam >= r)
+  auto normalized = normalizeAxis(ctx.intArg("vector_axis", 0), r);
+  if (!normalized)
     return nullptr;
-  int64_t vaxis = vaxisParam < 0 ? vaxisParam + r : vaxisParam;
+  int64_t vaxis = *normalized;
   Shape groups;
   for (int64_t d = 0; d < r; ++d) {
     if (lt[d] < 1 || indices.dim(d) % lt[d])

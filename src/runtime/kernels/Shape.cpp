@@ -230,13 +230,11 @@ void squeezeOp(KernelContext &ctx) {
 
 void flatten2dOp(KernelContext &ctx) {
   const Tensor &x = ctx.in("x");
-  int64_t axis = ctx.intArg("axis");
-  if (axis < 0)
-    axis += x.rank();
-  if (axis < 0 || axis > x.rank())
+  auto axis = normalizeAxis(ctx.intArg("axis"), x.rank(), /*orRank=*/true);
+  if (!axis)
     ctx.fail("axis is out of range");
   int64_t a = 1;
-  for (int64_t d = 0; d < axis; ++d)
+  for (int64_t d = 0; d < *axis; ++d)
     a *= x.dim(d);
   ctx.setOutput(0, x.reshaped({a, a ? x.numElements() / a : 0}));
 }

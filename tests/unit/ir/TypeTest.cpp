@@ -55,3 +55,23 @@ TEST(Type, ElementCountOverflowIsNotACount) {
   Type negative = Type::tensor(DType::F16, std::vector<int64_t>{2, -3});
   EXPECT_FALSE(negative.numElements());
 }
+
+TEST(Type, NormalizeAxis) {
+  // In range: a positive axis stays, a negative one counts from the end.
+  EXPECT_EQ(normalizeAxis(0, 4), 0);
+  EXPECT_EQ(normalizeAxis(3, 4), 3);
+  EXPECT_EQ(normalizeAxis(-1, 4), 3);
+  EXPECT_EQ(normalizeAxis(-4, 4), 0);
+  // Out of range either way.
+  EXPECT_FALSE(normalizeAxis(4, 4));
+  EXPECT_FALSE(normalizeAxis(-5, 4));
+  EXPECT_FALSE(normalizeAxis(0, 0));
+  EXPECT_FALSE(normalizeAxis(INT64_MIN, 4));
+  EXPECT_FALSE(normalizeAxis(INT64_MAX, 4));
+  // With orRank the place after the last dimension is an axis too; -1 is still the last dim.
+  EXPECT_EQ(normalizeAxis(4, 4, /*orRank=*/true), 4);
+  EXPECT_EQ(normalizeAxis(-1, 4, /*orRank=*/true), 3);
+  EXPECT_EQ(normalizeAxis(0, 0, /*orRank=*/true), 0);
+  EXPECT_FALSE(normalizeAxis(5, 4, /*orRank=*/true));
+  EXPECT_FALSE(normalizeAxis(-5, 4, /*orRank=*/true));
+}
