@@ -6,9 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/Checker.h"
-#include "report/Report.h"
+#include "ane/CheckerPrograms.h"
 #include "support/Error.h"
-#include "transforms/Pass.h"
 
 #include <gtest/gtest.h>
 
@@ -17,6 +16,7 @@
 
 using namespace anefit;
 using namespace anefit::ane;
+using namespace anefit::ane::test;
 
 namespace {
 
@@ -24,88 +24,6 @@ CheckOptions onChip(Chip chip) {
   CheckOptions options;
   options.chip = chip;
   return options;
-}
-
-/// Builds a one-function model op by op.
-struct ProgramBuilder {
-  Model model;
-  Function *fn;
-
-  ProgramBuilder() {
-    model.program = std::make_unique<Program>();
-    fn = model.program->addFunction("main");
-    fn->opset = "CoreML8";
-  }
-
-  Value *input(const std::string &name, Type t) { return fn->addInput(name, std::move(t)); }
-
-  Value *constant(const std::string &name, Constant c) {
-    auto op = std::make_unique<Operation>("const", name);
-    Type t = c.type;
-    op->attributes["val"] = std::make_shared<Constant>(std::move(c));
-    Value *v = op->addOutput(name, t);
-    fn->body->append(std::move(op));
-    return v;
-  }
-
-  /// Appends `type` named `name` with the given parameters and one result.
-  Value *op(const std::string &type, const std::string &name,
-            std::vector<std::pair<std::string, Binding>> params, Type result) {
-    auto op = std::make_unique<Operation>(type, name);
-    for (auto &[param, b] : params)
-      op->setInput(param, b);
-    Value *v = op->addOutput(name, std::move(result));
-    fn->body->append(std::move(op));
-    return v;
-  }
-
-  void output(Value *v) { fn->body->outputs.push_back(v); }
-};
-
-Binding imm(Constant c) { return Binding::of(std::make_shared<Constant>(std::move(c))); }
-Binding val(Value *v) { return Binding::of(v); }
-Type f16(std::vector<int64_t> shape) { return Type::tensor(DType::F16, shape); }
-
-std::vector<const Finding *> findingsOf(const CheckReport &r, std::string_view code) {
-  std::vector<const Finding *> out;
-  for (const Finding &f : r.findings)
-    if (ruleInfo(f.rule).code == code)
-      out.push_back(&f);
-  return out;
-}
-
-bool fires(const CheckReport &r, std::string_view code) { return !findingsOf(r, code).empty(); }
-
-const OpReport *opNamed(const CheckReport &r, const std::string &name) {
-  for (const FunctionReport &f : r.functions)
-    for (const OpReport &o : f.ops)
-      if (o.name == name)
-        return &o;
-  return nullptr;
-}
-
-/// A short-conv block in the exported form: the rolling buffer is a state,
-/// extended with concat and cut back with slice_by_index.
-void buildShortConv(ProgramBuilder &b, int64_t dim, int index = 0) {
-  std::string s = std::to_string(index);
-  Value *state = b.input("conv_state_" + s, Type::state(f16({1, dim, 2})));
-  Value *x = b.input("bx_" + s, f16({1, dim, 1}));
-  Value *old = b.op("read_state", "read_state_" + s, {{"input", val(state)}}, f16({1, dim, 2}));
-  Value *padded =
-      b.op("concat", "aten_cat_default_" + s,
-           {{"values", val(old)}, {"axis", imm(Constant::scalarI32(2))}}, f16({1, dim, 3}));
-  b.fn->body->ops.back()->input("values")->bindings.push_back(val(x));
-  Value *next = b.op("slice_by_index", "aten_slice_copy_tensor_" + s,
-                     {{"x", val(padded)},
-                      {"begin", imm(Constant::fromI32({0, 0, 1}, {3}))},
-                      {"end", imm(Constant::fromI32({1, (int32_t)dim, 3}, {3}))}},
-                     f16({1, dim, 2}));
-  b.op("coreml_update_state", "aten_copy_default_" + s,
-       {{"state", val(state)}, {"value", val(next)}}, f16({1, dim, 2}));
-  Value *y =
-      b.op("reduce_sum", "sum_" + s,
-           {{"x", val(padded)}, {"axes", imm(Constant::fromI32({2}, {1}))}}, f16({1, dim, 1}));
-  b.output(y);
 }
 
 TEST(AneChecker, ShortConvStateIsAtRiskForStateReasons) {
@@ -131,8 +49,6 @@ TEST(AneChecker, ShortConvStateIsAtRiskForStateReasons) {
       << chain[0]->contradiction;
   EXPECT_NE(chain[0]->message.find("concat -> slice_by_index"), std::string::npos)
       << chain[0]->message;
-  EXPECT_NE(fixHint(ruleInfo(chain[0]->rule)).find("`anefit fix` runs state-to-io"),
-            std::string::npos);
   EXPECT_EQ(chain[0]->torchNode, "aten_copy_default_0");
   const OpReport *read = opNamed(r, "read_state_0");
   ASSERT_TRUE(read);
@@ -166,7 +82,7 @@ TEST(AneChecker, NarrowStateBesideAKvStateFailsConfirmed) {
   b.output(b.op("read_state", "read_kv", {{"input", val(kv)}}, f16({1, 8, 128, 64})));
   buildShortConv(b, 64, 0);
   CheckReport r = checkModel(b.model);
-  EXPECT_EQ(r.verdict, Verdict::AneFails) << renderText(r);
+  EXPECT_EQ(r.verdict, Verdict::AneFails) << findingsText(r);
   auto pair = findingsOf(r, "ANE-STATE-002");
   ASSERT_FALSE(pair.empty());
   EXPECT_EQ(pair[0]->certainty, Certainty::Confirmed);
@@ -176,7 +92,7 @@ TEST(AneChecker, NarrowStateBesideAKvStateFailsConfirmed) {
   buildShortConv(narrow, 64, 0);
   buildShortConv(narrow, 64, 1);
   CheckReport n = checkModel(narrow.model);
-  EXPECT_EQ(n.verdict, Verdict::AtRisk) << renderText(n);
+  EXPECT_EQ(n.verdict, Verdict::AtRisk) << findingsText(n);
   auto both = findingsOf(n, "ANE-STATE-002");
   ASSERT_FALSE(both.empty());
   EXPECT_EQ(both[0]->certainty, Certainty::Contested);
@@ -215,8 +131,8 @@ CheckReport checkAlignedStates(int n) {
 TEST(AneChecker, StateCountNarrowedByAlignment) {
   // Two aligned KV states ship (Gemma 4): no finding, no verdict change.
   CheckReport two = checkAlignedStates(2);
-  EXPECT_FALSE(fires(two, "ANE-STATE-002")) << renderText(two);
-  EXPECT_EQ(two.verdict, Verdict::Ane) << renderText(two);
+  EXPECT_FALSE(fires(two, "ANE-STATE-002")) << findingsText(two);
+  EXPECT_EQ(two.verdict, Verdict::Ane) << findingsText(two);
   // Three aligned states: contested, so at-risk with the counter-report named.
   CheckReport three = checkAlignedStates(3);
   auto f = findingsOf(three, "ANE-STATE-001");
@@ -224,7 +140,7 @@ TEST(AneChecker, StateCountNarrowedByAlignment) {
   EXPECT_EQ(f[0]->certainty, Certainty::Contested);
   EXPECT_EQ(f[0]->level(), Level::AtRisk);
   EXPECT_NE(f[0]->contradiction.find("Anemll PR#50"), std::string::npos);
-  EXPECT_EQ(three.verdict, Verdict::AtRisk) << renderText(three);
+  EXPECT_EQ(three.verdict, Verdict::AtRisk) << findingsText(three);
   EXPECT_TRUE(three.hasFindingAtLeast(Level::AtRisk));
   EXPECT_FALSE(three.hasFindingAtLeast(Level::CompileFail));
   const OpReport *read = opNamed(three, "read_0");
@@ -270,9 +186,9 @@ TEST(AneChecker, RuntimeSliceUpdateIntoStateShips) {
   // One aligned KV state written at a runtime position: the Anemll/CoreML-LLM
   // decode pattern, silent.
   CheckReport state = checkKvWrite(true);
-  EXPECT_FALSE(fires(state, "ANE-STATE-006")) << renderText(state);
+  EXPECT_FALSE(fires(state, "ANE-STATE-006")) << findingsText(state);
   EXPECT_FALSE(fires(state, "ANE-STATE-005")) << "an in-place slice_update is no chain write";
-  EXPECT_EQ(state.verdict, Verdict::Ane) << renderText(state);
+  EXPECT_EQ(state.verdict, Verdict::Ane) << findingsText(state);
   CheckReport fixed = checkKvWrite(false);
   EXPECT_FALSE(fires(fixed, "ANE-STATE-006"));
   EXPECT_FALSE(fires(fixed, "ANE-STATE-003")) << "innermost 64 is a multiple of 32";
@@ -282,33 +198,19 @@ TEST(AneChecker, RuntimeSliceUpdateIntoCacheInputIsAtRisk) {
   // The ExecuTorch export shape: the cache is a plain input, written in-graph.
   for (bool runtimeBegin : {true, false}) {
     ProgramBuilder b;
-    Value *cache = b.input("k_cache", f16({1, 8, 256, 64}));
-    Value *k = b.input("k", f16({1, 8, 1, 64}));
-    Value *pos = b.input("pos", Type::tensor(DType::I32, std::vector<int64_t>{4}));
-    Binding begin = runtimeBegin ? val(pos) : imm(Constant::fromI32({0, 0, 5, 0}, {4}));
-    Value *upd = b.op("slice_update", "aten_index_put_default_3",
-                      {{"x", val(cache)},
-                       {"update", val(k)},
-                       {"begin", begin},
-                       {"end", imm(Constant::fromI32({1, 8, 6, 64}, {4}))}},
-                      f16({1, 8, 256, 64}));
-    b.output(upd);
+    buildCacheWrite(b, runtimeBegin);
     CheckReport r = checkModel(b.model);
     auto f = findingsOf(r, "ANE-STATE-006");
     if (!runtimeBegin) {
-      EXPECT_TRUE(f.empty()) << renderText(r);
+      EXPECT_TRUE(f.empty()) << findingsText(r);
       continue;
     }
-    ASSERT_EQ(f.size(), 1u) << renderText(r);
+    ASSERT_EQ(f.size(), 1u) << findingsText(r);
     EXPECT_EQ(f[0]->torchNode, "aten_index_put_default_3");
     EXPECT_NE(f[0]->message.find("'pos' (a model input)"), std::string::npos) << f[0]->message;
     EXPECT_EQ(f[0]->certainty, Certainty::Contested);
     EXPECT_NE(f[0]->contradiction.find("writes a KV state"), std::string::npos);
     EXPECT_EQ(r.verdict, Verdict::AtRisk);
-    std::string text = renderText(r);
-    EXPECT_NE(text.find("at-risk ANE-STATE-006"), std::string::npos) << text;
-    EXPECT_NE(text.find("  works: https://github.com/Anemll/Anemll"), std::string::npos) << text;
-    EXPECT_NE(text.find("  settle: "), std::string::npos) << text;
   }
 }
 
@@ -339,15 +241,15 @@ TEST(AneChecker, BoundaryCastsAreNoIsland) {
     CheckReport rep = checkModel(b.model);
     auto f = findingsOf(rep, "ANE-DTYPE-001");
     if (!innerFp32) {
-      EXPECT_TRUE(f.empty()) << renderText(rep);
+      EXPECT_TRUE(f.empty()) << findingsText(rep);
       EXPECT_EQ(rep.functions[0].boundaries, 0u);
       EXPECT_EQ(rep.verdict, Verdict::Ane);
       continue;
     }
-    ASSERT_EQ(f.size(), 2u) << renderText(rep);
+    ASSERT_EQ(f.size(), 2u) << findingsText(rep);
     EXPECT_EQ(f[0]->op, "inner_up");
     EXPECT_EQ(f[1]->op, "exp_fp32");
-    EXPECT_EQ(rep.functions[0].boundaries, 2u) << renderText(rep);
+    EXPECT_EQ(rep.functions[0].boundaries, 2u) << findingsText(rep);
   }
 }
 
@@ -385,7 +287,7 @@ TEST(AneChecker, CleanProgramRunsOnAne) {
   Value *a = b.op("relu", "relu_0", {{"x", val(x)}}, f16({1, 64, 1, 64}));
   b.output(a);
   CheckReport r = checkModel(b.model);
-  EXPECT_TRUE(r.findings.empty()) << renderText(r);
+  EXPECT_TRUE(r.findings.empty()) << findingsText(r);
   EXPECT_EQ(r.verdict, Verdict::Ane);
   EXPECT_EQ(r.functions[0].segments.size(), 1u);
 }
@@ -431,69 +333,17 @@ TEST(AneChecker, EnumeratedShapesCount) {
 
 TEST(AneChecker, ToleratesOddButParsableOps) {
   // Ops without results, variadic bindings where one is expected and unknown
-  // op types come from user files; the checker must neither crash nor throw.
+  // op types come from user files; the checker must neither crash nor throw
+  // (and the reports print them: report/CheckReportTest.cpp).
   ProgramBuilder b;
-  Value *x = b.input("x", f16({2, 8, 4, 4}));
-  Value *s = b.input("s", Type::state(f16({1, 8, 2})));
-  auto bare = [&](const std::string &type, std::vector<std::pair<std::string, Binding>> params) {
-    auto op = std::make_unique<Operation>(type, type + "_bare");
-    for (auto &[param, bind] : params)
-      op->setInput(param, bind);
-    b.fn->body->append(std::move(op));
-  };
-  bare("cast", {{"x", val(x)}});
-  bare("read_state", {{"input", val(s)}});
-  bare("constexpr_blockwise_shift_scale", {{"data", val(x)}, {"scale", val(x)}});
-  bare("reduce_argmax", {{"x", val(x)}, {"axis", imm(Constant::scalarI32(99))}});
-  auto conv = std::make_unique<Operation>("conv", "conv_two_weights");
-  conv->setInput("x", val(x));
-  conv->setInput("weight", std::vector<Binding>{val(x), val(x)});
-  conv->addOutput("conv_two_weights", f16({2, 8, 4, 4}));
-  b.fn->body->append(std::move(conv));
-  b.op("no_such_op", "mystery", {{"x", val(x)}}, Type::unranked(DType::F16));
-  b.output(x);
-  CheckReport r;
-  EXPECT_NO_THROW(r = checkModel(b.model));
-  EXPECT_FALSE(renderJson(r).empty());
-  EXPECT_FALSE(renderSarif(r).empty());
+  buildOddOps(b);
+  EXPECT_NO_THROW(checkModel(b.model));
 }
 
 TEST(AneChecker, UnknownFunctionIsInputError) {
   ProgramBuilder b;
   b.output(b.input("x", f16({1, 64})));
   EXPECT_THROW(checkModel(b.model, CheckOptions{.function = "nope"}), InputError);
-}
-
-TEST(AneReport, JsonAndSarifCarryFindings) {
-  ProgramBuilder b;
-  buildShortConv(b, 2048);
-  CheckReport r = checkModel(b.model);
-  r.modelPath = "m.mil";
-  std::string json = renderJson(r);
-  EXPECT_NE(json.find("\"schema\": \"anefit.check/2\""), std::string::npos);
-  EXPECT_NE(json.find("\"certainty\": \"contested\""), std::string::npos);
-  EXPECT_NE(json.find("\"rule\": \"ANE-STATE-004\""), std::string::npos);
-  EXPECT_NE(json.find("\"atRisk\": true"), std::string::npos);
-  EXPECT_NE(json.find("\"coverage\": {"), std::string::npos);
-  EXPECT_NE(json.find("\"unverified\": ["), std::string::npos);
-  EXPECT_NE(json.find("\"certainty\": \"together\""), std::string::npos)
-      << "each piece of evidence says how it was observed";
-  EXPECT_NE(json.find("\"quote\": \""), std::string::npos);
-  std::string sarif = renderSarif(r);
-  EXPECT_NE(sarif.find("\"version\": \"2.1.0\""), std::string::npos);
-  EXPECT_NE(sarif.find("\"ruleId\": \"ANE-STATE-005\""), std::string::npos);
-  EXPECT_NE(sarif.find("\"coverage\": ["), std::string::npos);
-  std::string text = renderText(r);
-  EXPECT_NE(text.find("at-risk ANE-STATE-004"), std::string::npos) << text;
-  EXPECT_NE(text.find("coverage: "), std::string::npos) << text;
-  EXPECT_NE(text.find("unverified: "), std::string::npos) << text;
-  EXPECT_EQ(text.find("\033["), std::string::npos) << "no colour unless asked";
-  EXPECT_NE(text.find("segment 1: ane read_state_0 .. sum_0 (5 ops"), std::string::npos) << text;
-  EXPECT_NE(renderText(r, TextOptions{.placement = true})
-                .find("ane (at-risk)  read_state 'read_state_0' ANE-STATE-004 ANE-STATE-005"),
-            std::string::npos)
-      << renderText(r, TextOptions{.placement = true});
-  EXPECT_NE(renderText(r, TextOptions{.color = true}).find("\033["), std::string::npos);
 }
 
 } // namespace

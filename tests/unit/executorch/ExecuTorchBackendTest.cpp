@@ -11,11 +11,11 @@
 #include "executorch/CoreMLBackend.h"
 #include "io/ModelIO.h"
 #include "io/Pte.h"
-#include "io/TestUtil.h"
 #include "runtime/ExecuTorch.h"
 #include "runtime/ModelRun.h"
 #include "runtime/Stepper.h"
 #include "support/FileSystem.h"
+#include "support/TestUtil.h"
 
 #include <executorch/runtime/backend/interface.h>
 

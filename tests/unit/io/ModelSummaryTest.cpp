@@ -1,7 +1,7 @@
 //===- ModelSummaryTest.cpp - What `show` says a model is made of ---------===//
 #include "io/ModelSummary.h"
 
-#include "io/TestUtil.h"
+#include "support/TestUtil.h"
 
 #include <gtest/gtest.h>
 

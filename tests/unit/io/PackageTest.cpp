@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "io/Package.h"
 
-#include "TestUtil.h"
 #include "support/Error.h"
+#include "support/TestUtil.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

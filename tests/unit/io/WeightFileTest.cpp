@@ -7,8 +7,8 @@
 //===----------------------------------------------------------------------===//
 #include "io/WeightFile.h"
 
-#include "TestUtil.h"
 #include "support/Error.h"
+#include "support/TestUtil.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

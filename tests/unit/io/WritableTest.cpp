@@ -9,10 +9,10 @@
 #include "io/ModelIO.h"
 
 #include "TestSupport.h"
-#include "TestUtil.h"
 #include "io/WeightFile.h"
 #include "ir/Verifier.h"
 #include "support/Error.h"
+#include "support/TestUtil.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

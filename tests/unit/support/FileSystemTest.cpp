@@ -10,8 +10,8 @@
 #include "support/FileSystem.h"
 
 #include "TestSupport.h"
-#include "io/TestUtil.h"
 #include "support/Error.h"
+#include "support/TestUtil.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-//===- TestUtil.h - Helpers shared by the io unit tests ---------*- C++ -*-===//
+//===- TestUtil.h - Scratch directories and file helpers for tests -*- C++ -*-===//
 //
 // A scratch directory that removes itself, and small file helpers, so each
 // test works on its own files and leaves nothing behind.

@@ -11,9 +11,9 @@
 #include "io/ModelIO.h"
 
 #include "TestSupport.h"
-#include "io/TestUtil.h"
 #include "ir/Model.h"
 #include "support/Error.h"
+#include "support/TestUtil.h"
 
 #include <gtest/gtest.h>
 

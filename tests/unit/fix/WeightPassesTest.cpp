@@ -7,7 +7,7 @@
 // tap products bit-equal to the op they replace in fp32.
 //
 //===----------------------------------------------------------------------===//
-#include "TestPrograms.h"
+#include "transforms/TestPrograms.h"
 
 #include "fix/Fix.h"
 #include "ir/Clone.h"

@@ -12,8 +12,8 @@
 #include "TestSupport.h"
 #include "ane/AneRules.h"
 #include "io/ModelIO.h"
-#include "io/TestUtil.h"
 #include "support/Error.h"
+#include "support/TestUtil.h"
 
 #include <gtest/gtest.h>
 
