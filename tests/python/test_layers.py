@@ -1,5 +1,6 @@
 """scripts/check_layers.py: the repository passes, and a tree with an include
-or a link that reaches up or sideways fails with one line per violation."""
+or a link that reaches up or sideways fails with one line per violation, in the
+libraries and in their unit tests; the libraries a test binary links."""
 
 import os
 import subprocess
@@ -23,14 +24,17 @@ TABLE = """# x
 """
 
 
-def tree(tmp_path, files):
+def tree(tmp_path, files, *args):
+    """Runs the script on a tree of `files` (paths under src/, or under tests/
+    when they start with "tests/")."""
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "architecture.md").write_text(TABLE)
     for rel, text in files.items():
-        p = tmp_path / "src" / rel
+        p = tmp_path / (rel if rel.startswith("tests/") else os.path.join("src", rel))
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
-    return subprocess.run([sys.executable, SCRIPT, str(tmp_path)], capture_output=True, text=True)
+    return subprocess.run([sys.executable, SCRIPT, *args, str(tmp_path)], capture_output=True,
+                          text=True)
 
 
 def test_the_repository_depends_only_downward():
@@ -63,3 +67,32 @@ def test_upward_and_sideways_dependencies_fail(tmp_path):
             "expected a lower layer") in lines
     assert "src/other: not in the Layers table of docs/architecture.md" in lines
     assert lines[-1] == "4 dependencies reach up or sideways (docs/architecture.md, Layers)"
+
+
+def test_unit_tests_include_their_layer_and_below(tmp_path):
+    proc = tree(tmp_path, {
+        "mid/A.h": "",
+        "tests/unit/mid/ATest.cpp": '#include "mid/A.h"\n#include "side/S.h"\n'
+                                    '#include "low/L.h"\n#include "Helper.h"\n',
+        "tests/unit/mid/Helper.h": '#include "high/H.h"\n',
+        "tests/unit/text/ParserTest.cpp": "",
+    })
+    assert proc.returncode == 1
+    assert proc.stdout.splitlines() == [
+        "tests/unit/mid/Helper.h:1: a test of mid (layer 2) includes high (layer 3); "
+        "expected its layer or a lower one",
+        "tests/unit/text: not a library of the Layers table of docs/architecture.md (the unit "
+        "tests of src/<library> are tests/unit/<library>)",
+        "2 dependencies reach up or sideways (docs/architecture.md, Layers)",
+    ]
+
+
+def test_a_unit_test_binary_links_its_layer_and_below(tmp_path):
+    proc = tree(tmp_path, {}, "--test-libraries", "mid")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "anefit_low;anefit_mid;anefit_side"
+    (tmp_path / "unknown").mkdir()
+    proc = tree(tmp_path / "unknown", {}, "--test-libraries", "nope")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == ("check_layers: expected a library of the Layers table of "
+                                   "docs/architecture.md, found 'nope'")
