@@ -58,6 +58,34 @@ double gbPerSecond(uint64_t bytes, double seconds) {
   return seconds > 0 ? double(bytes) / seconds / 1e9 : 0.0;
 }
 
+/// One row of a table: its key padded to `width`, count, total ms, share of
+/// the runs and, for rows that read weights, MB and GB/s.
+std::string rowText(const OpProfile::Row &r, int width, double runSeconds) {
+  char line[640];
+  if (r.weightBytes)
+    std::snprintf(line, sizeof line, "  %-*s %8llu %11.3f %6.1f%% %11.3f %7.1f\n", width,
+                  r.opType.c_str(), (unsigned long long)r.count, r.seconds * 1e3,
+                  percentOf(r.seconds, runSeconds), double(r.weightBytes) / 1e6,
+                  gbPerSecond(r.weightBytes, r.seconds));
+  else
+    std::snprintf(line, sizeof line, "  %-*s %8llu %11.3f %6.1f%%\n", width, r.opType.c_str(),
+                  (unsigned long long)r.count, r.seconds * 1e3, percentOf(r.seconds, runSeconds));
+  return line;
+}
+
+/// The same as JSON, the key under `keyName`.
+nlohmann::ordered_json rowJson(const OpProfile::Row &r, const char *keyName, double runSeconds) {
+  nlohmann::ordered_json row{{keyName, r.opType},
+                             {"count", r.count},
+                             {"total_ms", r.seconds * 1e3},
+                             {"percent", percentOf(r.seconds, runSeconds)}};
+  if (r.weightBytes) {
+    row["weight_bytes"] = r.weightBytes;
+    row["gb_per_s"] = gbPerSecond(r.weightBytes, r.seconds);
+  }
+  return row;
+}
+
 } // namespace
 
 std::string OpProfile::formatText(std::string_view unit) const {
@@ -82,16 +110,7 @@ std::string OpProfile::formatText(std::string_view unit) const {
   uint64_t count = 0;
   for (const Row &r : sortedRows()) {
     count += r.count;
-    if (r.weightBytes)
-      std::snprintf(line, sizeof line, "  %-28s %8llu %11.3f %6.1f%% %11.3f %7.1f\n",
-                    r.opType.c_str(), (unsigned long long)r.count, r.seconds * 1e3,
-                    percentOf(r.seconds, runSeconds_), double(r.weightBytes) / 1e6,
-                    gbPerSecond(r.weightBytes, r.seconds));
-    else
-      std::snprintf(line, sizeof line, "  %-28s %8llu %11.3f %6.1f%%\n", r.opType.c_str(),
-                    (unsigned long long)r.count, r.seconds * 1e3,
-                    percentOf(r.seconds, runSeconds_));
-    out += line;
+    out += rowText(r, 28, runSeconds_);
   }
   for (auto [name, seconds] : {std::pair<const char *, double>{"(setup, inputs)", setupSeconds_},
                                {"(returning outputs)", outputSeconds_},
@@ -114,18 +133,8 @@ std::string OpProfile::formatText(std::string_view unit) const {
   std::snprintf(wide, sizeof wide, "  %-*s %8s %11s %7s %11s %7s\n", width, "", "count", "total ms",
                 "% run", "weight MB", "GB/s");
   out += wide;
-  for (const Row &r : byTime(groups_)) {
-    if (r.weightBytes)
-      std::snprintf(wide, sizeof wide, "  %-*s %8llu %11.3f %6.1f%% %11.3f %7.1f\n", width,
-                    r.opType.c_str(), (unsigned long long)r.count, r.seconds * 1e3,
-                    percentOf(r.seconds, runSeconds_), double(r.weightBytes) / 1e6,
-                    gbPerSecond(r.weightBytes, r.seconds));
-    else
-      std::snprintf(wide, sizeof wide, "  %-*s %8llu %11.3f %6.1f%%\n", width, r.opType.c_str(),
-                    (unsigned long long)r.count, r.seconds * 1e3,
-                    percentOf(r.seconds, runSeconds_));
-    out += wide;
-  }
+  for (const Row &r : byTime(groups_))
+    out += rowText(r, width, runSeconds_);
   return out;
 }
 
@@ -141,30 +150,12 @@ std::string OpProfile::formatJson() const {
   j["returning_outputs_ms"] = outputSeconds_ * 1e3;
   j["between_ops_ms"] = betweenOpsSeconds() * 1e3;
   j["ops"] = json::array();
-  for (const Row &r : sortedRows()) {
-    json row{{"op_type", r.opType},
-             {"count", r.count},
-             {"total_ms", r.seconds * 1e3},
-             {"percent", percentOf(r.seconds, runSeconds_)}};
-    if (r.weightBytes) {
-      row["weight_bytes"] = r.weightBytes;
-      row["gb_per_s"] = gbPerSecond(r.weightBytes, r.seconds);
-    }
-    j["ops"].push_back(std::move(row));
-  }
+  for (const Row &r : sortedRows())
+    j["ops"].push_back(rowJson(r, "op_type", runSeconds_));
   if (groupKey_) {
     json rows = json::array();
-    for (const Row &r : byTime(groups_)) {
-      json row{{"key", r.opType},
-               {"count", r.count},
-               {"total_ms", r.seconds * 1e3},
-               {"percent", percentOf(r.seconds, runSeconds_)}};
-      if (r.weightBytes) {
-        row["weight_bytes"] = r.weightBytes;
-        row["gb_per_s"] = gbPerSecond(r.weightBytes, r.seconds);
-      }
-      rows.push_back(std::move(row));
-    }
+    for (const Row &r : byTime(groups_))
+      rows.push_back(rowJson(r, "key", runSeconds_));
     j["groups"] = {{"by", groupHeading_}, {"rows", std::move(rows)}};
   }
   return j.dump();
