@@ -58,6 +58,10 @@ struct SourceSites {
   /// layers.*.attention (12 ops)", at most the limit asked for.
   std::vector<std::string> places;
   size_t more = 0; ///< places left out
+  /// "and 2 more places" ("" when none was left out).
+  std::string moreText() const {
+    return more ? "and " + std::to_string(more) + " more place" + (more == 1 ? "" : "s") : "";
+  }
 };
 /// The places of `sources` (one per op), at most `limit` of them.
 SourceSites sourceSites(const std::vector<ane::Finding::Source> &sources, size_t limit = 3);

@@ -76,7 +76,7 @@ void printSites(const report::SourceJoin *join, const ane::CheckReport &report, 
   for (const std::string &place : sites.places)
     std::cout << "    at " << place << "\n";
   if (sites.more)
-    std::cout << "    and " << sites.more << " more place" << (sites.more == 1 ? "" : "s") << "\n";
+    std::cout << "    " << sites.moreText() << "\n";
 }
 
 /// "main: ane-fails, 231/240 ops on the ANE, 5 states, 2 compile/runtime-fail

@@ -73,8 +73,7 @@ void printText(std::ostream &os, const partition::Plan &plan, const report::Sour
         for (const std::string &place : sites.places)
           os << "    source: " << place << "\n";
         if (sites.more)
-          os << "    source: and " << sites.more << " more place" << (sites.more == 1 ? "" : "s")
-             << "\n";
+          os << "    source: " << sites.moreText() << "\n";
       }
     }
     for (const auto &b : fp.boundaries)
