@@ -394,3 +394,15 @@ def executorch_probe(*paths):
     if proc.returncode != 0:
         raise AssertionError(f"executorch_probe failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout)
+
+
+def decode_inputs(path, vocab, steps, seed=1):
+    """`steps` decode steps of random tokens at positions 0, 1, ..., as a runner feeds them,
+    written to `path` (an .npz of step<k>/tokens and step<k>/attn_options_input_pos)."""
+    rng = np.random.default_rng(seed)
+    arrays = {}
+    for k in range(steps):
+        arrays[f"step{k}/tokens"] = rng.integers(0, vocab, size=(1, 1)).astype(np.int32)
+        arrays[f"step{k}/attn_options_input_pos"] = np.array([k], dtype=np.int32)
+    np.savez(path, **arrays)
+    return arrays

@@ -19,7 +19,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import FIXTURES_DIR, executorch_python, load_npz
+from conftest import FIXTURES_DIR, decode_inputs, executorch_python, load_npz
 
 PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
 RECIPE = "lfm2_recipe_ane_fp16"
@@ -85,21 +85,12 @@ def test_recipe_export_has_no_predicted_compile_failure(anefit):
     assert anefit("check", "--fail-on", "at-risk", pte(ORIGINAL)).returncode == 1
 
 
-def decode_inputs(path, vocab, steps, seed=0):
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for k in range(steps):
-        arrays[f"step{k}/tokens"] = rng.integers(0, vocab, size=(1, 1)).astype(np.int32)
-        arrays[f"step{k}/attn_options_input_pos"] = np.array([k], dtype=np.int32)
-    np.savez(path, **arrays)
-
-
 def test_recipe_gives_the_original_logits_in_eager(tmp_path):
     python = executorch_python()
     if python is None:
         pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
     inputs = tmp_path / "inputs.npz"
-    decode_inputs(inputs, 256, 12)
+    decode_inputs(inputs, 256, 12, seed=0)
     proc = subprocess.run([python, REFERENCE, "recipe", ORIGINAL, str(inputs)],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -116,7 +107,7 @@ def test_recipe_export_runs_like_the_original_model(anefit, tmp_path):
         pytest.skip("executorch is not importable (set ANEFIT_EXECUTORCH_PYTHON)")
     steps = 8
     inputs = tmp_path / "inputs.npz"
-    decode_inputs(inputs, 256, steps)
+    decode_inputs(inputs, 256, steps, seed=0)
     ref = tmp_path / "ref.npz"
     # PyTorch eager of the original model (no rewrite), with its own buffers.
     proc = subprocess.run([python, REFERENCE, ORIGINAL, str(inputs), str(ref)],

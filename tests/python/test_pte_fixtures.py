@@ -20,8 +20,8 @@ import subprocess
 import numpy as np
 import pytest
 
-from conftest import (FIXTURES_DIR, executorch_probe, executorch_python, load_npz,
-                      load_with_coremltools)
+from conftest import (FIXTURES_DIR, decode_inputs, executorch_probe, executorch_python,
+                      load_npz, load_with_coremltools)
 
 PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
 with open(os.path.join(PTE_DIR, "manifest.json")) as _f:
@@ -184,17 +184,6 @@ def test_executorch_loads_the_fixtures(anefit):
                 entry["config_yaml"]["export"]["max_context_length"]]
             assert r["metadata"]["forward"]["inputs"] == [["4", [1, 1]], ["4", [1]]]
             assert r["metadata"]["forward"]["outputs"] == [["6", [1, p["vocab_size"]]]]
-
-
-def decode_inputs(path, vocab, steps, seed=1):
-    """`steps` decode steps of random tokens at positions 0, 1, ..., as a runner feeds them."""
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for k in range(steps):
-        arrays[f"step{k}/tokens"] = rng.integers(0, vocab, size=(1, 1)).astype(np.int32)
-        arrays[f"step{k}/attn_options_input_pos"] = np.array([k], dtype=np.int32)
-    np.savez(path, **arrays)
-    return arrays
 
 
 @pytest.mark.parametrize("name", ["lfm2_export_llm_fp16"])
