@@ -258,11 +258,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.precision = runtime::parsePrecision(precision);
   options.goal = parseFixGoal(goal);
   applyTarget(chip, os, computeUnits, options.target);
-  if (requantize != "keep" && requantize != "fp16" && requantize != "c8w" && requantize != "c4w" &&
-      requantize != "auto")
-    throw InputError("requantize: expected keep, fp16, c8w, c4w or auto, found '" + requantize +
-                     "'");
-  options.requantize = requantize;
+  options.requantize = parseRequantize(requantize);
   options.minTop1 = minTop1;
   options.maxRelError = maxRelError;
   std::string output = out ? pathText(*out) : std::string();
@@ -425,7 +421,7 @@ void bindTransform(nb::module_ &m) {
       .def_ro("rounded_max_abs_diff", &PyFixResult::roundedMaxAbsDiff,
               "Largest difference of the first step of a two-step proof; 0 when equal.")
       .def_ro("lossy", &PyFixResult::lossy,
-              "A pass changed values beyond rounding (``requantize`` to c8w or c4w): the "
+              "A pass changed values beyond rounding (``requantize`` other than fp16): the "
               "error is measured instead of held to ``atol``/``rtol``.")
       .def_ro("not_run", &PyFixResult::notRun,
               "Passes the goal called for that were not run, each with why.")
@@ -499,7 +495,8 @@ void bindTransform(nb::module_ &m) {
         "``atol``/``rtol``). ``passes``: a pipeline (``'kv-write-static,decompose-sdpa'`` or a "
         "list), default the passes that remove the model's blocking findings; with ``goal='ane'`` "
         "also those that move ops placed off the ANE onto it. ``requantize``: what per-block "
-        "weights become (``'keep'``, ``'fp16'``, ``'c8w'``, ``'c4w'``, ``'auto'``); a lossy "
+        "weights become: ``'keep'`` or one of the requantize pass's forms (``'fp16'``, "
+        "``'lut4'``, ...: ``anefit fix --help`` and docs/passes.md list them); a lossy "
         "rewrite is kept when its widest output stays within ``max_rel_error`` (relative RMS) "
         "and its top-1 agrees on ``min_top1`` of rows. ``chip``, ``os``, ``compute_units``: the "
         "target the checks predict for, as in :func:`check`. "

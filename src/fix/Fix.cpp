@@ -6,6 +6,7 @@
 #include "ops/OpVerifier.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
+#include "transforms/Requantize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -32,6 +33,20 @@ FixGoal parseFixGoal(std::string_view s) {
   if (s == "ane")
     return FixGoal::Ane;
   throw InputError("--goal: expected compile or ane, found '" + std::string(s) + "'");
+}
+
+std::vector<std::string> requantizeChoices() {
+  std::vector<std::string> out{"keep"};
+  for (const RequantizeForm &f : requantizeForms())
+    out.emplace_back(f.name);
+  return out;
+}
+
+std::string parseRequantize(std::string_view s) {
+  if (s == "keep" || findRequantizeForm(s))
+    return std::string(s);
+  throw InputError("requantize: expected keep, " + requantizeFormNames() + ", found '" +
+                   std::string(s) + "'");
 }
 
 std::vector<std::string> residencyRules(const ane::CheckReport &report) {

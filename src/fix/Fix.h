@@ -50,6 +50,13 @@ enum class FixGoal {
 /// "compile" / "ane" -> FixGoal; throws InputError otherwise.
 FixGoal parseFixGoal(std::string_view s);
 
+/// The values `--requantize` takes: "keep", then the requantize pass's
+/// forms (transforms/RequantizeForms.def).
+std::vector<std::string> requantizeChoices();
+
+/// `s` if it is one of requantizeChoices(); throws InputError otherwise.
+std::string parseRequantize(std::string_view s);
+
 /// Above this many weight bytes, FixVerify::Auto does not verify.
 inline constexpr uint64_t kAutoVerifyWeightBytes = uint64_t(2) << 30;
 
@@ -61,8 +68,8 @@ struct FixOptions {
   /// for (chip, OS, compute units); `function` and `ignore` are not used.
   ane::CheckOptions target;
   FixGoal goal = FixGoal::Compile;
-  /// How per-block weights are rewritten (the requantize pass's `to`:
-  /// fp16, c8w, c4w, auto); empty or "keep": they are not. Lossy forms are
+  /// How per-block weights are rewritten (the requantize pass's `to`, one
+  /// of requantizeChoices()); empty or "keep": they are not. Lossy forms are
   /// never picked without it.
   std::string requantize;
   /// A lossy rewrite (PassResult::lossy) is kept only when its widest

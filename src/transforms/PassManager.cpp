@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "transforms/PassImpl.h"
 #include "transforms/PatternRewriter.h"
+#include "transforms/Requantize.h"
 #include "transforms/UseMap.h"
 
 #include "ir/AsmParser.h"
@@ -435,7 +436,8 @@ std::string passesMarkdown() {
      << "ane` it also runs the passes that remove findings that keep ops off the ANE "
      << "(fallback, slow), and prints the predicted residency (share of ops and FLOPs on "
      << "the ANE, boundaries) before and after each pass. A pass that changes values or "
-     << "size runs only when asked (`requantize`: `--requantize fp16|c8w|c4w|auto`); a "
+     << "size runs only when asked (`requantize`: `--requantize " << requantizeFormNames("|", "|")
+     << "`); a "
      << "lossy rewrite is verified by its measured error instead of equal outputs. `--passes` "
      << "names the pipeline instead, and `anefit-opt --passes` runs any pipeline on MIL "
      << "text. A pipeline is a comma-separated list of pass names, each optionally followed "

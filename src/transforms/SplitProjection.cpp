@@ -7,7 +7,8 @@
 // concat along the last axis that keeps the original result's name. Each
 // piece's weight is the same rows of the same stored form (a const, or a
 // constexpr_blockwise_shift_scale with its scales and offsets cut at the
-// same rows), so the result is exactly the original's.
+// same rows, or a constexpr_lut_to_dense with its palettes cut at the same
+// row groups), so the result is exactly the original's.
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
@@ -71,12 +72,17 @@ std::string SplitProjectionPass::split(Operation &op, PatternRewriter &rw, size_
     wconst = wop->attribute("val");
     if (!wconst || !wconst->isTensorLike())
       return "its weight const holds no tensor";
-  } else if (wop->type == "constexpr_blockwise_shift_scale") {
-    data = paramConstant(*wop, "data");
-    scale = paramConstant(*wop, "scale");
-    offset = paramConstant(*wop, "offset");
+  } else if (wop->type == "constexpr_blockwise_shift_scale" ||
+             (wop->type == "constexpr_lut_to_dense" && wop->input("lut") &&
+              !wop->input("vector_axis"))) {
+    // The palette of an iOS18 lut, [row groups, 1, entries, 1], is cut at
+    // row groups as a scale is at its rows.
+    bool lut = wop->type == "constexpr_lut_to_dense";
+    data = paramConstant(*wop, lut ? "indices" : "data");
+    scale = paramConstant(*wop, lut ? "lut" : "scale");
+    offset = lut ? nullptr : paramConstant(*wop, "offset");
     auto ss = scale ? scale->type.staticShape() : std::nullopt;
-    if (!data || !ss || ss->empty() || ((*ss)[0] != 1 && n % (*ss)[0]))
+    if (!data || !ss || ss->empty() || ((*ss)[0] != 1 && n % (*ss)[0]) || (lut && ss->size() != 4))
       return "its weight's data or scale is not constant";
     scaleRows = (*ss)[0];
     if (scaleRows > 1)
@@ -121,8 +127,9 @@ std::string SplitProjectionPass::split(Operation &op, PatternRewriter &rw, size_
         return "its quantized rows are not whole bytes";
       Operation *q = rw.create(op, wop->type, wop->name + tag, {},
                                {Type::tensor(wv->type.dtype(), {e - b, (*ws)[1]})});
-      q->setInput("data", Binding::of(*d));
-      q->setInput("scale", Binding::of(*s));
+      bool lut = wop->type == "constexpr_lut_to_dense";
+      q->setInput(lut ? "indices" : "data", Binding::of(*d));
+      q->setInput(lut ? "lut" : "scale", Binding::of(*s));
       if (o)
         q->setInput("offset", Binding::of(*o));
       w = q->output();

@@ -174,8 +174,8 @@ def test_goal_ane_without_requantize_says_what_it_left(anefit_py):
 def test_fix_refuses_unknown_goal_requantize_and_chip(anefit_py):
     x = os.path.join(PTE_DIR, "lfm2_export_llm_4w.pte")
     for kwargs, message in (({"goal": "fast"}, "--goal: expected compile or ane, found 'fast'"),
-                            ({"requantize": "int2"}, "requantize: expected keep, fp16, c8w, c4w "
-                                                     "or auto, found 'int2'"),
+                            ({"requantize": "int2"}, "requantize: expected keep, fp16, c8w, c4w, "
+                                                     "lut4, lut6, lut8 or auto, found 'int2'"),
                             ({"chip": "m9"}, "chip: expected one of:")):
         with pytest.raises(anefit_py.InputError) as e:
             anefit_py.fix(x, **kwargs)

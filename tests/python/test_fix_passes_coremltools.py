@@ -6,6 +6,9 @@ left, and the signature (inputs, outputs, shapes, dtypes) is the original's.
 """
 
 import os
+import re
+
+import numpy as np
 
 import pytest
 
@@ -35,3 +38,48 @@ def test_rewritten_export_loads_in_coremltools(anefit, tmp_path, name):
     assert ops_after["select"] >= ops_before["slice_update"]
     assert ops_after["softmax"] == ops_before.get("scaled_dot_product_attention", 0)
     assert after.io() == before.io()
+
+
+def _materialized(program, op_type):
+    """{op name: dense value} of every `op_type` op, as coremltools decompresses it."""
+    out = {}
+
+    def walk(block):
+        for op in block.operations:
+            if op.op_type == op_type:
+                out[op.name] = np.asarray(op.materialized_val_inference(), dtype=np.float64)
+            for b in op.blocks:
+                walk(b)
+
+    for fn in program.functions.values():
+        walk(fn)
+    return out
+
+
+@pytest.mark.parametrize("form", ["lut4", "lut6"])
+def test_palettized_weights_decompress_in_coremltools_as_reported(anefit, tmp_path, form):
+    """requantize{to=lut4|lut6}: coremltools' own decompression of each palette
+    (iOS18 constexpr_lut_to_dense semantics: palettes per group of rows,
+    indices packed LSB-first, 6-bit ones across bytes) is
+    compared with its decompression of the per-block weight it replaced. The
+    relative RMS errors it measures are the ones fix reports."""
+    pte = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_4w.pte")
+    original = tmp_path / "original.mlpackage"
+    fixed = tmp_path / "fixed.mlpackage"
+    anefit("convert", pte, original, check=True)
+    proc = anefit("fix", pte, "-o", fixed, "--passes", f"requantize{{to={form}}},dce",
+                  "--max-rel-error", "1", check=True)
+    m = re.search(r"weight error \(relative RMS\) mean ([0-9.]+)%, max ([0-9.]+)%", proc.stdout)
+    assert m, proc.stdout
+    reported_mean, reported_max = float(m.group(1)), float(m.group(2))
+
+    before = _materialized(load_with_coremltools(original).program, "constexpr_blockwise_shift_scale")
+    after = _materialized(load_with_coremltools(fixed).program, "constexpr_lut_to_dense")
+    assert len(after) == 113 and set(after) <= set(before)
+    errors = []
+    for name, w in after.items():
+        ref = before[name]
+        assert w.shape == ref.shape, name
+        errors.append(100 * np.sqrt(np.sum((w - ref) ** 2) / np.sum(ref ** 2)))
+    assert abs(np.mean(errors) - reported_mean) < 0.01, (np.mean(errors), reported_mean)
+    assert abs(np.max(errors) - reported_max) < 0.01, (np.max(errors), reported_max)

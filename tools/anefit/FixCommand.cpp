@@ -15,6 +15,7 @@
 #include "report/Sources.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
+#include "transforms/Requantize.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -374,13 +375,13 @@ void registerFix(CLI::App &verb, VerbResult &result) {
                   "passes that move ops placed off the ANE onto it (split-projection, "
                   "depthwise-taps, ...)")
       ->check(CLI::IsMember({"compile", "ane"}));
-  cmd->add_option("--requantize", opts->requantize,
-                  "per-block quantized weights (ANE-QUANT-001): keep (default), fp16 (exact, 4x "
-                  "the int4 bytes), c8w or c4w (per-channel int8/int4, lossy, error measured), "
-                  "auto (c8w where the weight error is under 1%, else fp16)")
-      ->check(CLI::IsMember({"keep", "fp16", "c8w", "c4w", "auto"}));
+  std::string forms = "per-block quantized weights (ANE-QUANT-001): keep (default): as they are";
+  for (const RequantizeForm &f : requantizeForms())
+    forms += "; " + std::string(f.name) + ": " + std::string(f.help);
+  cmd->add_option("--requantize", opts->requantize, forms)
+      ->check(CLI::IsMember(requantizeChoices()));
   cmd->add_option("--max-rel-error", opts->maxRelError,
-                  "a lossy rewrite (--requantize c8w/c4w/auto) is written only when its widest "
+                  "a lossy rewrite (--requantize other than fp16) is written only when its widest "
                   "output (an LLM's logits) stays within this relative RMS error of the "
                   "original's over the verified steps (default 0.05)");
   cmd->add_option("--min-top1", opts->minTop1,
