@@ -231,6 +231,31 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
 
 namespace {
 
+/// The forms `--requantize auto` falls back to, in order, when its own would
+/// take the model off the ANE.
+constexpr std::string_view kSmallerForms[] = {"lut6", "lut4"};
+
+/// A point of ANE share: rewrites add a few cheap ops on either side, which
+/// is not worth a warning or another form (our threshold).
+constexpr double kShareSlack = 0.01;
+
+/// The predicted ANE share of FLOPs over every function.
+double flopShare(const std::vector<Residency> &functions) {
+  double all = 0, ane = 0;
+  for (const Residency &r : functions) {
+    all += r.flops;
+    ane += r.aneFlops;
+  }
+  return all > 0 ? ane / all : 0;
+}
+
+/// Runs one pipeline element on `model`.
+PassResult runElement(Model &model, const std::string &element) {
+  PassManager pm;
+  pm.addPipeline(element);
+  return pm.run(model);
+}
+
 ane::CheckOptions checkOptions(const FixOptions &options) {
   ane::CheckOptions c;
   c.chip = options.target.chip;
@@ -249,9 +274,7 @@ Diagnostics residencyDrops(const ane::CheckReport &beforeReport,
     const Residency &a = before[f], &b = after[f];
     double shareA = a.flops > 0 ? a.aneFlops / a.flops : 0;
     double shareB = b.flops > 0 ? b.aneFlops / b.flops : 0;
-    // Rewrites add a few cheap ops on either side; a point of share is not
-    // worth a warning (our threshold).
-    if (shareB >= shareA - 0.01)
+    if (shareB >= shareA - kShareSlack)
       continue;
     std::string rules;
     for (const ane::RuleInfo &r : ane::allRules()) {
@@ -305,11 +328,36 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   result.fixed = cloneModel(model);
   result.stages.push_back({"check", residencyOf(result.before)});
   // One pass at a time, so each pass's residency can be reported.
+  std::string pipeline;
   for (const PipelineElement &e : parsePipeline(result.pipeline)) {
-    PassManager pm;
     std::string element = pipelineText(e);
-    pm.addPipeline(element);
-    PassResult passes = pm.run(*result.fixed);
+    bool autoForms =
+        options.passes.empty() && e.name == "requantize" && options.requantize == "auto";
+    std::unique_ptr<Model> base = autoForms ? cloneModel(*result.fixed) : nullptr;
+    PassResult passes = runElement(*result.fixed, element);
+    if (autoForms) {
+      // auto's forms (c8w, fp16) can grow the weights past the target's
+      // size budget and take the model off the ANE: then the palettes,
+      // smaller, the finer first.
+      double share = flopShare(result.stages.back().residency);
+      std::string tried = "auto's forms (c8w, fp16)";
+      for (std::string_view form : kSmallerForms) {
+        double now = flopShare(residencyOf(ane::checkModel(*result.fixed, checkOptions(options))));
+        if (now >= share - kShareSlack)
+          break;
+        char buf[240];
+        std::snprintf(buf, sizeof buf,
+                      "requantize: %s would lower the predicted ANE share of FLOPs from "
+                      "%.1f%% to %.1f%%; %s instead",
+                      tried.c_str(), 100 * share, 100 * now, std::string(form).c_str());
+        tried = form;
+        result.changes.emplace_back(buf);
+        result.fixed = cloneModel(*base);
+        element = "requantize{to=" + std::string(form) + "}";
+        passes = runElement(*result.fixed, element);
+      }
+    }
+    pipeline += (pipeline.empty() ? "" : ",") + element;
     result.changes.insert(result.changes.end(), passes.changes.begin(), passes.changes.end());
     result.diagnostics.insert(result.diagnostics.end(), passes.diagnostics.begin(),
                               passes.diagnostics.end());
@@ -326,6 +374,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
           {e.name, residencyOf(ane::checkModel(*result.fixed, checkOptions(options)))});
   }
 
+  if (options.passes.empty())
+    result.pipeline = pipeline;
   result.verifierDiagnostics = verifyModel(*result.fixed);
   if (result.verifies() && result.fixed->program) {
     Diagnostics states = verifyStateUses(*result.fixed->program);

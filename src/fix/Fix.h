@@ -69,7 +69,9 @@ struct FixOptions {
   ane::CheckOptions target;
   FixGoal goal = FixGoal::Compile;
   /// How per-block weights are rewritten (the requantize pass's `to`, one
-  /// of requantizeChoices()); empty or "keep": they are not. Lossy forms are
+  /// of requantizeChoices()); empty or "keep": they are not. With "auto",
+  /// where its forms lower the predicted ANE share of FLOPs (weights past
+  /// the target's size budget), lut6 and then lut4 are tried instead. Lossy forms are
   /// never picked without it.
   std::string requantize;
   /// A lossy rewrite (PassResult::lossy) is kept only when its widest

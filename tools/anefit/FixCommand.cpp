@@ -378,6 +378,8 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   std::string forms = "per-block quantized weights (ANE-QUANT-001): keep (default): as they are";
   for (const RequantizeForm &f : requantizeForms())
     forms += "; " + std::string(f.name) + ": " + std::string(f.help);
+  forms += " (fix then takes lut6, and if need be lut4, where auto's forms would lower the "
+           "predicted ANE share: weights past the target's size budget)";
   cmd->add_option("--requantize", opts->requantize, forms)
       ->check(CLI::IsMember(requantizeChoices()));
   cmd->add_option("--max-rel-error", opts->maxRelError,
