@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
+#include "ane/RuleOps.h"
 
 #include "ane/Coverage.h"
 #include "ane/Limits.h"
@@ -416,10 +417,9 @@ bool oneOf(std::string_view type, std::initializer_list<std::string_view> names)
   return std::find(names.begin(), names.end(), type) != names.end();
 }
 
-/// Reports `op` if its type is in `names`.
-void reportIfType(RuleContext &ctx, const Operation *op,
-                  std::initializer_list<std::string_view> names, std::string_view why) {
-  if (op && oneOf(op->type, names))
+/// Reports `op` (one of the types its rule's RuleOps.def row names): "'type' why".
+void reportOp(RuleContext &ctx, const Operation *op, std::string_view why) {
+  if (op)
     ctx.report(op, "'" + op->type + "' " + std::string(why));
 }
 
@@ -659,7 +659,7 @@ static void checkStateChainWrite(RuleContext &ctx, const Operation *) {
 // (the ExecuTorch export_llm shape) has no public Core ML case either way and
 // is reported at-risk.
 static void checkRuntimeSliceUpdate(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "slice_update")
+  if (!op)
     return;
   if (!isRuntime(*op, "begin") && !isRuntime(*op, "end"))
     return;
@@ -686,7 +686,7 @@ static void checkRuntimeSliceUpdate(RuleContext &ctx, const Operation *op) {
 // call; 16/32 rows (and Anemll's 64-row prefill) run. That report changed
 // other things too, so the finding is always contested.
 static void checkLargeStateWrite(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "slice_update" || (!isRuntime(*op, "begin") && !isRuntime(*op, "end")))
+  if (!op || (!isRuntime(*op, "begin") && !isRuntime(*op, "end")))
     return;
   const Value *x = op->inputValue("x");
   while (x && x->definingOp && isView(*x->definingOp))
@@ -945,7 +945,7 @@ static void checkIoAlignment(RuleContext &ctx, const Operation *) {
 // ANE-SHAPE-007: coremltools FAQ: a static reshape turned dynamic by the
 // conversion blocks the Neural Engine.
 static void checkDynamicReshape(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "reshape" || !isRuntime(*op, "shape"))
+  if (!op || !isRuntime(*op, "shape"))
     return;
   const Value *shape = op->inputValue("shape");
   ctx.report(op, "reshape target shape" + (shape ? " '" + shape->name + "'" : std::string()) +
@@ -972,54 +972,24 @@ static void checkEnumeratedLayerNorm(RuleContext &ctx, const Operation *) {
 }
 
 static void checkScatterOp(RuleContext &ctx, const Operation *op) {
-  reportIfType(ctx, op, {"scatter", "scatter_nd", "scatter_along_axis"},
-               "has no ANE path on any chip (index_put with tensor indices lowers to scatter_nd)");
+  reportOp(ctx, op,
+           "has no ANE path on any chip (index_put with tensor indices lowers to scatter_nd)");
 }
 
 static void checkRecurrentOp(RuleContext &ctx, const Operation *op) {
-  reportIfType(ctx, op, {"lstm", "gru", "rnn"}, "is not supported on the Neural Engine");
+  reportOp(ctx, op, "is not supported on the Neural Engine");
 }
 
 static void checkNoPathOp(RuleContext &ctx, const Operation *op) {
-  reportIfType(ctx, op,
-               {"reduce_prod",
-                "mod",
-                "logical_and",
-                "logical_or",
-                "logical_xor",
-                "one_hot",
-                "non_zero",
-                "shape",
-                "band_part",
-                "reverse_sequence",
-                "sliding_windows",
-                "tan",
-                "asin",
-                "acos",
-                "atanh",
-                "asinh",
-                "acosh",
-                "sinh",
-                "cosh",
-                "random_bernoulli",
-                "random_categorical",
-                "random_normal",
-                "list_gather",
-                "list_length",
-                "list_read",
-                "list_scatter",
-                "list_write",
-                "make_list",
-                "constexpr_cast"},
-               "has no ANE path on any chip");
+  reportOp(ctx, op, "has no ANE path on any chip");
 }
 
 static void checkControlFlow(RuleContext &ctx, const Operation *op) {
-  reportIfType(ctx, op, {"cond", "while_loop", "call"}, "is control flow; the ANE has none");
+  reportOp(ctx, op, "is control flow; the ANE has none");
 }
 
 static void checkConv3d(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"conv", "conv_transpose"}))
+  if (!op)
     return;
   const Type *x = paramType(*op, "x");
   if (x && x->hasRank() && x->rank() == 5)
@@ -1027,14 +997,12 @@ static void checkConv3d(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkNmsOp(RuleContext &ctx, const Operation *op) {
-  reportIfType(ctx, op, {"non_maximum_suppression"}, "runs only with CPU or GPU");
+  reportOp(ctx, op, "runs only with CPU or GPU");
 }
 
 // ANE-OP-007: gather with runtime indices; constant indices fold away.
 static void checkGatherOp(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"gather", "gather_along_axis", "gather_nd"}))
-    return;
-  if (!isRuntime(*op, "indices"))
+  if (!op || !isRuntime(*op, "indices"))
     return;
   const Value *idx = op->inputValue("indices");
   ctx.report(op, "'" + op->type + "' with runtime indices" +
@@ -1043,20 +1011,20 @@ static void checkGatherOp(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkSortOp(RuleContext &ctx, const Operation *op) {
-  reportIfType(ctx, op, {"topk", "argsort"}, "is placed off the ANE by Core ML");
+  reportOp(ctx, op, "is placed off the ANE by Core ML");
 }
 
 static void checkSinCosOld(RuleContext &ctx, const Operation *op) {
-  if (op && oneOf(op->type, {"sin", "cos"}))
+  if (op)
     ctx.report(op, "'" + op->type + "' is not native on " + std::string(ctx.facts.chip->display));
 }
 
 static void checkTextureOld(RuleContext &ctx, const Operation *op) {
   if (!op)
     return;
-  bool texture = oneOf(op->type, {"resize", "resize_bilinear", "resize_nearest_neighbor",
-                                  "upsample_bilinear", "upsample_nearest_neighbor", "crop_resize",
-                                  "resample", "affine", "range_1d"});
+  // Every type of its RuleOps.def row but pad, which needs the texture
+  // engine only in its reflect and symmetric modes.
+  bool texture = true;
   if (op->type == "pad") {
     const Constant *mode = immediateInput(*op, "mode");
     auto m = mode ? mode->asString() : std::nullopt;
@@ -1068,7 +1036,7 @@ static void checkTextureOld(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkArgReduceAxis(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"reduce_argmax", "reduce_argmin"}))
+  if (!op)
     return;
   const Type *x = paramType(*op, "x");
   auto shape = x ? shapeOf(*x) : std::nullopt;
@@ -1097,7 +1065,7 @@ static std::optional<std::vector<int64_t>> convWeightShape(const Operation &op) 
 }
 
 static void checkConvKernel(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"conv", "conv_transpose"}))
+  if (!op)
     return;
   auto w = convWeightShape(*op);
   if (!w || w->size() < 3 || w->size() > 4)
@@ -1112,7 +1080,7 @@ static void checkConvKernel(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkConvGroups(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"conv", "conv_transpose"}))
+  if (!op)
     return;
   auto g = immediateInt(*op, "groups");
   const Type *x = paramType(*op, "x");
@@ -1150,7 +1118,7 @@ static void checkDepthwiseWide(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkDynamicWeightConv(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "conv" || !isRuntime(*op, "weight") || !op->inputValue("weight"))
+  if (!op || !isRuntime(*op, "weight") || !op->inputValue("weight"))
     return;
   const Type *x = paramType(*op, "x");
   auto xs = x ? shapeOf(*x) : std::nullopt;
@@ -1160,7 +1128,7 @@ static void checkDynamicWeightConv(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkMatmulRank(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"matmul", "linear"}))
+  if (!op)
     return;
   bool done = false;
   forEachTensor(*op, [&](const Value &v, bool) {
@@ -1172,7 +1140,7 @@ static void checkMatmulRank(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkMatmulKmem(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"matmul", "linear"}) || op->outputs.empty())
+  if (!op || op->outputs.empty())
     return;
   auto s = shapeOf(op->output()->type);
   if (!s || s->empty())
@@ -1184,7 +1152,7 @@ static void checkMatmulKmem(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkChannelPad(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "pad")
+  if (!op)
     return;
   const Type *x = paramType(*op, "x");
   auto pads = immediateInts(*op, "pad");
@@ -1201,7 +1169,7 @@ static void checkChannelPad(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkTileFactor(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "tile")
+  if (!op)
     return;
   auto reps = immediateInts(*op, "reps");
   if (!reps)
@@ -1228,7 +1196,7 @@ static void checkLinearNotConv(RuleContext &ctx, const Operation *op) {
 }
 
 static void checkTinyOp(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"matmul", "linear"}) || op->outputs.empty())
+  if (!op || op->outputs.empty())
     return;
   auto n = op->output()->type.numElements();
   if (!n || *n > 64)
@@ -1243,7 +1211,7 @@ static void checkTinyOp(RuleContext &ctx, const Operation *op) {
 
 // ANE-CONV-011: Apple's layer guidelines: strides should factor into 2s and 3s.
 static void checkStrideFactor(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"conv", "conv_transpose", "max_pool", "avg_pool", "l2_pool"}))
+  if (!op)
     return;
   auto strides = immediateInts(*op, "strides");
   if (!strides)
@@ -1335,7 +1303,7 @@ static void checkPalettizedDepthwise(RuleContext &ctx, const Operation *op) {
 // ANE-QUANT-003: joint compression (int8 lookup-table entries) sent the
 // dequantize ops off the ANE; fp16 lookup tables stay on it.
 static void checkQuantizedLut(RuleContext &ctx, const Operation *op) {
-  if (!op || op->type != "constexpr_lut_to_dense")
+  if (!op)
     return;
   const Value *lut = op->inputValue("lut");
   const Type *t = paramType(*op, "lut");
@@ -1354,7 +1322,7 @@ static void checkQuantizedLut(RuleContext &ctx, const Operation *op) {
 // ANE-QUANT-004: W8A8 quantize/dequantize: rejected by one iPhone ANE compile,
 // documented by Apple as int8-int8 compute on A17 Pro/M4. Always contested.
 static void checkActivationQuant(RuleContext &ctx, const Operation *op) {
-  if (!op || !oneOf(op->type, {"quantize", "dequantize"}))
+  if (!op)
     return;
   RawFinding &f = ctx.report(op, "'" + op->type + "' quantizes activations (W8A8)");
   f.contested = "Apple documents int8-int8 activation compute on the Neural Engine of A17 Pro "
@@ -1459,6 +1427,22 @@ static void checkBoundaries(RuleContext &ctx, const Operation *) {
                           cost + " per prediction");
 }
 
+namespace {
+#define RULE_OPS(Enum, ...) constexpr std::string_view kOpsOf##Enum[] = {__VA_ARGS__};
+#include "ane/RuleOps.def"
+} // namespace
+
+std::span<const std::string_view> ruleOpTypes(RuleId id) {
+  switch (id) {
+#define RULE_OPS(Enum, ...)                                                                        \
+  case RuleId::Enum:                                                                               \
+    return kOpsOf##Enum;
+#include "ane/RuleOps.def"
+  default:
+    return {};
+  }
+}
+
 void runRule(RuleId rule, RuleContext &ctx) {
   using Predicate = void (*)(RuleContext &, const Operation *);
   static constexpr Predicate kPredicates[] = {
@@ -1471,7 +1455,11 @@ void runRule(RuleId rule, RuleContext &ctx) {
     p(ctx, nullptr);
     return;
   }
-  walk(*ctx.facts.function->body, [&](const Operation &op) { p(ctx, &op); });
+  std::span<const std::string_view> types = ruleOpTypes(rule);
+  walk(*ctx.facts.function->body, [&](const Operation &op) {
+    if (types.empty() || std::find(types.begin(), types.end(), op.type) != types.end())
+      p(ctx, &op);
+  });
 }
 
 } // namespace anefit::ane

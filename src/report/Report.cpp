@@ -15,6 +15,7 @@
 
 #include "ane/Observations.h"
 #include "ane/Remedies.h"
+#include "ane/RuleOps.h"
 
 #include <nlohmann/json.hpp>
 
@@ -563,24 +564,35 @@ static const char *sarifLevel(Effect e) { return sarifLevel(levelOf(e, Certainty
 
 namespace {
 
+/// "`conv`, `conv_transpose`" (with ticks) or "conv, conv_transpose":
+/// the op types an op rule looks at; empty for a rule that sees every op.
+std::string ruleOpsText(const RuleInfo &r, bool ticks) {
+  std::vector<std::string> names;
+  for (std::string_view t : ruleOpTypes(r.id))
+    names.push_back(ticks ? "`" + std::string(t) + "`" : std::string(t));
+  return joined(names, ", ");
+}
+
 Json sarifRules() {
   Json rules = Json::array();
   for (const RuleInfo &r : allRules()) {
     auto urls = r.evidenceUrls();
-    Json rule = {{"id", r.code},
-                 {"name", std::string(r.code)},
-                 {"shortDescription", {{"text", r.title}}},
-                 {"fullDescription",
-                  {{"text", std::string(r.title) + " (" + std::string(effectName(r.effect)) + ", " +
-                                std::string(confidenceName(r.confidence)) +
-                                "). Matches: " + std::string(r.scope) + "."}}},
-                 {"help", {{"text", "Fix: " + fixHint(r)}}},
-                 {"defaultConfiguration", {{"level", sarifLevel(r.effect)}}},
-                 {"properties",
-                  {{"effect", effectName(r.effect)},
-                   {"confidence", confidenceName(r.confidence)},
-                   {"appliesTo", gateDescription(r.gate)},
-                   {"tags", Json::array({"ane", std::string(effectName(r.effect))})}}}};
+    Json rule = {
+        {"id", r.code},
+        {"name", std::string(r.code)},
+        {"shortDescription", {{"text", r.title}}},
+        {"fullDescription",
+         {{"text",
+           std::string(r.title) + " (" + std::string(effectName(r.effect)) + ", " +
+               std::string(confidenceName(r.confidence)) + "). Matches: " + std::string(r.scope) +
+               (ruleOpsText(r, false).empty() ? "" : "; ops: " + ruleOpsText(r, false)) + "."}}},
+        {"help", {{"text", "Fix: " + fixHint(r)}}},
+        {"defaultConfiguration", {{"level", sarifLevel(r.effect)}}},
+        {"properties",
+         {{"effect", effectName(r.effect)},
+          {"confidence", confidenceName(r.confidence)},
+          {"appliesTo", gateDescription(r.gate)},
+          {"tags", Json::array({"ane", std::string(effectName(r.effect))})}}}};
     if (!urls.empty())
       rule["helpUri"] = urls.front();
     rules.push_back(rule);
@@ -747,6 +759,8 @@ std::string ruleText(const RuleInfo &r) {
          (r.kind == RuleKind::Function ? "per function" : "per op") + ", " +
          std::string(gateDescription(r.gate)) + "\n";
   out += "  matches: " + std::string(r.scope) + "\n";
+  if (std::string ops = ruleOpsText(r, false); !ops.empty())
+    out += "  ops: " + ops + "\n";
   if (r.effect >= Effect::CompileFail)
     out += std::string("  verdict: ") +
            (confirmsFailures(r)
@@ -775,6 +789,7 @@ std::string rulesJson() {
                      {"title", r.title},
                      {"kind", r.kind == RuleKind::Op ? "op" : "function"},
                      {"scope", r.scope},
+                     {"ops", ruleOpTypes(r.id)},
                      {"effect", effectName(r.effect)},
                      {"confidence", confidenceName(r.confidence)},
                      {"appliesTo", gateDescription(r.gate)},
@@ -867,6 +882,8 @@ std::string rulesMarkdown(std::string_view corpusSection) {
           ", failing evidence on the " + std::string(evidencePathName(r.path)) + " path, " +
           (r.kind == RuleKind::Function ? "per function" : "per op") + ")\n\n";
     md += "- matches: " + std::string(r.scope) + "\n";
+    if (std::string ops = ruleOpsText(r, true); !ops.empty())
+      md += "- ops: " + ops + "\n";
     for (const EvidenceCase &c : r.failCases())
       md += "- fails: " + link(c) + "\n";
     auto works = r.passCases();

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
+#include "ane/RuleOps.h"
 #include "ops/OpRegistry.h"
 #include "runtime/Interpreter.h"
 
@@ -171,4 +172,18 @@ TEST(OpTable, EveryRuleFireCheckNamesTheOpAndItsValues) {
     ++checked;
   }
   EXPECT_EQ(checked, ane::allRules().size());
+}
+
+TEST(OpTable, RuleOpsRowsNameOpRulesAndKnownOps) {
+  size_t rows = 0;
+  for (const ane::RuleInfo &r : ane::allRules()) {
+    std::span<const std::string_view> types = ane::ruleOpTypes(r.id);
+    if (types.empty())
+      continue;
+    ++rows;
+    EXPECT_EQ(r.kind, ane::RuleKind::Op) << r.code << ": a function rule sees no single op";
+    for (std::string_view t : types)
+      EXPECT_NE(findAnyOp(t), nullptr) << r.code << " names '" << t << "', not in Ops.def";
+  }
+  EXPECT_GT(rows, 20u);
 }
