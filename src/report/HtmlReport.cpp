@@ -234,105 +234,125 @@ void pathThrough(std::string &out, const std::vector<LayoutPoint> &pts) {
   }
 }
 
-/// Lays out chunk `c` and appends its SVG; returns the chunk's JSON.
-Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
-  const FunctionGraph &g = *ctx.graph;
-  const Chunk &chunk = g.chunks[c];
+/// One chunk's drawing before layout: the nodes to draw, their boxes, and
+/// the edges between them (each pair once) with their CSS classes.
+struct ChunkGraph {
   std::vector<DrawNode> draw;
   std::vector<LayoutNode> nodes;
   std::vector<LayoutEdge> edges;
   std::vector<std::string> edgeClass;
   std::set<std::pair<uint32_t, uint32_t>> seen;
-  auto addNode = [&](DrawNode d, double w, double h, bool top = false, bool bottom = false) {
+  /// The ports the chunk is entered and left by (UINT32_MAX: none).
+  uint32_t inPort = UINT32_MAX, outPort = UINT32_MAX;
+  /// Per op of the chunk, its node.
+  std::vector<uint32_t> nodeOf;
+  /// Inputs and values made in other chunks: one node per chunk.
+  std::map<const Value *, uint32_t> shared;
+
+  uint32_t addNode(DrawNode d, double w, double h, bool top = false, bool bottom = false) {
     draw.push_back(std::move(d));
     nodes.push_back(LayoutNode{w, h, top, bottom});
     return static_cast<uint32_t>(nodes.size() - 1);
-  };
-  auto addEdge = [&](uint32_t a, uint32_t b, std::string cls) {
+  }
+
+  void addEdge(uint32_t a, uint32_t b, std::string cls) {
     if (!seen.insert({a, b}).second)
       return;
     edges.push_back({a, b});
     edgeClass.push_back(std::move(cls));
-  };
+  }
 
-  bool hasIn = ctx.entered[c];
-  bool hasOut = c + 1 < g.chunks.size() && ctx.entered[c + 1];
+  /// The node of `v` shared by every reader in the chunk, made on first use.
+  uint32_t sharedNode(DrawNode::Kind kind, size_t op, const Value *v, double pad) {
+    auto it = shared.find(v);
+    if (it == shared.end()) {
+      std::string label = clip(v->name, kIoChars);
+      it =
+          shared.emplace(v, addNode(DrawNode{kind, op, v, label}, textWidth(label, pad), kIoHeight))
+              .first;
+    }
+    return it->second;
+  }
+};
 
-  uint32_t inPort = UINT32_MAX, outPort = UINT32_MAX;
+/// The entry port (when the chunk is entered), one node per op, the exit
+/// port (when the next chunk is entered from this one).
+void addPortAndOpNodes(ChunkGraph &cg, const FunctionContext &ctx, size_t c, bool hasIn,
+                       bool hasOut) {
+  const FunctionGraph &g = *ctx.graph;
+  const Chunk &chunk = g.chunks[c];
   if (hasIn)
-    inPort = addNode(DrawNode{DrawNode::Kind::Port, kNone, chunk.entry, "", false}, 0, 0, true);
-  std::vector<uint32_t> nodeOf(chunk.lastOp - chunk.firstOp + 1);
+    cg.inPort =
+        cg.addNode(DrawNode{DrawNode::Kind::Port, kNone, chunk.entry, "", false}, 0, 0, true);
+  cg.nodeOf.resize(chunk.lastOp - chunk.firstOp + 1);
   for (size_t i = chunk.firstOp; i <= chunk.lastOp; ++i) {
     const std::string &type = g.ops[i].op->type;
     double w =
         std::max(textWidth(clip(type, kOpChars), 18), textWidth(ctx.outputLabel[i], 18) * 0.88);
-    nodeOf[i - chunk.firstOp] = addNode(DrawNode{DrawNode::Kind::Op, i, nullptr, "", false},
-                                        std::clamp(w, 86.0, 240.0), kOpHeight);
+    cg.nodeOf[i - chunk.firstOp] = cg.addNode(DrawNode{DrawNode::Kind::Op, i, nullptr, "", false},
+                                              std::clamp(w, 86.0, 240.0), kOpHeight);
   }
   if (hasOut)
-    outPort = addNode(DrawNode{DrawNode::Kind::Port, kNone, g.chunks[c + 1].entry, "", false}, 0, 0,
-                      false, true);
+    cg.outPort = cg.addNode(DrawNode{DrawNode::Kind::Port, kNone, g.chunks[c + 1].entry, "", false},
+                            0, 0, false, true);
+}
 
-  std::map<const Value *, uint32_t> shared; // inputs and refs: one node per chunk
+/// The edge into op `i` from operand `o`: from its producer in the chunk,
+/// through the entry port, or from a shared input or reference node; a
+/// state gets a node of its own, above a read and below a write.
+void addOperandEdge(ChunkGraph &cg, const FunctionContext &ctx, size_t c, size_t i,
+                    const Operand &o) {
+  const FunctionGraph &g = *ctx.graph;
+  const Chunk &chunk = g.chunks[c];
+  uint32_t self = cg.nodeOf[i - chunk.firstOp];
+  switch (o.source.kind) {
+  case OperandSource::Kind::Op: {
+    size_t j = o.source.op;
+    if (j == i)
+      break;
+    if (g.ops[j].chunk == c)
+      cg.addEdge(cg.nodeOf[j - chunk.firstOp], self, onAne(ctx, j) != onAne(ctx, i) ? "e x" : "e");
+    else if (cg.inPort != UINT32_MAX && o.value == chunk.entry)
+      cg.addEdge(cg.inPort, self, onAne(ctx, j) != onAne(ctx, i) ? "e x" : "e");
+    else
+      cg.addEdge(cg.sharedNode(DrawNode::Kind::Ref, j, o.value, 20), self, "e r");
+    break;
+  }
+  case OperandSource::Kind::Input:
+    cg.addEdge(cg.sharedNode(DrawNode::Kind::Input, kNone, o.value, 32), self, "e r");
+    break;
+  case OperandSource::Kind::State: {
+    bool write = g.ops[i].op->type != "read_state" &&
+                 std::find(g.ops[i].statesWritten.begin(), g.ops[i].statesWritten.end(), o.value) !=
+                     g.ops[i].statesWritten.end();
+    std::string label = clip(o.value->name, kIoChars);
+    uint32_t s = cg.addNode(DrawNode{DrawNode::Kind::State, i, o.value, label, write},
+                            textWidth(label, 47), kIoHeight);
+    if (write)
+      cg.addEdge(self, s, "e s");
+    else
+      cg.addEdge(s, self, "e s");
+    break;
+  }
+  default:
+    break;
+  }
+}
+
+/// The nodes and edges of chunk `c`, ready for layout.
+ChunkGraph buildChunkGraph(const FunctionContext &ctx, size_t c, bool hasIn, bool hasOut) {
+  const FunctionGraph &g = *ctx.graph;
+  const Chunk &chunk = g.chunks[c];
+  ChunkGraph cg;
+  addPortAndOpNodes(cg, ctx, c, hasIn, hasOut);
   for (size_t i = chunk.firstOp; i <= chunk.lastOp; ++i) {
-    uint32_t self = nodeOf[i - chunk.firstOp];
-    for (const Operand &o : g.ops[i].operands) {
-      switch (o.source.kind) {
-      case OperandSource::Kind::Op: {
-        size_t j = o.source.op;
-        if (j == i)
-          break;
-        if (g.ops[j].chunk == c) {
-          addEdge(nodeOf[j - chunk.firstOp], self, onAne(ctx, j) != onAne(ctx, i) ? "e x" : "e");
-        } else if (hasIn && o.value == chunk.entry) {
-          addEdge(inPort, self, onAne(ctx, j) != onAne(ctx, i) ? "e x" : "e");
-        } else {
-          auto it = shared.find(o.value);
-          if (it == shared.end()) {
-            std::string label = clip(o.value->name, kIoChars);
-            it = shared
-                     .emplace(o.value, addNode(DrawNode{DrawNode::Kind::Ref, j, o.value, label},
-                                               textWidth(label, 20), kIoHeight))
-                     .first;
-          }
-          addEdge(it->second, self, "e r");
-        }
-        break;
-      }
-      case OperandSource::Kind::Input: {
-        auto it = shared.find(o.value);
-        if (it == shared.end()) {
-          std::string label = clip(o.value->name, kIoChars);
-          it = shared
-                   .emplace(o.value, addNode(DrawNode{DrawNode::Kind::Input, kNone, o.value, label},
-                                             textWidth(label, 32), kIoHeight))
-                   .first;
-        }
-        addEdge(it->second, self, "e r");
-        break;
-      }
-      case OperandSource::Kind::State: {
-        bool write = g.ops[i].op->type != "read_state" &&
-                     std::find(g.ops[i].statesWritten.begin(), g.ops[i].statesWritten.end(),
-                               o.value) != g.ops[i].statesWritten.end();
-        std::string label = clip(o.value->name, kIoChars);
-        uint32_t s = addNode(DrawNode{DrawNode::Kind::State, i, o.value, label, write},
-                             textWidth(label, 47), kIoHeight);
-        if (write)
-          addEdge(self, s, "e s");
-        else
-          addEdge(s, self, "e s");
-        break;
-      }
-      default:
-        break;
-      }
-    }
+    for (const Operand &o : g.ops[i].operands)
+      addOperandEdge(cg, ctx, c, i, o);
     for (const std::string &name : g.ops[i].returned) {
       std::string label = clip(name, kIoChars);
-      uint32_t out = addNode(DrawNode{DrawNode::Kind::Output, i, nullptr, label},
-                             textWidth(label, 37), kIoHeight);
-      addEdge(self, out, "e r");
+      uint32_t out = cg.addNode(DrawNode{DrawNode::Kind::Output, i, nullptr, label},
+                                textWidth(label, 37), kIoHeight);
+      cg.addEdge(cg.nodeOf[i - chunk.firstOp], out, "e r");
     }
   }
   if (hasOut) {
@@ -340,19 +360,20 @@ Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
     const Value *next = g.chunks[c + 1].entry;
     auto producer = g.opByName.find(next->definingOp->name);
     if (producer != g.opByName.end() && g.ops[producer->second].chunk == c)
-      addEdge(nodeOf[producer->second - chunk.firstOp], outPort, "e p");
+      cg.addEdge(cg.nodeOf[producer->second - chunk.firstOp], cg.outPort, "e p");
     else if (hasIn)
-      addEdge(inPort, outPort, "e p");
+      cg.addEdge(cg.inPort, cg.outPort, "e p");
   }
+  return cg;
+}
 
-  LayoutResult layout = layoutLayered(nodes, edges);
-
-  svg += "<g class=\"chunk\" data-c=\"" + std::to_string(c) + "\">\n";
-  for (size_t e = 0; e < edges.size(); ++e) {
+/// The edges as SVG paths; an op's end carries its index (data-u, data-v).
+void drawEdges(std::string &svg, const ChunkGraph &cg, const LayoutResult &layout) {
+  for (size_t e = 0; e < cg.edges.size(); ++e) {
     if (layout.edgePoints[e].empty())
       continue;
-    svg += "<path class=\"" + edgeClass[e] + "\"";
-    const DrawNode &from = draw[edges[e].from], &to = draw[edges[e].to];
+    svg += "<path class=\"" + cg.edgeClass[e] + "\"";
+    const DrawNode &from = cg.draw[cg.edges[e].from], &to = cg.draw[cg.edges[e].to];
     if (from.kind == DrawNode::Kind::Op)
       svg += " data-u=\"" + std::to_string(from.op) + "\"";
     if (to.kind == DrawNode::Kind::Op)
@@ -361,87 +382,116 @@ Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
     pathThrough(svg, layout.edgePoints[e]);
     svg += "\"/>\n";
   }
-  for (size_t k = 0; k < draw.size(); ++k) {
-    const DrawNode &d = draw[k];
-    const LayoutPoint &p = layout.centers[k];
-    double w = nodes[k].width, h = nodes[k].height;
-    std::string at = " transform=\"translate(" + coord(p.x) + "," + coord(p.y) + ")\"";
-    std::string rect = "<rect x=\"" + coord(-w / 2) + "\" y=\"" + coord(-h / 2) + "\" width=\"" +
-                       coord(w) + "\" height=\"" + coord(h) + "\"";
-    switch (d.kind) {
-    case DrawNode::Kind::Port:
-      break;
-    case DrawNode::Kind::Op: {
-      const ane::OpReport &o = ctx.fr->ops[d.op];
-      const GraphOp &gop = g.ops[d.op];
-      svg += "<g class=\"op p-" + cssName(shownPlacement(o));
-      if (!gop.statesRead.empty() || !gop.statesWritten.empty())
-        svg += " st";
-      svg += "\" data-i=\"" + std::to_string(d.op) + "\"" + at + ">" + rect + " rx=\"6\"/>";
-      svg += "<text class=\"t\" y=\"-3\">" + esc(clip(gop.op->type, kOpChars)) + "</text>";
-      svg += "<text class=\"s\" y=\"11\">" + esc(ctx.outputLabel[d.op]) + "</text><title>" +
-             esc(gop.op->name) + "</title>";
-      size_t nf = ctx.findingsOf[d.op].size();
-      if (nf) {
-        std::string bx = coord(w / 2 - 2), by = coord(-h / 2 + 2);
-        svg += "<g class=\"badge e-" + cssName(ctx.worstEffect[d.op]) +
-               "\" transform=\"translate(" + bx + "," + by +
-               ")\"><circle r=\"8\"/><text y=\"3.5\">" +
-               (nf > 99 ? std::string("99") : std::to_string(nf)) + "</text></g>";
-      }
-      svg += "</g>\n";
-      break;
-    }
-    case DrawNode::Kind::Input:
-      svg += "<g class=\"io in\"" + at + ">" + rect + " rx=\"10\"/><text class=\"k\" x=\"" +
-             coord(-w / 2 + 8) + "\" y=\"3.5\">in</text><text class=\"l\" x=\"" +
-             coord(-w / 2 + 25) + "\" y=\"3.5\">" + esc(d.label) + "</text><title>model input " +
-             esc(d.value->name) + ": " + esc(d.value->type.shapeStr()) + "</title></g>";
-      break;
-    case DrawNode::Kind::Output:
-      svg += "<g class=\"io out\"" + at + ">" + rect + " rx=\"10\"/><text class=\"k\" x=\"" +
-             coord(-w / 2 + 8) + "\" y=\"3.5\">out</text><text class=\"l\" x=\"" +
-             coord(-w / 2 + 30) + "\" y=\"3.5\">" + esc(d.label) + "</text><title>model output " +
-             esc(d.label) + "</title></g>";
-      break;
-    case DrawNode::Kind::State:
-      svg += std::string("<g class=\"io sv ") + (d.write ? "w" : "r") + "\"" + at + ">" + rect +
-             " rx=\"3\"/><text class=\"k\" x=\"" + coord(-w / 2 + 6) + "\" y=\"3.5\">" +
-             (d.write ? "write" : "read") + "</text><text class=\"l\" x=\"" + coord(-w / 2 + 40) +
-             "\" y=\"3.5\">" + esc(d.label) + "</text><title>state " + esc(d.value->name) + ": " +
-             esc(d.value->type.shapeStr()) + (d.write ? ", written here" : ", read here") +
-             "</title></g>";
-      break;
-    case DrawNode::Kind::Ref:
-      svg += "<g class=\"io ref\" data-ref=\"" + std::to_string(d.op) + "\"" + at + ">" + rect +
-             " rx=\"10\"/><text x=\"0\" y=\"3.5\">" + esc(d.label) + "</text><title>" +
-             esc(d.value->name) + " from " + esc(g.ops[d.op].op->type) + " '" +
-             esc(g.ops[d.op].op->name) + "' (click to go there)</title></g>";
-      break;
-    }
+}
+
+/// An op's box: its type, its output label, its name as a tooltip and a
+/// badge with its number of findings coloured by the worst.
+void drawOpNode(std::string &svg, const FunctionContext &ctx, size_t op, double w, double h,
+                const std::string &at, const std::string &rect) {
+  const ane::OpReport &o = ctx.fr->ops[op];
+  const GraphOp &gop = ctx.graph->ops[op];
+  svg += "<g class=\"op p-" + cssName(shownPlacement(o));
+  if (!gop.statesRead.empty() || !gop.statesWritten.empty())
+    svg += " st";
+  svg += "\" data-i=\"" + std::to_string(op) + "\"" + at + ">" + rect + " rx=\"6\"/>";
+  svg += "<text class=\"t\" y=\"-3\">" + esc(clip(gop.op->type, kOpChars)) + "</text>";
+  svg += "<text class=\"s\" y=\"11\">" + esc(ctx.outputLabel[op]) + "</text><title>" +
+         esc(gop.op->name) + "</title>";
+  size_t nf = ctx.findingsOf[op].size();
+  if (nf) {
+    std::string bx = coord(w / 2 - 2), by = coord(-h / 2 + 2);
+    svg += "<g class=\"badge e-" + cssName(ctx.worstEffect[op]) + "\" transform=\"translate(" + bx +
+           "," + by + ")\"><circle r=\"8\"/><text y=\"3.5\">" +
+           (nf > 99 ? std::string("99") : std::to_string(nf)) + "</text></g>";
   }
   svg += "</g>\n";
+}
 
+/// Node `k` at its place: an op, an input, output, state or reference box
+/// (a port draws nothing).
+void drawNode(std::string &svg, const FunctionContext &ctx, const ChunkGraph &cg,
+              const LayoutResult &layout, size_t k) {
+  const FunctionGraph &g = *ctx.graph;
+  const DrawNode &d = cg.draw[k];
+  const LayoutPoint &p = layout.centers[k];
+  double w = cg.nodes[k].width, h = cg.nodes[k].height;
+  std::string at = " transform=\"translate(" + coord(p.x) + "," + coord(p.y) + ")\"";
+  std::string rect = "<rect x=\"" + coord(-w / 2) + "\" y=\"" + coord(-h / 2) + "\" width=\"" +
+                     coord(w) + "\" height=\"" + coord(h) + "\"";
+  switch (d.kind) {
+  case DrawNode::Kind::Port:
+    break;
+  case DrawNode::Kind::Op:
+    drawOpNode(svg, ctx, d.op, w, h, at, rect);
+    break;
+  case DrawNode::Kind::Input:
+    svg += "<g class=\"io in\"" + at + ">" + rect + " rx=\"10\"/><text class=\"k\" x=\"" +
+           coord(-w / 2 + 8) + "\" y=\"3.5\">in</text><text class=\"l\" x=\"" + coord(-w / 2 + 25) +
+           "\" y=\"3.5\">" + esc(d.label) + "</text><title>model input " + esc(d.value->name) +
+           ": " + esc(d.value->type.shapeStr()) + "</title></g>";
+    break;
+  case DrawNode::Kind::Output:
+    svg += "<g class=\"io out\"" + at + ">" + rect + " rx=\"10\"/><text class=\"k\" x=\"" +
+           coord(-w / 2 + 8) + "\" y=\"3.5\">out</text><text class=\"l\" x=\"" +
+           coord(-w / 2 + 30) + "\" y=\"3.5\">" + esc(d.label) + "</text><title>model output " +
+           esc(d.label) + "</title></g>";
+    break;
+  case DrawNode::Kind::State:
+    svg += std::string("<g class=\"io sv ") + (d.write ? "w" : "r") + "\"" + at + ">" + rect +
+           " rx=\"3\"/><text class=\"k\" x=\"" + coord(-w / 2 + 6) + "\" y=\"3.5\">" +
+           (d.write ? "write" : "read") + "</text><text class=\"l\" x=\"" + coord(-w / 2 + 40) +
+           "\" y=\"3.5\">" + esc(d.label) + "</text><title>state " + esc(d.value->name) + ": " +
+           esc(d.value->type.shapeStr()) + (d.write ? ", written here" : ", read here") +
+           "</title></g>";
+    break;
+  case DrawNode::Kind::Ref:
+    svg += "<g class=\"io ref\" data-ref=\"" + std::to_string(d.op) + "\"" + at + ">" + rect +
+           " rx=\"10\"/><text x=\"0\" y=\"3.5\">" + esc(d.label) + "</text><title>" +
+           esc(d.value->name) + " from " + esc(g.ops[d.op].op->type) + " '" +
+           esc(g.ops[d.op].op->name) + "' (click to go there)</title></g>";
+    break;
+  }
+}
+
+/// What the script needs of a laid-out chunk: its size, its group, its
+/// ports' places and each op's centre.
+Json chunkJson(const Chunk &chunk, const ChunkGraph &cg, const LayoutResult &layout) {
   Json j;
   j["w"] = std::llround(layout.width);
   j["h"] = std::llround(layout.height);
   j["g"] = chunk.group == kNone ? Json(nullptr) : Json(chunk.group);
-  if (hasIn) {
-    j["in"] = std::llround(layout.centers[inPort].x);
-    j["iy"] = std::llround(layout.centers[inPort].y);
+  if (cg.inPort != UINT32_MAX) {
+    j["in"] = std::llround(layout.centers[cg.inPort].x);
+    j["iy"] = std::llround(layout.centers[cg.inPort].y);
   }
-  if (hasOut) {
-    j["out"] = std::llround(layout.centers[outPort].x);
-    j["oy"] = std::llround(layout.centers[outPort].y);
+  if (cg.outPort != UINT32_MAX) {
+    j["out"] = std::llround(layout.centers[cg.outPort].x);
+    j["oy"] = std::llround(layout.centers[cg.outPort].y);
   }
   std::vector<long long> ys;
   for (size_t i = chunk.firstOp; i <= chunk.lastOp; ++i) {
-    const LayoutPoint &p = layout.centers[nodeOf[i - chunk.firstOp]];
+    const LayoutPoint &p = layout.centers[cg.nodeOf[i - chunk.firstOp]];
     ys.push_back(std::llround(p.x));
     ys.push_back(std::llround(p.y));
   }
   j["xy"] = ys;
   return j;
+}
+
+/// Lays out chunk `c` and appends its SVG; returns the chunk's JSON.
+Json drawChunk(std::string &svg, const FunctionContext &ctx, size_t c) {
+  const FunctionGraph &g = *ctx.graph;
+  bool hasIn = ctx.entered[c];
+  bool hasOut = c + 1 < g.chunks.size() && ctx.entered[c + 1];
+  ChunkGraph cg = buildChunkGraph(ctx, c, hasIn, hasOut);
+  LayoutResult layout = layoutLayered(cg.nodes, cg.edges);
+
+  svg += "<g class=\"chunk\" data-c=\"" + std::to_string(c) + "\">\n";
+  drawEdges(svg, cg, layout);
+  for (size_t k = 0; k < cg.draw.size(); ++k)
+    drawNode(svg, ctx, cg, layout, k);
+  svg += "</g>\n";
+  return chunkJson(g.chunks[c], cg, layout);
 }
 
 /// The collapsed box of group `k`: title, a placement bar, the rules.
@@ -512,23 +562,12 @@ std::string groupLabel(const Group &grp, size_t index) {
   return "layer " + std::to_string(index) + (grp.kind.empty() ? "" : " \xC2\xB7 " + grp.kind);
 }
 
-/// Everything about one function: its SVG and its JSON.
-void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::CheckReport &report,
-                    size_t fnIndex, const HtmlOptions &options) {
-  const ane::FunctionReport &fr = report.functions[fnIndex];
-  const Function *fn = model.program->findFunction(fr.name);
-  if (!fn)
-    throw InputError("report: function '" + fr.name + "' is not in the model");
-  FunctionGraph g = buildFunctionGraph(*fn, fr);
+/// Per op: the findings on it and the worst one's level; the rules with a
+/// finding on the whole function.
+void mapFindings(FunctionContext &ctx, const ane::CheckReport &report) {
+  const ane::FunctionReport &fr = *ctx.fr;
+  const FunctionGraph &g = *ctx.graph;
   const size_t n = g.ops.size();
-
-  FunctionContext ctx;
-  ctx.fr = &fr;
-  ctx.graph = &g;
-  ctx.segmentOf.assign(n, 0);
-  for (size_t s = 0; s < fr.segments.size(); ++s)
-    for (size_t i = fr.segments[s].firstOp; i <= fr.segments[s].lastOp && i < n; ++i)
-      ctx.segmentOf[i] = s;
   ctx.findingsOf.assign(n, {});
   ctx.worstEffect.assign(n, "");
   std::vector<int> worst(n, -1);
@@ -550,8 +589,14 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
       ctx.worstEffect[it->second] = std::string(ane::levelName(finding.level()));
     }
   }
-  ctx.outputLabel.assign(n, "");
-  for (size_t i = 0; i < n; ++i) {
+}
+
+/// Per op, the second line of its node: the state it writes or reads, or
+/// the shape of its first output.
+void labelOutputs(FunctionContext &ctx) {
+  const FunctionGraph &g = *ctx.graph;
+  ctx.outputLabel.assign(g.ops.size(), "");
+  for (size_t i = 0; i < g.ops.size(); ++i) {
     const GraphOp &gop = g.ops[i];
     std::string s;
     if (!gop.statesWritten.empty())
@@ -562,7 +607,12 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
       s = compactShape(gop.op->outputs.front()->type.shapeStr());
     ctx.outputLabel[i] = clip(s, kOpChars + 4);
   }
+}
 
+/// Per chunk: whether a port enters it, its entry value made in the chunk
+/// above or passing through that one.
+void markEnteredChunks(FunctionContext &ctx) {
+  const FunctionGraph &g = *ctx.graph;
   ctx.entered.assign(g.chunks.size(), false);
   for (size_t c = 1; c < g.chunks.size(); ++c) {
     const Value *entry = g.chunks[c].entry;
@@ -574,77 +624,92 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
                      g.ops[producer->second].chunk == c - 1;
     ctx.entered[c] = madeAbove || (ctx.entered[c - 1] && g.chunks[c - 1].entry == entry);
   }
+}
 
-  // Ops: what the details panel shows.
-  Json ops = Json::array();
-  for (size_t i = 0; i < n; ++i) {
-    const ane::OpReport &o = fr.ops[i];
-    const GraphOp &gop = g.ops[i];
-    Json oj;
-    oj["n"] = o.name;
-    oj["t"] = o.type;
-    oj["p"] = shownPlacement(o);
-    Json rules = Json::array();
-    for (ane::RuleId r : o.rules)
-      rules.push_back(ane::ruleInfo(r).code);
-    oj["r"] = rules;
-    oj["f"] = o.flops;
-    oj["s"] = ctx.segmentOf[i];
-    oj["c"] = gop.chunk;
-    Json in = Json::array();
-    for (const Operand &od : gop.operands) {
-      static constexpr const char *kinds[] = {"op", "input", "state", "const", "inner"};
-      Json src = od.source.kind == OperandSource::Kind::Op ? Json(od.source.op) : Json(nullptr);
-      in.push_back(Json::array({od.param, od.value->name, od.value->type.shapeStr(),
-                                kinds[static_cast<int>(od.source.kind)], src}));
-    }
-    oj["in"] = in;
-    Json out = Json::array();
-    for (const auto &v : gop.op->outputs)
-      out.push_back(Json::array({v->name, v->type.shapeStr()}));
-    oj["out"] = out;
-    std::string torch = torchNodeOf(o.name);
-    if (!torch.empty())
-      oj["tn"] = torch;
-    if (!gop.op->outputs.empty()) {
-      auto h = model.debugHandles.find(gop.op->outputs.front()->name);
-      if (h != model.debugHandles.end())
-        oj["dh"] = h->second;
-    }
-    if (!gop.returned.empty())
-      oj["ret"] = gop.returned;
-    auto names = [](const std::vector<const Value *> &vs) {
-      Json a = Json::array();
-      for (const Value *v : vs)
-        a.push_back(v->name);
-      return a;
-    };
-    if (!gop.statesRead.empty())
-      oj["sr"] = names(gop.statesRead);
-    if (!gop.statesWritten.empty())
-      oj["sw"] = names(gop.statesWritten);
-    if (!gop.succs.empty())
-      oj["u"] = gop.succs;
-    ops.push_back(std::move(oj));
+/// What the drawing of function `fr` (as graph `g`) needs to know per op.
+FunctionContext makeContext(const ane::FunctionReport &fr, const FunctionGraph &g,
+                            const ane::CheckReport &report) {
+  FunctionContext ctx;
+  ctx.fr = &fr;
+  ctx.graph = &g;
+  ctx.segmentOf.assign(g.ops.size(), 0);
+  for (size_t s = 0; s < fr.segments.size(); ++s)
+    for (size_t i = fr.segments[s].firstOp; i <= fr.segments[s].lastOp && i < g.ops.size(); ++i)
+      ctx.segmentOf[i] = s;
+  mapFindings(ctx, report);
+  labelOutputs(ctx);
+  markEnteredChunks(ctx);
+  return ctx;
+}
+
+/// Op `i` as the details panel shows it.
+Json opJson(const Model &model, const FunctionContext &ctx, size_t i) {
+  const ane::OpReport &o = ctx.fr->ops[i];
+  const GraphOp &gop = ctx.graph->ops[i];
+  Json oj;
+  oj["n"] = o.name;
+  oj["t"] = o.type;
+  oj["p"] = shownPlacement(o);
+  Json rules = Json::array();
+  for (ane::RuleId r : o.rules)
+    rules.push_back(ane::ruleInfo(r).code);
+  oj["r"] = rules;
+  oj["f"] = o.flops;
+  oj["s"] = ctx.segmentOf[i];
+  oj["c"] = gop.chunk;
+  Json in = Json::array();
+  for (const Operand &od : gop.operands) {
+    static constexpr const char *kinds[] = {"op", "input", "state", "const", "inner"};
+    Json src = od.source.kind == OperandSource::Kind::Op ? Json(od.source.op) : Json(nullptr);
+    in.push_back(Json::array({od.param, od.value->name, od.value->type.shapeStr(),
+                              kinds[static_cast<int>(od.source.kind)], src}));
   }
-  Json nested = Json::object();
-  for (const auto &[name, i] : g.opByName)
-    if (g.ops[i].op->name != name)
-      nested[name] = i;
+  oj["in"] = in;
+  Json out = Json::array();
+  for (const auto &v : gop.op->outputs)
+    out.push_back(Json::array({v->name, v->type.shapeStr()}));
+  oj["out"] = out;
+  std::string torch = torchNodeOf(o.name);
+  if (!torch.empty())
+    oj["tn"] = torch;
+  if (!gop.op->outputs.empty()) {
+    auto h = model.debugHandles.find(gop.op->outputs.front()->name);
+    if (h != model.debugHandles.end())
+      oj["dh"] = h->second;
+  }
+  if (!gop.returned.empty())
+    oj["ret"] = gop.returned;
+  auto names = [](const std::vector<const Value *> &vs) {
+    Json a = Json::array();
+    for (const Value *v : vs)
+      a.push_back(v->name);
+    return a;
+  };
+  if (!gop.statesRead.empty())
+    oj["sr"] = names(gop.statesRead);
+  if (!gop.statesWritten.empty())
+    oj["sw"] = names(gop.statesWritten);
+  if (!gop.succs.empty())
+    oj["u"] = gop.succs;
+  return oj;
+}
 
-  // Which groups open collapsed: in a big function all but the first of
-  // each shape, so one instance of every layer kind stays in view.
+/// Which groups open collapsed: in a big function all but the first of
+/// each shape, so one instance of every layer kind stays in view.
+std::vector<bool> collapsedGroups(const FunctionGraph &g, const HtmlOptions &options) {
   std::vector<bool> collapsed(g.groups.size(), false);
-  if (n > options.collapseAbove) {
+  if (g.ops.size() > options.collapseAbove) {
     std::set<size_t> shown;
     for (size_t k = 0; k < g.groups.size(); ++k)
       collapsed[k] = !shown.insert(g.groups[k].shape).second;
   }
+  return collapsed;
+}
 
-  svg += "<g class=\"fn\" data-f=\"" + std::to_string(fnIndex) + "\">";
-  Json chunks = Json::array();
-  for (size_t c = 0; c < g.chunks.size(); ++c)
-    chunks.push_back(drawChunk(svg, ctx, c));
+/// Draws every group's collapsed box; returns the groups' JSON.
+Json drawGroups(std::string &svg, const FunctionContext &ctx, const HtmlOptions &options) {
+  const FunctionGraph &g = *ctx.graph;
+  std::vector<bool> collapsed = collapsedGroups(g, options);
   Json groups = Json::array();
   for (size_t k = 0; k < g.groups.size(); ++k) {
     const Group &grp = g.groups[k];
@@ -661,8 +726,11 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
                       {"w", kBoxWidth},
                       {"h", kBoxHeight}});
   }
-  svg += "</g>";
+  return groups;
+}
 
+/// The function's segments, inputs and outputs, as the script reads them.
+void addSegmentsAndIo(Json &fj, const ane::FunctionReport &fr, const Function &fn) {
   Json segs = Json::array();
   for (const ane::Segment &s : fr.segments)
     segs.push_back({{"ane", s.onAne},
@@ -672,22 +740,49 @@ void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::C
                     {"o1", s.lastOp},
                     {"flops", s.flops}});
   Json inputs = Json::array();
-  for (const auto &in : fn->inputs)
+  for (const auto &in : fn.inputs)
     inputs.push_back(
         {{"name", in->name}, {"type", in->type.shapeStr()}, {"state", in->type.isState()}});
   Json outputs = Json::array();
-  for (const Value *v : fn->body->outputs)
+  for (const Value *v : fn.body->outputs)
     if (v)
       outputs.push_back({{"name", v->name}, {"type", v->type.shapeStr()}});
+  fj["segments"] = std::move(segs);
+  fj["inputs"] = std::move(inputs);
+  fj["outputs"] = std::move(outputs);
+}
+
+/// Everything about one function: its SVG and its JSON.
+void renderFunction(std::string &svg, Json &fj, const Model &model, const ane::CheckReport &report,
+                    size_t fnIndex, const HtmlOptions &options) {
+  const ane::FunctionReport &fr = report.functions[fnIndex];
+  const Function *fn = model.program->findFunction(fr.name);
+  if (!fn)
+    throw InputError("report: function '" + fr.name + "' is not in the model");
+  FunctionGraph g = buildFunctionGraph(*fn, fr);
+  FunctionContext ctx = makeContext(fr, g, report);
+
+  Json ops = Json::array();
+  for (size_t i = 0; i < g.ops.size(); ++i)
+    ops.push_back(opJson(model, ctx, i));
+  Json nested = Json::object();
+  for (const auto &[name, i] : g.opByName)
+    if (g.ops[i].op->name != name)
+      nested[name] = i;
+
+  svg += "<g class=\"fn\" data-f=\"" + std::to_string(fnIndex) + "\">";
+  Json chunks = Json::array();
+  for (size_t c = 0; c < g.chunks.size(); ++c)
+    chunks.push_back(drawChunk(svg, ctx, c));
+  Json groups = drawGroups(svg, ctx, options);
+  svg += "</g>";
 
   fj["name"] = fr.name;
   fj["ops"] = std::move(ops);
   fj["nested"] = std::move(nested);
   fj["chunks"] = std::move(chunks);
   fj["groups"] = std::move(groups);
-  fj["segments"] = std::move(segs);
-  fj["inputs"] = std::move(inputs);
-  fj["outputs"] = std::move(outputs);
+  addSegmentsAndIo(fj, fr, *fn);
 }
 
 // --- Header ---------------------------------------------------------------
@@ -847,11 +942,13 @@ std::vector<std::string_view> verdictNames() {
 
 // --- The page -----------------------------------------------------------------
 
-std::string renderHtml(const Model &model, const ane::CheckReport &report,
-                       const HtmlOptions &options) {
-  if (!model.program)
-    throw InputError::at(model.sourcePath, "model", "expected an ML Program, found none");
-  std::string svg;
+namespace {
+
+/// The data the page's script reads besides the report: each function's
+/// drawing data (its SVG appended to `svg`), the palette, the placements and
+/// the rules.
+Json pageData(std::string &svg, const Model &model, const ane::CheckReport &report,
+              const HtmlOptions &options) {
   Json data;
   data["functions"] = Json::array();
   for (size_t f = 0; f < report.functions.size(); ++f) {
@@ -877,11 +974,13 @@ std::string renderHtml(const Model &model, const ane::CheckReport &report,
                                   {"function", r.kind == ane::RuleKind::Function},
                                   {"effect", ane::effectName(r.effect)}};
   data["rules"] = rules;
+  return data;
+}
 
+/// The document's head: title, the inline CSS and a colour per palette entry.
+void appendHead(std::string &out, const ane::CheckReport &report, const HtmlOptions &options) {
   std::string title = "anefit " + std::string(options.plan ? "split" : "check") + ": " +
                       (report.modelPath.empty() ? std::string("model") : report.modelPath);
-  std::string out;
-  out.reserve(svg.size() + (size_t(1) << 20));
   out += "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
          "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
          "<meta name=\"generator\" content=\"anefit\"><title>" +
@@ -892,7 +991,12 @@ std::string renderHtml(const Model &model, const ane::CheckReport &report,
     out += prefix + cssName(e.name) + "{--c:" + std::string(e.color) + "}";
   }
   out += "</style></head><body>";
-  renderHeader(out, report, options);
+}
+
+/// The graph section (function tabs, toolbar, the drawing), the side panel,
+/// the findings table, the plan section and the footer.
+void appendBody(std::string &out, const ane::CheckReport &report, const HtmlOptions &options,
+                const std::string &svg) {
   out += "<main><section class=\"graph\"><div class=\"toolbar\">";
   if (report.functions.size() > 1) {
     out += "<span class=\"tabs\">";
@@ -924,6 +1028,12 @@ std::string renderHtml(const Model &model, const ane::CheckReport &report,
     out += "<section class=\"plan\"><h2>Split plan</h2><div class=\"plan-body\"></div></section>";
   out += "<footer>Generated by anefit. Predictions come from the rules table (anefit rules); "
          "evidence links open the public sources behind each rule.</footer>";
+}
+
+/// The JSON the script reads (the check report, the page data, the plan),
+/// then the script itself.
+void appendScripts(std::string &out, const ane::CheckReport &report, const HtmlOptions &options,
+                   const Json &data) {
   out += "<script type=\"application/json\" id=\"anefit-check\">";
   appendScriptJson(out, ane::renderJson(report));
   out += "</script><script type=\"application/json\" id=\"anefit-graph\">";
@@ -943,6 +1053,22 @@ std::string renderHtml(const Model &model, const ane::CheckReport &report,
   out += "<script>";
   out += assets::kReportJs;
   out += "</script></body></html>\n";
+}
+
+} // namespace
+
+std::string renderHtml(const Model &model, const ane::CheckReport &report,
+                       const HtmlOptions &options) {
+  if (!model.program)
+    throw InputError::at(model.sourcePath, "model", "expected an ML Program, found none");
+  std::string svg;
+  Json data = pageData(svg, model, report, options);
+  std::string out;
+  out.reserve(svg.size() + (size_t(1) << 20));
+  appendHead(out, report, options);
+  renderHeader(out, report, options);
+  appendBody(out, report, options, svg);
+  appendScripts(out, report, options, data);
   return out;
 }
 
