@@ -198,47 +198,34 @@ nb::object reportObject(ane::CheckReport report, std::shared_ptr<const Model> mo
   return nb::cast(PyReport{std::move(data)});
 }
 
-void bindCheck(nb::module_ &m) {
-  // The levels `fail_on` takes, from the table `--fail-on` reads.
-  static const std::string raiseForDoc = [] {
-    std::vector<std::string> quoted;
-    for (const std::string &name : ane::levelNames())
-      quoted.push_back("``'" + name + "'``");
-    return "Raises :class:`AneCompileRisk` if a finding is at least ``fail_on`` severe (" +
-           joined(quoted, ", ") + "): the CI gate of ``anefit check --fail-on``.";
-  }();
+namespace {
 
-  m.attr("AneCompileRisk") = nb::steal(PyErr_NewExceptionWithDoc(
-      "anefit._core.AneCompileRisk",
-      "Raised by Report.raise_for when a finding reaches the failure threshold. "
-      "``.report`` is the Report, ``.findings`` the findings at or above the threshold.",
-      PyExc_Exception, nullptr));
-
-  nb::class_<PyFinding>(m, "Finding", "One rule firing at one place.")
-      .def_prop_ro(
-          "source",
-          [](const PyFinding &f) -> nb::object {
-            if (!f.finding.source)
-              return nb::none();
-            const ane::Finding::Source &src = *f.finding.source;
-            nb::dict d;
-            d["file"] = src.file;
-            d["line"] = src.line;
-            d["function"] = src.function;
-            d["code"] = src.code;
-            d["module"] = src.module;
-            d["module_type"] = src.moduleType;
-            d["node"] = src.node;
-            d["buffer"] = src.buffer;
-            d["writes_buffer"] = src.writesBuffer;
-            d["note"] = src.note;
-            return d;
-          },
-          "With ``check(..., etrecord=...)``: the PyTorch source behind the op (``file``, "
-          "``line``, ``function``, ``code``, ``module``, ``module_type``, the edge ``node``, "
-          "the ``buffer`` it reads or, with ``writes_buffer``, ExecuTorch writes its output "
-          "back into, or a ``note`` saying why there is none); "
-          "``None`` otherwise.")
+/// A finding's PyTorch source, then its rule: what it predicts and how sure the evidence is.
+void addFindingRule(nb::class_<PyFinding> &c) {
+  c.def_prop_ro(
+       "source",
+       [](const PyFinding &f) -> nb::object {
+         if (!f.finding.source)
+           return nb::none();
+         const ane::Finding::Source &src = *f.finding.source;
+         nb::dict d;
+         d["file"] = src.file;
+         d["line"] = src.line;
+         d["function"] = src.function;
+         d["code"] = src.code;
+         d["module"] = src.module;
+         d["module_type"] = src.moduleType;
+         d["node"] = src.node;
+         d["buffer"] = src.buffer;
+         d["writes_buffer"] = src.writesBuffer;
+         d["note"] = src.note;
+         return d;
+       },
+       "With ``check(..., etrecord=...)``: the PyTorch source behind the op (``file``, "
+       "``line``, ``function``, ``code``, ``module``, ``module_type``, the edge ``node``, "
+       "the ``buffer`` it reads or, with ``writes_buffer``, ExecuTorch writes its output "
+       "back into, or a ``note`` saying why there is none); "
+       "``None`` otherwise.")
       .def_prop_ro(
           "rule", [](const PyFinding &f) { return std::string(f.rule().code); },
           "Stable rule id, e.g. ``'ANE-STATE-002'`` (``anefit rules``).")
@@ -275,10 +262,14 @@ void bindCheck(nb::module_ &m) {
           "confidence",
           [](const PyFinding &f) { return std::string(ane::confidenceName(f.rule().confidence)); },
           "How well the evidence is established: ``'apple-documented'``, ``'measured'`` or "
-          "``'folklore'``.")
-      .def_prop_ro(
-          "function", [](const PyFinding &f) { return f.finding.function; },
-          "The function it is about.")
+          "``'folklore'``.");
+}
+
+/// Where a finding is and what it says.
+void addFindingPlace(nb::class_<PyFinding> &c) {
+  c.def_prop_ro(
+       "function", [](const PyFinding &f) { return f.finding.function; },
+       "The function it is about.")
       .def_prop_ro(
           "op", [](const PyFinding &f) { return f.finding.op; },
           "The op's name; empty for a whole-function finding.")
@@ -292,16 +283,20 @@ void bindCheck(nb::module_ &m) {
           "Operand and result types of the op.")
       .def_prop_ro(
           "message", [](const PyFinding &f) { return f.finding.message; },
-          "The reason, with the values found.")
-      .def_prop_ro(
-          "evidence",
-          [](const PyFinding &f) {
-            std::vector<std::string> urls;
-            for (std::string_view u : f.rule().evidenceUrls())
-              urls.emplace_back(u);
-            return urls;
-          },
-          "Links to the public failing evidence behind the rule.")
+          "The reason, with the values found.");
+}
+
+/// The evidence behind a finding's rule and what removes it.
+void addFindingEvidence(nb::class_<PyFinding> &c) {
+  c.def_prop_ro(
+       "evidence",
+       [](const PyFinding &f) {
+         std::vector<std::string> urls;
+         for (std::string_view u : f.rule().evidenceUrls())
+           urls.emplace_back(u);
+         return urls;
+       },
+       "Links to the public failing evidence behind the rule.")
       .def_prop_ro(
           "fail_evidence", [](const PyFinding &f) { return casesOf(f.rule().failCases()); },
           "Public cases that fail, as ``(url, what it shows)``.")
@@ -335,7 +330,18 @@ void bindCheck(nb::module_ &m) {
                std::string(ane::effectName(f.finding.effect)) +
                (f.finding.op.empty() ? "" : ", op='" + f.finding.op + "'") + ")";
       });
+}
 
+/// anefit.Finding.
+void bindFinding(nb::module_ &m) {
+  nb::class_<PyFinding> c(m, "Finding", "One rule firing at one place.");
+  addFindingRule(c);
+  addFindingPlace(c);
+  addFindingEvidence(c);
+}
+
+/// anefit.OpPlacement.
+void bindOpPlacement(nb::module_ &m) {
   nb::class_<PyOpPlacement>(m, "OpPlacement", "Where the checker predicts an op runs.")
       .def_ro("function", &PyOpPlacement::function, "The function of the op.")
       .def_prop_ro(
@@ -360,7 +366,10 @@ void bindCheck(nb::module_ &m) {
         return "OpPlacement('" + p.op.name + "', '" + p.op.type + "', '" +
                std::string(ane::placementName(p.op.placement)) + "')";
       });
+}
 
+/// anefit.Segment.
+void bindSegment(nb::module_ &m) {
   nb::class_<PySegment>(m, "Segment",
                         "A maximal run of consecutive ops predicted on the same device.")
       .def_ro("function", &PySegment::function, "The function of the segment.")
@@ -384,7 +393,10 @@ void bindCheck(nb::module_ &m) {
         return "Segment(" + std::string(s.segment.onAne ? "ane" : "cpu-gpu") + ", '" + s.firstOp +
                "'..'" + s.lastOp + "', " + std::to_string(s.segment.opCount) + " ops)";
       });
+}
 
+/// anefit.FunctionReport.
+void bindFunctionReport(nb::module_ &m) {
   nb::class_<PyFunctionReport>(m, "FunctionReport", "The checker's summary of one function.")
       .def_prop_ro(
           "name", [](const PyFunctionReport &f) { return f.report->name; }, "The function's name.")
@@ -448,12 +460,12 @@ void bindCheck(nb::module_ &m) {
         return "<anefit.FunctionReport '" + f.report->name +
                "' verdict=" + std::string(ane::verdictName(f.report->verdict)) + ">";
       });
+}
 
-  nb::class_<PyReport>(m, "Report",
-                       "What :func:`check` predicts for a model. Renders exactly as "
-                       "``anefit check`` does.")
-      .def_prop_ro(
-          "path", [](const PyReport &r) { return r.report().modelPath; }, "The model checked.")
+/// What a report holds: the model, its verdict, findings, functions, ops and segments.
+void addReportContents(nb::class_<PyReport> &c) {
+  c.def_prop_ro(
+       "path", [](const PyReport &r) { return r.report().modelPath; }, "The model checked.")
       .def_prop_ro(
           "origin", [](const PyReport &r) { return r.report().origin; },
           "Method and delegate inside a ``.pte``; empty otherwise.")
@@ -502,18 +514,22 @@ void bindCheck(nb::module_ &m) {
           "Bytes of the model's weights as stored (compressed weights at their stored size).")
       .def_prop_ro(
           "dense_weight_bytes", [](const PyReport &r) { return r.report().denseWeightBytes; },
-          "Bytes of the model's weights decompressed, as the compute ops read them.")
-      .def_prop_ro(
-          "skip_ops_for_coreml_delegation",
-          [](const PyReport &r) {
-            std::vector<std::string> ops;
-            for (const partition::SkipOp &op : partition::exportAdvice(r.report()).skipOps)
-              ops.push_back(op.atenOp);
-            return ops;
-          },
-          "The aten ops (``'aten.index_put.default'``) to keep out of ExecuTorch's Core ML "
-          "delegate: the PyTorch ops behind the ops this report puts off the ANE, as "
-          "``anefit split --skip-list`` prints them (the default split plan).")
+          "Bytes of the model's weights decompressed, as the compute ops read them.");
+}
+
+/// What a report advises the exporter, and what a Mac observed.
+void addReportAdvice(nb::class_<PyReport> &c) {
+  c.def_prop_ro(
+       "skip_ops_for_coreml_delegation",
+       [](const PyReport &r) {
+         std::vector<std::string> ops;
+         for (const partition::SkipOp &op : partition::exportAdvice(r.report()).skipOps)
+           ops.push_back(op.atenOp);
+         return ops;
+       },
+       "The aten ops (``'aten.index_put.default'``) to keep out of ExecuTorch's Core ML "
+       "delegate: the PyTorch ops behind the ops this report puts off the ANE, as "
+       "``anefit split --skip-list`` prints them (the default split plan).")
       .def_prop_ro(
           "observation",
           [](const PyReport &r) -> nb::object {
@@ -524,10 +540,45 @@ void bindCheck(nb::module_ &m) {
           },
           "What a Mac observed (``check(..., observations=...)``), as the ``observation`` "
           "object of the JSON report: conclusion, culprits, each suspect's prediction against "
-          "the observation; ``None`` for a prediction only.")
-      .def(
-          "to_json", [](const PyReport &r) { return ane::renderJson(r.report()); },
-          "The report as JSON text, schema ``anefit.check/1`` (``anefit check --json``).")
+          "the observation; ``None`` for a prediction only.");
+}
+
+/// Report.raise_for: raises AneCompileRisk, with the report and the
+/// findings at or above `failOn`, if there are any.
+void raiseFor(const PyReport &r, const std::string &failOn) {
+  ane::Level threshold = ane::parseLevel(failOn, "fail_on");
+  if (!r.report().hasFindingAtLeast(threshold))
+    return;
+  std::vector<PyFinding> hits = findingsAtLeast(r.report(), threshold);
+  std::string message = r.report().modelPath + ": verdict " +
+                        std::string(ane::verdictName(r.report().verdict)) + ", " +
+                        std::to_string(hits.size()) + " finding(s) at or above " + failOn + ": ";
+  for (size_t i = 0; i < hits.size() && i < 3; ++i)
+    message += (i ? "; " : "") + std::string(hits[i].rule().code) +
+               (hits[i].finding.op.empty() ? "" : " on '" + hits[i].finding.op + "'");
+  if (hits.size() > 3)
+    message += "; ...";
+  nb::object type = nb::module_::import_("anefit._core").attr("AneCompileRisk");
+  nb::object error = type(message);
+  error.attr("report") = nb::find(r);
+  error.attr("findings") = nb::cast(hits);
+  PyErr_SetObject(type.ptr(), error.ptr());
+  throw nb::python_error();
+}
+
+/// A report as the command line renders it, and as a CI gate.
+void addReportRenderings(nb::class_<PyReport> &c) {
+  // The levels `fail_on` takes, from the table `--fail-on` reads.
+  static const std::string raiseForDoc = [] {
+    std::vector<std::string> quoted;
+    for (const std::string &name : ane::levelNames())
+      quoted.push_back("``'" + name + "'``");
+    return "Raises :class:`AneCompileRisk` if a finding is at least ``fail_on`` severe (" +
+           joined(quoted, ", ") + "): the CI gate of ``anefit check --fail-on``.";
+  }();
+  c.def(
+       "to_json", [](const PyReport &r) { return ane::renderJson(r.report()); },
+       "The report as JSON text, schema ``anefit.check/1`` (``anefit check --json``).")
       .def(
           "to_sarif", [](const PyReport &r) { return ane::renderSarif(r.report()); },
           "The report as SARIF 2.1.0 JSON text, for code-scanning tools.")
@@ -545,32 +596,22 @@ void bindCheck(nb::module_ &m) {
           },
           nb::arg("at_least") = "compile-fail",
           "True if a finding's level is at least this severe (``anefit check --fail-on``).")
-      .def(
-          "raise_for",
-          [](const PyReport &r, const std::string &failOn) {
-            ane::Level threshold = ane::parseLevel(failOn, "fail_on");
-            if (!r.report().hasFindingAtLeast(threshold))
-              return;
-            std::vector<PyFinding> hits = findingsAtLeast(r.report(), threshold);
-            std::string message = r.report().modelPath + ": verdict " +
-                                  std::string(ane::verdictName(r.report().verdict)) + ", " +
-                                  std::to_string(hits.size()) + " finding(s) at or above " +
-                                  failOn + ": ";
-            for (size_t i = 0; i < hits.size() && i < 3; ++i)
-              message += (i ? "; " : "") + std::string(hits[i].rule().code) +
-                         (hits[i].finding.op.empty() ? "" : " on '" + hits[i].finding.op + "'");
-            if (hits.size() > 3)
-              message += "; ...";
-            nb::object type = nb::module_::import_("anefit._core").attr("AneCompileRisk");
-            nb::object error = type(message);
-            error.attr("report") = nb::find(r);
-            error.attr("findings") = nb::cast(hits);
-            PyErr_SetObject(type.ptr(), error.ptr());
-            throw nb::python_error();
-          },
-          nb::arg("fail_on") = "compile-fail", raiseForDoc.c_str())
+      .def("raise_for", &raiseFor, nb::arg("fail_on") = "compile-fail", raiseForDoc.c_str())
       .def("__repr__", &reportRepr);
+}
 
+/// anefit.Report.
+void bindReport(nb::module_ &m) {
+  nb::class_<PyReport> c(m, "Report",
+                         "What :func:`check` predicts for a model. Renders exactly as "
+                         "``anefit check`` does.");
+  addReportContents(c);
+  addReportAdvice(c);
+  addReportRenderings(c);
+}
+
+/// check(), partitioner_keywords() and rules().
+void bindCheckFunctions(nb::module_ &m) {
   m.def("check", &runCheck, nb::arg("model"), nb::arg("chip") = "any", nb::arg("os") = "any",
         nb::arg("compute_units") = "cpu_and_ne", nb::arg("function") = nb::none(),
         nb::arg("ignore") = std::vector<std::string>(), nb::arg("observations") = nb::none(),
@@ -610,6 +651,22 @@ void bindCheck(nb::module_ &m) {
         return codes;
       },
       "Ids of every rule the checker applies (``anefit rules``).");
+}
+
+} // namespace
+
+void bindCheck(nb::module_ &m) {
+  m.attr("AneCompileRisk") = nb::steal(PyErr_NewExceptionWithDoc(
+      "anefit._core.AneCompileRisk",
+      "Raised by Report.raise_for when a finding reaches the failure threshold. "
+      "``.report`` is the Report, ``.findings`` the findings at or above the threshold.",
+      PyExc_Exception, nullptr));
+  bindFinding(m);
+  bindOpPlacement(m);
+  bindSegment(m);
+  bindFunctionReport(m);
+  bindReport(m);
+  bindCheckFunctions(m);
 }
 
 } // namespace anefit::python
