@@ -414,16 +414,223 @@ private:
   std::deque<Tensor> &temps_;
 };
 
+using Clock = std::chrono::steady_clock;
+
+/// Checks the caller's inputs against the function's: every name known and
+/// every non-state input given, with its dtype kind and shape (symbolic
+/// dims bound consistently).
+void checkInputs(const Function &fn, const TensorMap &inputs) {
+  std::string where = "function '" + fn.name + "'";
+  for (const auto &[name, t] : inputs) {
+    const Value *decl = fn.findInput(name);
+    if (!decl || decl->type.isState()) {
+      std::string names;
+      for (const auto &in : fn.inputs)
+        if (!in->type.isState())
+          names += (names.empty() ? "" : ", ") + in->name;
+      throw InputError(where + ": unknown input '" + name +
+                       "' (inputs: " + (names.empty() ? "none" : names) + ")");
+    }
+  }
+  std::map<std::string, int64_t> symbols;
+  for (const auto &in : fn.inputs) {
+    if (in->type.isState())
+      continue;
+    auto it = inputs.find(in->name);
+    if (it == inputs.end())
+      throw InputError(where + ": missing input '" + in->name + "' of type " + in->type.str());
+    const Tensor &t = it->second;
+    const Type &type = in->type;
+    if (!sameKind(type.dtype(), t.dtype()))
+      throw InputError(where + ": input '" + in->name + "': expected dtype " +
+                       std::string(dtypeName(type.dtype())) + ", found " +
+                       std::string(dtypeName(t.dtype())));
+    if (type.hasRank()) {
+      bool ok = type.rank() == t.rank();
+      for (int64_t d = 0; ok && d < t.rank(); ++d) {
+        const Dim &dim = type.shape()[d];
+        if (dim.isStatic())
+          ok = dim.size == t.dim(d);
+        else if (dim.kind == Dim::Kind::Symbolic) {
+          auto [s, fresh] = symbols.emplace(dim.symbol, t.dim(d));
+          ok = fresh || s->second == t.dim(d);
+        }
+      }
+      if (!ok)
+        throw InputError(where + ": input '" + in->name + "': expected shape " + type.shapeStr() +
+                         ", found " + shapeStr(t.shape()));
+    }
+  }
+}
+
+/// Puts the checked inputs in their slots. Not copied when already in
+/// compute dtype: taken when the caller hands the inputs over (`owned`),
+/// shared otherwise (kernels write only what they own alone: takeOrCopy
+/// copies anything else).
+void bindInputs(const Function &fn, const TensorMap &inputs, TensorMap *owned,
+                const InterpreterPlan &plan, std::vector<Tensor> &env) {
+  for (const auto &in : fn.inputs) {
+    if (in->type.isState())
+      continue;
+    const Tensor &t = inputs.find(in->name)->second;
+    DType want = computeDType(in->type.dtype());
+    size_t slot = plan.slots.at(in.get());
+    if (t.dtype() != want || t.isLazy() || isSubByte(want))
+      env[slot] = t.convertTo(want);
+    else if (owned)
+      env[slot] = std::exchange(owned->find(in->name)->second, Tensor());
+    else
+      env[slot] = t;
+  }
+}
+
+/// One run of a plan's steps over the run's slots.
+struct StepRunner {
+  InterpreterPlan &plan;
+  std::vector<Tensor> &env;
+  StateContext &states;
+  const RunOptions &options;
+  const std::string &fnName;
+  bool fp16;
+  /// FP16 mode: slots whose values the interpreter has rounded to fp16.
+  std::vector<char> rounded;
+  /// Temporaries of the op running (cleared after each op, its memory kept).
+  std::deque<Tensor> temps;
+  size_t done = 0;
+
+  StepRunner(InterpreterPlan &plan, std::vector<Tensor> &env, StateContext &states,
+             const RunOptions &options, const std::string &fnName)
+      : plan(plan), env(env), states(states), options(options), fnName(fnName),
+        fp16(options.precision == Precision::FP16), rounded(fp16 ? plan.numSlots : 0, 0) {}
+
+  void runAll() {
+    for (size_t si = 0; si < plan.steps.size(); ++si) {
+      if (!reuseFolded(si))
+        runStep(si);
+      if (options.progress)
+        options.progress(++done, plan.steps.size());
+    }
+  }
+
+  /// A folded step whose values an earlier run kept: nothing to run.
+  bool reuseFolded(size_t si) {
+    const InterpreterPlan::Step &step = plan.steps[si];
+    if (!step.folded || !plan.foldTried[si])
+      return false;
+    for (size_t slot : step.outputSlots)
+      if (!plan.folded[slot].valid())
+        return false;
+    if (options.profile)
+      options.profile->record(step.profileRow, 0.0, 0, step.profileGroup);
+    return true;
+  }
+
+  void runStep(size_t si) {
+    InterpreterPlan::Step &step = plan.steps[si];
+    const Operation &op = *step.op;
+    OpProfile *profile = options.profile;
+    Clock::time_point opStart = profile || options.opTimed ? Clock::now() : Clock::time_point();
+    RunContext ctx(step, si, plan, env, states, options, options.foldCacheBytes, temps);
+    try {
+      step.fn(ctx);
+    } catch (const MemoryBudgetError &e) {
+      // Name the op and the function; the file comes from run().
+      ctx.fail(std::string(e.what()) + " (in function '" + fnName + "')");
+    } catch (const std::bad_alloc &) {
+      ctx.fail("out of memory (in function '" + fnName +
+               "'; --max-memory sets how much the interpreter may use)");
+    }
+    for (size_t oi = 0; oi < op.outputs.size(); ++oi) {
+      size_t slot = step.outputSlots[oi];
+      if (!env[slot].valid())
+        ctx.fail("kernel did not produce output '" + op.outputs[oi]->name + "'");
+      if (fp16 && env[slot].dtype() == DType::F32 && !env[slot].isLazy() && op.type != "const")
+        roundToHalf(step, slot);
+    }
+    ctx.finish();
+    if (options.opTimed)
+      options.opTimed(op, opStart, Clock::now());
+    if (profile)
+      profile->record(step.profileRow,
+                      std::chrono::duration<double>(Clock::now() - opStart).count(),
+                      step.weightBytes, step.profileGroup);
+    if (step.folded)
+      keepFolded(si);
+    for (size_t s : step.freeAfter)
+      env[s] = Tensor();
+  }
+
+  /// Rounds an op result to fp16. A result that shares bytes with an input
+  /// is rounded in place only when that input was rounded already (its
+  /// readers must not see it change); otherwise it gets its own bytes.
+  void roundToHalf(const InterpreterPlan::Step &step, size_t slot) {
+    Tensor &t = env[slot];
+    bool aliasesRounded = false, aliasesOther = !t.isOwned();
+    for (const std::vector<size_t> &slots : step.inputSlots)
+      for (size_t s : slots)
+        if (s != SIZE_MAX) {
+          const Tensor &src = env[s].valid() ? env[s] : plan.folded[s];
+          if (t.sharesStorage(src))
+            (rounded[s] || plan.foldRounded[s] ? aliasesRounded : aliasesOther) = true;
+        }
+    if (aliasesOther || (!aliasesRounded && !t.ownsUniquely()))
+      t = t.clone();
+    if (aliasesOther || !aliasesRounded)
+      roundToHalfN(t.mutableData<float>(), t.numElements());
+    rounded[slot] = 1;
+  }
+
+  /// Keeps the values of a constant-only step for the next runs, if they
+  /// fit the fold cache.
+  void keepFolded(size_t si) {
+    const InterpreterPlan::Step &step = plan.steps[si];
+    plan.foldTried[si] = 1;
+    uint64_t bytes = 0;
+    for (size_t slot : step.outputSlots)
+      bytes += ownedBytes(env[slot]);
+    if (plan.cachedBytes + bytes > options.foldCacheBytes)
+      return;
+    plan.cachedBytes += bytes;
+    for (size_t slot : step.outputSlots) {
+      plan.folded[slot] = std::move(env[slot]);
+      plan.foldRounded[slot] = fp16 && rounded[slot];
+      env[slot] = Tensor();
+    }
+  }
+};
+
+/// The function's outputs from their slots (or the folded values). A result
+/// no one else holds is handed over; anything else is copied.
+std::vector<NamedTensor> collectOutputs(const Function &fn, InterpreterPlan &plan,
+                                        std::vector<Tensor> &env) {
+  std::vector<NamedTensor> outputs;
+  const auto &outs = fn.body->outputs;
+  for (size_t oi = 0; oi < outs.size(); ++oi) {
+    const Value *v = outs[oi];
+    size_t slot = plan.slots.at(v);
+    Tensor &t = env[slot].valid() ? env[slot] : plan.folded[slot];
+    DType want = v->type.isTensor() ? v->type.dtype() : t.dtype();
+    bool alone =
+        &t == &env[slot] && t.ownsUniquely() && std::count(outs.begin(), outs.end(), v) == 1;
+    if (alone && t.dtype() == want)
+      outputs.push_back({v->name, std::move(t)});
+    else if (alone && !plan.widen.empty() && plan.widen[oi] && t.dtype() == DType::F32 &&
+             want == DType::F16) {
+      Tensor half = t.toHalfRoundingInPlace();
+      outputs.push_back({v->name, std::move(half), std::move(t)});
+    } else
+      outputs.push_back({v->name, t.materialize().convertTo(want)});
+  }
+  return outputs;
+}
+
 /// Op types whose results depend on more than their inputs.
 bool hasEffects(std::string_view type) {
   return type == "read_state" || type == "write_state" || type == "coreml_update_state";
 }
 
-} // namespace
-
-Interpreter::Interpreter(const Function &fn, RunOptions options) try
-    : fn_(fn), options_(options), plan_(std::make_unique<InterpreterPlan>()) {
-  InterpreterPlan &plan = *plan_;
+/// A slot per input and per op result, and a step per op with its kernel.
+void planSteps(const Function &fn, InterpreterPlan &plan) {
   auto addSlot = [&](const Value *v) { plan.slots.emplace(v, plan.numSlots++); };
   for (const auto &in : fn.inputs)
     addSlot(in.get());
@@ -450,6 +657,11 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
     if (v->type.isState())
       throw InputError("function '" + fn.name + "': block output '%" + v->name +
                        "' is a state; states cannot be returned");
+}
+
+/// Each step's input and output slots; a value read before it is defined
+/// is refused.
+void bindStepSlots(const Function &fn, InterpreterPlan &plan) {
   for (InterpreterPlan::Step &step : plan.steps) {
     for (const OpInput &in : step.op->inputs) {
       std::vector<size_t> slots;
@@ -465,8 +677,13 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
     for (const auto &out : step.op->outputs)
       step.outputSlots.push_back(plan.slots.at(out.get()));
   }
-  // Liveness: a value dies after the last op that reads it; function
-  // outputs and states live to the end.
+}
+
+/// Liveness: a value dies after the last op that reads it; function outputs
+/// and states live to the end. A step without effects whose every input is
+/// a constant or a folded value is folded.
+void planLifetimes(const Function &fn, InterpreterPlan &plan) {
+  const auto &ops = fn.body->ops;
   std::vector<size_t> lastUse(plan.numSlots, SIZE_MAX);
   std::vector<char> constantSlot(plan.numSlots, 0);
   for (size_t i = 0; i < ops.size(); ++i) {
@@ -499,10 +716,13 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
       plan.steps[lastUse[s]].freeAfter.push_back(s);
       plan.freedAt[s] = lastUse[s];
     }
+}
 
-  // Lazy values: a value may stay lazy in the forms every reader takes
-  // (readers that hand the form on count with their own output's readers).
-  // Function outputs are always dense.
+/// Lazy values: a value may stay lazy in the forms every reader takes
+/// (readers that hand the form on count with their own output's readers).
+/// Function outputs are always dense.
+void planLazyValues(const Function &fn, InterpreterPlan &plan) {
+  const auto &ops = fn.body->ops;
   plan.lazyOk.assign(plan.numSlots, kLazyTiled | kLazyCompressed);
   for (const Value *v : fn.body->outputs)
     plan.lazyOk[plan.slots.at(v)] = 0;
@@ -521,18 +741,34 @@ Interpreter::Interpreter(const Function &fn, RunOptions options) try
           plan.lazyOk[plan.slots.at(b.value)] &= takes;
     }
   }
+}
+
+/// Each step's rows in the profile and the weight bytes it reads.
+void planProfile(InterpreterPlan &plan, OpProfile &profile) {
+  for (InterpreterPlan::Step &step : plan.steps) {
+    step.profileRow = profile.rowOf(step.op->type);
+    step.profileGroup = profile.groupOf(*step.op);
+    const Operation *one[] = {step.op};
+    // Data-movement ops (gather, slice_update, ...) read parts of their
+    // constants: no rate would mean anything for them.
+    bool reads = !step.folded && !opHasTrait(step.op->type, OpTrait::DataMovement);
+    step.weightBytes = reads ? countWeightsOf(one).storedBytes : 0;
+    if (step.weightBytes < kMinProfiledWeightBytes)
+      step.weightBytes = 0;
+  }
+}
+
+} // namespace
+
+Interpreter::Interpreter(const Function &fn, RunOptions options) try
+    : fn_(fn), options_(options), plan_(std::make_unique<InterpreterPlan>()) {
+  InterpreterPlan &plan = *plan_;
+  planSteps(fn, plan);
+  bindStepSlots(fn, plan);
+  planLifetimes(fn, plan);
+  planLazyValues(fn, plan);
   if (options.profile)
-    for (InterpreterPlan::Step &step : plan.steps) {
-      step.profileRow = options.profile->rowOf(step.op->type);
-      step.profileGroup = options.profile->groupOf(*step.op);
-      const Operation *one[] = {step.op};
-      // Data-movement ops (gather, slice_update, ...) read parts of their
-      // constants: no rate would mean anything for them.
-      bool reads = !step.folded && !opHasTrait(step.op->type, OpTrait::DataMovement);
-      step.weightBytes = reads ? countWeightsOf(one).storedBytes : 0;
-      if (step.weightBytes < kMinProfiledWeightBytes)
-        step.weightBytes = 0;
-    }
+    planProfile(plan, *options.profile);
   plan.folded.resize(plan.numSlots);
   plan.foldTried.assign(plan.steps.size(), 0);
   plan.foldRounded.assign(plan.numSlots, 0);
@@ -593,180 +829,22 @@ void Interpreter::rethrowWithSource() const {
 
 std::vector<NamedTensor> Interpreter::runSteps(const TensorMap &inputs, TensorMap *owned,
                                                StateContext &states) {
-  using Clock = std::chrono::steady_clock;
   OpProfile *profile = options_.profile;
   Clock::time_point runStart = profile ? Clock::now() : Clock::time_point();
   InterpreterPlan &plan = *plan_;
   ThreadScope threads(resolveThreads(options_.threads), options_.spin);
   std::vector<Tensor> env(plan.numSlots);
-  std::string where = "function '" + fn_.name + "'";
 
-  // Bind and check inputs: names, shapes (symbolic dims bound consistently)
-  // and dtype kinds.
-  for (const auto &[name, t] : inputs) {
-    const Value *decl = fn_.findInput(name);
-    if (!decl || decl->type.isState()) {
-      std::string names;
-      for (const auto &in : fn_.inputs)
-        if (!in->type.isState())
-          names += (names.empty() ? "" : ", ") + in->name;
-      throw InputError(where + ": unknown input '" + name +
-                       "' (inputs: " + (names.empty() ? "none" : names) + ")");
-    }
-  }
-  std::map<std::string, int64_t> symbols;
-  for (const auto &in : fn_.inputs) {
-    if (in->type.isState())
-      continue;
-    auto it = inputs.find(in->name);
-    if (it == inputs.end())
-      throw InputError(where + ": missing input '" + in->name + "' of type " + in->type.str());
-    const Tensor &t = it->second;
-    const Type &type = in->type;
-    if (!sameKind(type.dtype(), t.dtype()))
-      throw InputError(where + ": input '" + in->name + "': expected dtype " +
-                       std::string(dtypeName(type.dtype())) + ", found " +
-                       std::string(dtypeName(t.dtype())));
-    if (type.hasRank()) {
-      bool ok = type.rank() == t.rank();
-      for (int64_t d = 0; ok && d < t.rank(); ++d) {
-        const Dim &dim = type.shape()[d];
-        if (dim.isStatic())
-          ok = dim.size == t.dim(d);
-        else if (dim.kind == Dim::Kind::Symbolic) {
-          auto [s, fresh] = symbols.emplace(dim.symbol, t.dim(d));
-          ok = fresh || s->second == t.dim(d);
-        }
-      }
-      if (!ok)
-        throw InputError(where + ": input '" + in->name + "': expected shape " + type.shapeStr() +
-                         ", found " + shapeStr(t.shape()));
-    }
-  }
+  // Nothing is taken from the caller when an input is refused.
+  checkInputs(fn_, inputs);
   states.initialize(fn_);
   Clock::time_point bound = profile ? Clock::now() : Clock::time_point();
-  // Bind them, checked: nothing is taken from the caller when an input is
-  // refused. Not copied when already in compute dtype: taken when the caller
-  // hands the inputs over, shared otherwise (kernels write only what they
-  // own alone: takeOrCopy copies anything else).
-  for (const auto &in : fn_.inputs) {
-    if (in->type.isState())
-      continue;
-    const Tensor &t = inputs.find(in->name)->second;
-    DType want = computeDType(in->type.dtype());
-    size_t slot = plan.slots.at(in.get());
-    if (t.dtype() != want || t.isLazy() || isSubByte(want))
-      env[slot] = t.convertTo(want);
-    else if (owned)
-      env[slot] = std::exchange(owned->find(in->name)->second, Tensor());
-    else
-      env[slot] = t;
-  }
+  bindInputs(fn_, inputs, owned, plan, env);
 
-  bool fp16 = options_.precision == Precision::FP16;
-  // FP16 mode: slots whose values the interpreter has rounded to fp16.
-  std::vector<char> rounded(fp16 ? plan.numSlots : 0, 0);
-  size_t done = 0;
-  // Temporaries of the op running (cleared after each op, its memory kept).
-  std::deque<Tensor> temps;
-  for (size_t si = 0; si < plan.steps.size(); ++si) {
-    InterpreterPlan::Step &step = plan.steps[si];
-    const Operation &op = *step.op;
-    if (step.folded && plan.foldTried[si]) {
-      bool all = true;
-      for (size_t slot : step.outputSlots)
-        all = all && plan.folded[slot].valid();
-      if (all) {
-        if (profile)
-          profile->record(step.profileRow, 0.0, 0, step.profileGroup);
-        if (options_.progress)
-          options_.progress(++done, plan.steps.size());
-        continue;
-      }
-    }
-    Clock::time_point opStart = profile || options_.opTimed ? Clock::now() : Clock::time_point();
-    RunContext ctx(step, si, plan, env, states, options_, options_.foldCacheBytes, temps);
-    try {
-      step.fn(ctx);
-    } catch (const MemoryBudgetError &e) {
-      // Name the op and the function; the file comes from run().
-      ctx.fail(std::string(e.what()) + " (in function '" + fn_.name + "')");
-    } catch (const std::bad_alloc &) {
-      ctx.fail("out of memory (in function '" + fn_.name +
-               "'; --max-memory sets how much the interpreter may use)");
-    }
-    for (size_t oi = 0; oi < op.outputs.size(); ++oi) {
-      size_t slot = step.outputSlots[oi];
-      Tensor &t = env[slot];
-      if (!t.valid())
-        ctx.fail("kernel did not produce output '" + op.outputs[oi]->name + "'");
-      if (fp16 && t.dtype() == DType::F32 && !t.isLazy() && op.type != "const") {
-        // Round op results to fp16. A result that shares bytes with an input
-        // is rounded in place only when that input was rounded already (its
-        // readers must not see it change); otherwise it gets its own bytes.
-        bool aliasesRounded = false, aliasesOther = !t.isOwned();
-        for (const std::vector<size_t> &slots : step.inputSlots)
-          for (size_t s : slots)
-            if (s != SIZE_MAX) {
-              const Tensor &src = env[s].valid() ? env[s] : plan.folded[s];
-              if (t.sharesStorage(src))
-                (rounded[s] || plan.foldRounded[s] ? aliasesRounded : aliasesOther) = true;
-            }
-        if (aliasesOther || (!aliasesRounded && !t.ownsUniquely()))
-          t = t.clone();
-        if (aliasesOther || !aliasesRounded)
-          roundToHalfN(t.mutableData<float>(), t.numElements());
-        rounded[slot] = 1;
-      }
-    }
-    ctx.finish();
-    if (options_.opTimed)
-      options_.opTimed(op, opStart, Clock::now());
-    if (profile)
-      profile->record(step.profileRow,
-                      std::chrono::duration<double>(Clock::now() - opStart).count(),
-                      step.weightBytes, step.profileGroup);
-    if (step.folded) {
-      // Keep the values of constant-only ops for the next runs.
-      plan.foldTried[si] = 1;
-      uint64_t bytes = 0;
-      for (size_t slot : step.outputSlots)
-        bytes += ownedBytes(env[slot]);
-      if (plan.cachedBytes + bytes <= options_.foldCacheBytes) {
-        plan.cachedBytes += bytes;
-        for (size_t slot : step.outputSlots) {
-          plan.folded[slot] = std::move(env[slot]);
-          plan.foldRounded[slot] = fp16 && rounded[slot];
-          env[slot] = Tensor();
-        }
-      }
-    }
-    for (size_t s : step.freeAfter)
-      env[s] = Tensor();
-    if (options_.progress)
-      options_.progress(++done, plan.steps.size());
-  }
+  StepRunner(plan, env, states, options_, fn_.name).runAll();
 
   Clock::time_point opsDone = profile ? Clock::now() : Clock::time_point();
-  std::vector<NamedTensor> outputs;
-  const auto &outs = fn_.body->outputs;
-  for (size_t oi = 0; oi < outs.size(); ++oi) {
-    const Value *v = outs[oi];
-    size_t slot = plan.slots.at(v);
-    Tensor &t = env[slot].valid() ? env[slot] : plan.folded[slot];
-    DType want = v->type.isTensor() ? v->type.dtype() : t.dtype();
-    bool alone =
-        &t == &env[slot] && t.ownsUniquely() && std::count(outs.begin(), outs.end(), v) == 1;
-    // A result no one else holds is handed over; anything else is copied.
-    if (alone && t.dtype() == want)
-      outputs.push_back({v->name, std::move(t)});
-    else if (alone && !plan.widen.empty() && plan.widen[oi] && t.dtype() == DType::F32 &&
-             want == DType::F16) {
-      Tensor half = t.toHalfRoundingInPlace();
-      outputs.push_back({v->name, std::move(half), std::move(t)});
-    } else
-      outputs.push_back({v->name, t.materialize().convertTo(want)});
-  }
+  std::vector<NamedTensor> outputs = collectOutputs(fn_, plan, env);
   if (profile) {
     auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
     Clock::time_point end = Clock::now();
