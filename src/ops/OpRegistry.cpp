@@ -61,7 +61,8 @@ std::optional<double> defaultAsNumber(std::string_view text) {
   return v;
 }
 
-// The inference rules, defined in TypeInference.cpp.
+// The inference rules, defined in infer/<Family>.cpp (const and None in
+// TypeInference.cpp).
 #define OP_BEGIN(Name, Opset, Infer, Traits)                                                       \
   std::optional<std::vector<Type>> infer##Infer(const Operation &, const OpDef &, int,             \
                                                 std::string &);
