@@ -16,7 +16,8 @@ The Python package, once the build says it made it, must import.
 Helpers other test files use:
   FIXTURES_DIR, fixture_names(), fixture_info(name), fixture_package(name),
   load_npz(path), load_with_coremltools(path) -> LoadedModel,
-  program_op_types(prog), run_anefit(...) via the `anefit` fixture.
+  program_op_types(prog), run_anefit(...) via the `anefit` fixture,
+  decode_inputs(path, vocab, steps) and assert_steps_alike(...) for .pte fixes.
 """
 
 import functools
@@ -406,3 +407,19 @@ def decode_inputs(path, vocab, steps, seed=1):
         arrays[f"step{k}/attn_options_input_pos"] = np.array([k], dtype=np.int32)
     np.savez(path, **arrays)
     return arrays
+
+
+def assert_steps_alike(label, precision, original, fixed):
+    """The proof of a .pte fix, whichever way the two programs were stepped (`anefit
+    run`, anefit.Session): `original` and `fixed` are their logits at each of the same
+    decode steps (decode_inputs). The carried caches change the logits from step to
+    step, and the programs agree to fp32 round-off, or in fp16 mode (every op rounded
+    to fp16, as the ANE computes) to 1% of the largest logit."""
+    assert len(fixed) == len(original)
+    diff = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
+               for a, b in zip(original, fixed))
+    scale = max(float(np.max(np.abs(a))) for a in original)
+    print(f"{label} {precision}: max |diff logits| over {len(original)} steps = {diff:.3g} "
+          f"(max |logit| {scale:.3g})")
+    assert not np.array_equal(original[0], original[-1])
+    assert diff <= (1e-4 if precision == "fp32" else 1e-2 * max(scale, 1.0))

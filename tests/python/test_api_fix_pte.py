@@ -19,7 +19,8 @@ import os
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES_DIR, FIXTURES_DIR, error_line
+from conftest import (EXAMPLES_DIR, FIXTURES_DIR, assert_steps_alike, decode_inputs, error_line,
+                      fixture_steps)
 
 PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
 EXPORTS = ["lfm2_export_llm_fp16", "lfm2_export_llm_4w"]
@@ -85,29 +86,16 @@ def test_fixed_program_checks_clean_with_the_same_interface(anefit_py, fixed, na
         {op.type for op in result.delegates[0].model.functions[0].ops}
 
 
-def decode_steps(seed):
-    """8 decode steps of random tokens at positions 0..7, as a runner feeds them."""
-    rng = np.random.default_rng(seed)
-    return [{"tokens": rng.integers(0, 256, size=(1, 1)).astype(np.int32),
-             "attn_options_input_pos": np.array([k], dtype=np.int32)} for k in range(STEPS)]
-
-
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("name", EXPORTS)
-def test_original_and_fixed_step_alike(anefit_py, fixed, name, precision):
+def test_original_and_fixed_step_alike(anefit_py, fixed, tmp_path, name, precision):
     x, y, _ = fixed[name]
-    steps = decode_steps(seed=1)
+    steps = fixture_steps(decode_inputs(tmp_path / "inputs.npz", 256, STEPS))
     logits = {}
     for tag, model in (("x", x), ("y", y)):
         session = anefit_py.Session(model, precision=precision)
-        logits[tag] = [np.array(session.run(dict(s))[LOGITS], dtype=np.float64) for s in steps]
-    diff = max(float(np.max(np.abs(a - b))) for a, b in zip(logits["x"], logits["y"]))
-    scale = max(float(np.max(np.abs(a))) for a in logits["x"])
-    print(f"{name} {precision}: max |diff logits| over {STEPS} steps = {diff:.3g} "
-          f"(max |logit| {scale:.3g})")
-    # The written-back caches change the logits from step to step.
-    assert not np.array_equal(logits["x"][0], logits["x"][-1])
-    assert diff <= (1e-4 if precision == "fp32" else 1e-2 * max(scale, 1.0))
+        logits[tag] = [np.array(session.run(dict(s))[LOGITS]) for s in steps]
+    assert_steps_alike(name, precision, logits["x"], logits["y"])
 
 
 def test_fix_takes_a_delegate_model_or_a_selector(anefit_py, fixed, tmp_path):

@@ -18,11 +18,12 @@ import os
 import numpy as np
 import pytest
 
-from conftest import FIXTURES_DIR, executorch_probe, load_npz
+from conftest import FIXTURES_DIR, assert_steps_alike, decode_inputs, executorch_probe, load_npz
 
 PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
 EXPORTS = ["lfm2_export_llm_fp16", "lfm2_export_llm_4w"]
 STEPS = 8
+LOGITS = "aten_linear_default_112"
 
 
 @pytest.fixture(scope="module")
@@ -107,39 +108,21 @@ def test_executorch_loads_the_fixed_program(fixed, name):
     assert cb["ops"] != ca["ops"]
 
 
-def decode_inputs(path, seed):
-    """8 decode steps of random tokens at positions 0..7, as a runner feeds them."""
-    rng = np.random.default_rng(seed)
-    arrays = {}
-    for k in range(STEPS):
-        arrays[f"step{k}/tokens"] = rng.integers(0, 256, size=(1, 1)).astype(np.int32)
-        arrays[f"step{k}/attn_options_input_pos"] = np.array([k], dtype=np.int32)
-    np.savez(path, **arrays)
-
-
 @pytest.mark.parametrize("precision", ["fp32", "fp16"])
 @pytest.mark.parametrize("name", EXPORTS)
 def test_original_and_fixed_step_alike(anefit, fixed, tmp_path, name, precision):
     x, y, _ = fixed[name]
     inputs = tmp_path / "inputs.npz"
-    decode_inputs(inputs, seed=1)
-    outs = {}
+    decode_inputs(inputs, 256, STEPS)
+    logits = {}
     for tag, model in (("x", x), ("y", y)):
         out = tmp_path / f"{tag}.npz"
         proc = anefit("run", model, "--inputs", inputs, "--precision", precision, "-o", out)
         assert proc.returncode == 0, proc.stderr
         assert "ExecuTorch write-back: carrying 22" in proc.stdout
-        outs[tag] = load_npz(out)
-    logits = [k for k in outs["x"] if k.endswith("/aten_linear_default_112")]
-    assert len(logits) == STEPS
-    diff = max(float(np.max(np.abs(outs["x"][k].astype(np.float64) -
-                                   outs["y"][k].astype(np.float64)))) for k in logits)
-    scale = max(float(np.max(np.abs(outs["x"][k]))) for k in logits)
-    print(f"{name} {precision}: max |diff logits| over {STEPS} steps = {diff:.3g} "
-          f"(max |logit| {scale:.3g})")
-    # The carried caches change the logits from step to step.
-    assert not np.array_equal(outs["x"][logits[0]], outs["x"][logits[-1]])
-    assert diff <= (1e-4 if precision == "fp32" else 1e-2 * max(scale, 1.0))
+        outs = load_npz(out)
+        logits[tag] = [outs[f"step{k}/{LOGITS}"] for k in range(STEPS)]
+    assert_steps_alike(name, precision, logits["x"], logits["y"])
 
 
 @pytest.fixture(scope="module")
@@ -183,14 +166,13 @@ def test_requantized_fp16_steps_like_the_device_would(anefit, requantized, tmp_p
     fp16 mode (every op rounded as the ANE computes) the logits are equal."""
     x, y, _ = requantized
     inputs = tmp_path / "inputs.npz"
-    decode_inputs(inputs, seed=3)
+    decode_inputs(inputs, 256, STEPS, seed=3)
     outs = {}
     for tag, model in (("x", x), ("y", y)):
         out = tmp_path / f"{tag}.npz"
         proc = anefit("run", model, "--inputs", inputs, "--precision", "fp16", "-o", out)
         assert proc.returncode == 0, proc.stderr
         outs[tag] = load_npz(out)
-    logits = [k for k in outs["x"] if k.endswith("/aten_linear_default_112")]
-    assert len(logits) == STEPS
+    logits = [f"step{k}/{LOGITS}" for k in range(STEPS)]
     for k in logits:
         np.testing.assert_array_equal(outs["x"][k], outs["y"][k])
