@@ -337,6 +337,15 @@ def coremltools():
 
 
 @pytest.fixture(scope="session")
+def lfm2_1p2b(tmp_path_factory, coremltools):
+    """(package path, op count) of the LFM2.5-1.2B-shaped decode program
+    (report_util.build_lfm2_1p2b), built once for the session: the report's HTML
+    and browser tests read the same package."""
+    from report_util import build_lfm2_1p2b
+    return build_lfm2_1p2b(tmp_path_factory.mktemp("lfm2_1p2b"))
+
+
+@pytest.fixture(scope="session")
 def build_dir():
     path = os.environ.get("ANEFIT_BUILD_DIR")
     if not path or not os.path.isdir(path):

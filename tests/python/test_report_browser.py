@@ -18,7 +18,7 @@ import sys
 import pytest
 
 from conftest import EXAMPLES_DIR, FIXTURES_DIR, REPO_ROOT
-from report_util import Report, build_lfm2_1p2b
+from report_util import Report
 
 sys.path.insert(0, os.path.join(REPO_ROOT, "scripts"))
 from headless_chromium import Chromium, find_chromium  # noqa: E402
@@ -166,14 +166,9 @@ MODELS = {
 }
 
 
-@pytest.fixture(scope="module")
-def lfm2_1p2b(tmp_path_factory, coremltools):
-    return build_lfm2_1p2b(tmp_path_factory.mktemp("lfm2_1p2b"))[0]
-
-
 @pytest.mark.parametrize("name", list(MODELS))
 def test_report_in_chromium(anefit, browser, artifacts, tmp_path, name, request):
-    model = MODELS[name] or request.getfixturevalue("lfm2_1p2b")
+    model = MODELS[name] or request.getfixturevalue("lfm2_1p2b")[0]
     report, page, painted = open_report(anefit, browser, tmp_path, model)
     timings = page.evaluate("({init: anefitReport.initMs, dcl: performance.getEntriesByType('navigation')[0].domContentLoadedEventEnd,"
                             " load: performance.getEntriesByType('navigation')[0].loadEventEnd})")

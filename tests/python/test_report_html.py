@@ -15,7 +15,7 @@ import time
 import pytest
 
 from conftest import EXAMPLES_DIR, FIXTURES_DIR, REPO_ROOT
-from report_util import Report, build_lfm2_1p2b
+from report_util import Report
 
 # The page shows one graph: a program with several Core ML delegates is shown
 # one delegate at a time (here its second).
@@ -25,11 +25,6 @@ MODELS = sorted(
     + [p + SEVERAL_DELEGATES.get(os.path.basename(p), "")
        for p in glob.glob(os.path.join(FIXTURES_DIR, "pte", "*.pte"))]
     + [p for p in glob.glob(os.path.join(FIXTURES_DIR, "*", "model.mlpackage"))])
-
-
-@pytest.fixture(scope="session")
-def lfm2_1p2b(tmp_path_factory, coremltools):
-    return build_lfm2_1p2b(tmp_path_factory.mktemp("lfm2_1p2b"))
 
 
 def _strings(value):
