@@ -21,16 +21,8 @@ using runtime::numElementsOf;
 
 namespace {
 
-std::mt19937 &rng() {
-  static std::mt19937 r(424242);
-  return r;
-}
-
-int64_t pick(int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
-}
-
-float uniform(float lo, float hi) { return std::uniform_real_distribution<float>(lo, hi)(rng()); }
+/// This file's random cases.
+SeededRandom rng(424242);
 
 /// A constant of `dt` holding `values` (integers; sub-byte packed LSB-first).
 ConstantRef packed(DType dt, const std::vector<int64_t> &values, const Shape &shape) {
@@ -49,14 +41,14 @@ ConstantRef packed(DType dt, const std::vector<int64_t> &values, const Shape &sh
 ConstantRef floats(DType dt, const Shape &shape, float lo, float hi) {
   std::vector<float> v(static_cast<size_t>(numElementsOf(shape)));
   for (float &f : v)
-    f = uniform(lo, hi);
+    f = rng.uniform(lo, hi);
   return dt == DType::F16 ? constF16(v, shape) : constF32(v, shape);
 }
 
 std::vector<int64_t> randomInts(int64_t n, int64_t lo, int64_t hi) {
   std::vector<int64_t> v(static_cast<size_t>(n));
   for (int64_t &x : v)
-    x = pick(lo, hi);
+    x = rng.pick(lo, hi);
   return v;
 }
 
@@ -66,7 +58,7 @@ int64_t divisorOf(int64_t n) {
   for (int64_t i = 1; i <= n; ++i)
     if (n % i == 0)
       d.push_back(i);
-  return d[static_cast<size_t>(pick(0, static_cast<int64_t>(d.size()) - 1))];
+  return d[static_cast<size_t>(rng.pick(0, static_cast<int64_t>(d.size()) - 1))];
 }
 
 /// Adds a random compressed weight of `shape` to `b`; returns its value and
@@ -74,25 +66,25 @@ int64_t divisorOf(int64_t n) {
 Value *compressedWeight(ProgramBuilder &b, const Shape &shape, std::string &what) {
   int64_t n = numElementsOf(shape);
   int64_t r = static_cast<int64_t>(shape.size());
-  int kind = static_cast<int>(pick(0, 5));
-  DType fdt = pick(0, 1) ? DType::F16 : DType::F32;
+  int kind = static_cast<int>(rng.pick(0, 5));
+  DType fdt = rng.pick(0, 1) ? DType::F16 : DType::F32;
   if (kind <= 1) {
     // constexpr_blockwise_shift_scale
     static const DType qt[] = {DType::I4, DType::U4, DType::I8, DType::U8};
-    DType dt = qt[pick(0, 3)];
+    DType dt = qt[rng.pick(0, 3)];
     int64_t lo = dt == DType::I4 ? -8 : dt == DType::I8 ? -128 : 0;
     int64_t hi = dt == DType::I4 ? 7 : dt == DType::U4 ? 15 : dt == DType::I8 ? 127 : 255;
     Shape blocks(shape.size(), 1);
     blocks[0] = divisorOf(shape[0]);
     if (r > 1)
-      blocks[1] = pick(0, 2) ? shape[1] / std::min<int64_t>(shape[1], 32) : divisorOf(shape[1]);
+      blocks[1] = rng.pick(0, 2) ? shape[1] / std::min<int64_t>(shape[1], 32) : divisorOf(shape[1]);
     if (r > 1 && shape[1] % blocks[1])
       blocks[1] = 1;
     for (int64_t d = 2; d < r; ++d)
-      blocks[d] = pick(0, 3) == 0 ? divisorOf(shape[d]) : 1;
+      blocks[d] = rng.pick(0, 3) == 0 ? divisorOf(shape[d]) : 1;
     std::vector<Arg> args = {{"data", packed(dt, randomInts(n, lo, hi), shape)},
                              {"scale", floats(fdt, blocks, 0.01f, 0.2f)}};
-    bool offset = pick(0, 1);
+    bool offset = rng.pick(0, 1);
     if (offset)
       args.push_back({"offset", packed(dt, randomInts(numElementsOf(blocks), lo, hi), blocks)});
     what = "blockwise " + std::string(dtypeName(dt)) + " blocks " + runtime::shapeStr(blocks) +
@@ -102,24 +94,24 @@ Value *compressedWeight(ProgramBuilder &b, const Shape &shape, std::string &what
   if (kind == 2 || kind == 3) {
     // constexpr_lut_to_dense (iOS18): grouped palettes, maybe vector entries
     static const DType it[] = {DType::U1, DType::U2, DType::U3, DType::U4, DType::U6, DType::U8};
-    DType dt = kind == 3 ? DType::U4 : it[pick(0, 5)];
+    DType dt = kind == 3 ? DType::U4 : it[rng.pick(0, 5)];
     int bits = dtypeBits(dt);
     int64_t vs = 1, vaxis = 0;
     Shape idxShape = shape;
-    if (pick(0, 4) == 0 && r > 1 && shape[r - 1] % 2 == 0) {
+    if (rng.pick(0, 4) == 0 && r > 1 && shape[r - 1] % 2 == 0) {
       vs = 2, vaxis = r - 1;
       idxShape[vaxis] /= 2;
     }
     Shape lut;
     for (int64_t d = 0; d < r; ++d)
       lut.push_back(d == 0 ? divisorOf(idxShape[0])
-                           : (pick(0, 2) == 0 ? divisorOf(idxShape[d]) : 1));
+                           : (rng.pick(0, 2) == 0 ? divisorOf(idxShape[d]) : 1));
     lut.push_back(int64_t(1) << bits);
     lut.push_back(vs);
     std::vector<Arg> args = {
         {"indices",
          packed(dt, randomInts(numElementsOf(idxShape), 0, (int64_t(1) << bits) - 1), idxShape)}};
-    if (pick(0, 3) == 0) {
+    if (rng.pick(0, 3) == 0) {
       // iOS18 chain: the palette itself quantized.
       Shape lb(lut.size(), 1);
       Value *q = b.op("constexpr_blockwise_shift_scale",
@@ -139,9 +131,9 @@ Value *compressedWeight(ProgramBuilder &b, const Shape &shape, std::string &what
   }
   if (kind == 4) {
     // constexpr_affine_dequantize (iOS16): per channel along an axis, or scalar
-    bool u8 = pick(0, 1);
-    int64_t axis = pick(0, r - 1);
-    bool perChannel = pick(0, 1);
+    bool u8 = rng.pick(0, 1);
+    int64_t axis = rng.pick(0, r - 1);
+    bool perChannel = rng.pick(0, 1);
     Shape ps = perChannel ? Shape{shape[axis]} : Shape{};
     auto zp = perChannel ? packed(u8 ? DType::U8 : DType::I8, randomInts(shape[axis], 0, 9), ps)
                          : packed(u8 ? DType::U8 : DType::I8, {3}, {});
@@ -161,7 +153,7 @@ Value *compressedWeight(ProgramBuilder &b, const Shape &shape, std::string &what
   for (int64_t v : bits)
     nnz += v;
   std::vector<Arg> args = {{"mask", packed(DType::U1, bits, shape)}};
-  if (nnz > 0 && pick(0, 1)) {
+  if (nnz > 0 && rng.pick(0, 1)) {
     Value *vals = b.op("constexpr_lut_to_dense",
                        {{"indices", packed(DType::U2, randomInts(nnz, 0, 3), {nnz})},
                         {"lut", floats(fdt, {1, 4, 1}, -1.0f, 1.0f)}},
@@ -178,7 +170,7 @@ Value *compressedWeight(ProgramBuilder &b, const Shape &shape, std::string &what
 Tensor randomInput(const Shape &shape) {
   std::vector<float> v(static_cast<size_t>(numElementsOf(shape)));
   for (float &f : v)
-    f = uniform(-1.0f, 1.0f);
+    f = rng.uniform(-1.0f, 1.0f);
   return Tensor::fromF32(v, shape);
 }
 
@@ -208,9 +200,9 @@ void expectClose(const Tensor &got, const Tensor &want, int64_t k) {
 
 TEST(Compressed, LinearMatchesExpandThenMultiply) {
   for (int iter = 0; iter < 160; ++iter) {
-    int64_t n = std::vector<int64_t>{1, 3, 16, 17, 64}[pick(0, 4)];
-    int64_t k = std::vector<int64_t>{7, 32, 64, 96, 160, 48, 256, 288, 416}[pick(0, 8)];
-    int64_t m = std::vector<int64_t>{1, 2, 4, 5, 9}[pick(0, 4)];
+    int64_t n = std::vector<int64_t>{1, 3, 16, 17, 64}[rng.pick(0, 4)];
+    int64_t k = std::vector<int64_t>{7, 32, 64, 96, 160, 48, 256, 288, 416}[rng.pick(0, 8)];
+    int64_t m = std::vector<int64_t>{1, 2, 4, 5, 9}[rng.pick(0, 4)];
     ProgramBuilder b;
     std::string what;
     Value *w = compressedWeight(b, {n, k}, what);
@@ -232,10 +224,10 @@ TEST(Compressed, DecodedRowsEqualTheExpansionBitForBit) {
   // gather decodes whole rows: they must be exactly the expanded values, in
   // fp32 and in fp16 mode.
   for (int iter = 0; iter < 120; ++iter) {
-    Shape shape = {std::vector<int64_t>{1, 5, 16}[pick(0, 2)],
-                   std::vector<int64_t>{3, 32, 40, 64}[pick(0, 3)]};
-    if (pick(0, 3) == 0)
-      shape.push_back(std::vector<int64_t>{2, 3}[pick(0, 1)]);
+    Shape shape = {std::vector<int64_t>{1, 5, 16}[rng.pick(0, 2)],
+                   std::vector<int64_t>{3, 32, 40, 64}[rng.pick(0, 3)]};
+    if (rng.pick(0, 3) == 0)
+      shape.push_back(std::vector<int64_t>{2, 3}[rng.pick(0, 1)]);
     ProgramBuilder b;
     std::string what;
     Value *w = compressedWeight(b, shape, what);
@@ -258,19 +250,19 @@ TEST(Compressed, DecodedRowsEqualTheExpansionBitForBit) {
 
 TEST(Compressed, MatmulAndConvMatchExpandThenMultiply) {
   for (int iter = 0; iter < 80; ++iter) {
-    int64_t n = std::vector<int64_t>{4, 16, 33}[pick(0, 2)],
-            k = std::vector<int64_t>{32, 64, 6}[pick(0, 2)];
+    int64_t n = std::vector<int64_t>{4, 16, 33}[rng.pick(0, 2)],
+            k = std::vector<int64_t>{32, 64, 6}[rng.pick(0, 2)];
     ProgramBuilder b;
     std::string what;
-    bool ty = pick(0, 1);
+    bool ty = rng.pick(0, 1);
     Value *w = compressedWeight(b, ty ? Shape{n, k} : Shape{k, n}, what);
     // Up to 4 rows of x take the fused kernels, more the decoded tiles.
-    int64_t bx = pick(1, 2), rows = pick(1, 3);
+    int64_t bx = rng.pick(1, 2), rows = rng.pick(1, 3);
     Value *x = b.input("x", DType::F32, {bx, rows, k});
     b.output(b.op("matmul", {{"x", x}, {"y", w}, {"transpose_y", scalarBool(ty)}}, DType::F32,
                   {bx, rows, n}));
     // conv: weight [cout, cin/groups, kh, kw]
-    int64_t groups = pick(0, 1) ? 1 : 2, cin = 4 * groups, cout = 6 * groups;
+    int64_t groups = rng.pick(0, 1) ? 1 : 2, cin = 4 * groups, cout = 6 * groups;
     std::string cwhat;
     Value *cw = compressedWeight(b, {cout, cin / groups, 3, 2}, cwhat);
     Value *img = b.input("img", DType::F32, {1, cin, 5, 4});
@@ -291,7 +283,7 @@ TEST(Compressed, MatmulAndConvMatchExpandThenMultiply) {
 
 TEST(Compressed, Fp16ModeMatchesExpandThenMultiply) {
   for (int iter = 0; iter < 40; ++iter) {
-    int64_t n = 16, k = std::vector<int64_t>{32, 64}[pick(0, 1)];
+    int64_t n = 16, k = std::vector<int64_t>{32, 64}[rng.pick(0, 1)];
     ProgramBuilder b;
     std::string what;
     Value *w = compressedWeight(b, {n, k}, what);

@@ -21,20 +21,14 @@ using runtime::stridesOf;
 
 namespace {
 
-std::mt19937 &rng() {
-  static std::mt19937 r(20260101);
-  return r;
-}
-
-int64_t pick(int64_t lo, int64_t hi) {
-  return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
-}
+/// This file's random cases.
+SeededRandom rng(20260101);
 
 /// A random shape of `rank` dims of 1..maxDim (1s and odd sizes are common).
 Shape randomShape(int64_t rank, int64_t maxDim) {
   Shape s;
   for (int64_t d = 0; d < rank; ++d)
-    s.push_back(pick(0, 3) == 0 ? 1 : pick(1, maxDim));
+    s.push_back(rng.pick(0, 3) == 0 ? 1 : rng.pick(1, maxDim));
   return s;
 }
 
@@ -61,7 +55,7 @@ Tensor randomTensor(DType dt, const Shape &shape) {
 
 DType randomDType() {
   static const DType all[] = {DType::F32, DType::I32, DType::Bool};
-  return all[pick(0, 2)];
+  return all[rng.pick(0, 2)];
 }
 
 /// Row-major index -> coordinates.
@@ -121,14 +115,14 @@ TEST(DataMovement, CopyStridedMatchesElementLoop) {
   // Every layout pair: permutations (transposes), reversed dims, offsets,
   // element widths 1, 2, 4 and 8 bytes.
   for (int iter = 0; iter < 400; ++iter) {
-    int64_t rank = pick(1, 5);
+    int64_t rank = rng.pick(1, 5);
     Shape shape = randomShape(rank, 9);
-    int eb = std::vector<int>{1, 2, 4, 8}[pick(0, 3)];
+    int eb = std::vector<int>{1, 2, 4, 8}[rng.pick(0, 3)];
     // Source: a bigger buffer with permuted, possibly negative strides.
     std::vector<int64_t> perm(rank);
     for (int64_t d = 0; d < rank; ++d)
       perm[d] = d;
-    std::shuffle(perm.begin(), perm.end(), rng());
+    std::shuffle(perm.begin(), perm.end(), rng.engine());
     Shape srcShape(rank);
     for (int64_t d = 0; d < rank; ++d)
       srcShape[perm[d]] = shape[d];
@@ -136,7 +130,7 @@ TEST(DataMovement, CopyStridedMatchesElementLoop) {
     int64_t inOffset = 0;
     for (int64_t d = 0; d < rank; ++d) {
       inStrides[d] = base[perm[d]];
-      if (pick(0, 4) == 0) { // walk this dim backwards
+      if (rng.pick(0, 4) == 0) { // walk this dim backwards
         inOffset += (shape[d] - 1) * inStrides[d];
         inStrides[d] = -inStrides[d];
       }
@@ -146,7 +140,7 @@ TEST(DataMovement, CopyStridedMatchesElementLoop) {
     for (size_t i = 0; i < src.size(); ++i)
       src[i] = static_cast<uint8_t>(i * 31 + 7);
     // Destination: dense, or every other element of a wider buffer.
-    bool spread = pick(0, 2) == 0;
+    bool spread = rng.pick(0, 2) == 0;
     std::vector<int64_t> outStrides = stridesOf(shape);
     if (spread)
       for (int64_t &s : outStrides)
@@ -169,12 +163,12 @@ TEST(DataMovement, CopyStridedMatchesElementLoop) {
 
 TEST(DataMovement, TileMatchesElementLoop) {
   for (int iter = 0; iter < 300; ++iter) {
-    int64_t rank = pick(1, 5);
+    int64_t rank = rng.pick(1, 5);
     Shape shape = randomShape(rank, 6);
     std::vector<int64_t> reps(rank);
     Shape outShape(rank);
     for (int64_t d = 0; d < rank; ++d) {
-      reps[d] = pick(1, 3);
+      reps[d] = rng.pick(1, 3);
       outShape[d] = shape[d] * reps[d];
     }
     Tensor x = randomTensor(randomDType(), shape);
@@ -192,14 +186,14 @@ TEST(DataMovement, TileMatchesElementLoop) {
 
 TEST(DataMovement, TransposeMatchesElementLoop) {
   for (int iter = 0; iter < 300; ++iter) {
-    int64_t rank = pick(1, 5);
+    int64_t rank = rng.pick(1, 5);
     Shape shape = randomShape(rank, iter % 10 == 0 ? 70 : 9);
     if (numElementsOf(shape) > 20000)
       continue;
     std::vector<int64_t> perm(rank);
     for (int64_t d = 0; d < rank; ++d)
       perm[d] = d;
-    std::shuffle(perm.begin(), perm.end(), rng());
+    std::shuffle(perm.begin(), perm.end(), rng.engine());
     Shape outShape(rank);
     for (int64_t d = 0; d < rank; ++d)
       outShape[d] = shape[perm[d]];
@@ -219,19 +213,19 @@ TEST(DataMovement, TransposeMatchesElementLoop) {
 TEST(DataMovement, SliceByIndexViewsAndCopiesMatchElementLoop) {
   int tested = 0;
   for (int iter = 0; iter < 400; ++iter) {
-    int64_t rank = pick(1, 4);
+    int64_t rank = rng.pick(1, 4);
     Shape shape = randomShape(rank, 8);
     std::vector<int64_t> begin(rank), end(rank), stride(rank), outShape(rank);
     for (int64_t d = 0; d < rank; ++d) {
       int64_t n = shape[d];
       // Whole dims often, so contiguous slices (views) are common.
-      if (pick(0, 2) == 0) {
+      if (rng.pick(0, 2) == 0) {
         begin[d] = 0, end[d] = n, stride[d] = 1;
       } else {
-        int64_t st = pick(0, 3) == 0 ? -pick(1, 2) : pick(1, 3);
-        int64_t b = pick(0, n - 1), e = pick(0, n);
+        int64_t st = rng.pick(0, 3) == 0 ? -rng.pick(1, 2) : rng.pick(1, 3);
+        int64_t b = rng.pick(0, n - 1), e = rng.pick(0, n);
         if (st < 0)
-          e = pick(-1, n - 1);
+          e = rng.pick(-1, n - 1);
         begin[d] = b, end[d] = e, stride[d] = st;
       }
       int64_t b = begin[d], e = end[d], st = stride[d];
@@ -277,12 +271,12 @@ TEST(DataMovement, SliceUpdateInPlaceAndCopyMatchElementLoop) {
   // x is either an op result read only here (updated in place) or a
   // function input (copied); the input must not change.
   for (int iter = 0; iter < 200; ++iter) {
-    int64_t rank = pick(1, 4);
+    int64_t rank = rng.pick(1, 4);
     Shape shape = randomShape(rank, 7);
     std::vector<int64_t> begin(rank), end(rank), len(rank);
     for (int64_t d = 0; d < rank; ++d) {
-      begin[d] = pick(0, shape[d] - 1);
-      end[d] = pick(begin[d] + 1, shape[d]);
+      begin[d] = rng.pick(0, shape[d] - 1);
+      end[d] = rng.pick(begin[d] + 1, shape[d]);
       len[d] = end[d] - begin[d];
     }
     DType dt = randomDType();
@@ -321,13 +315,13 @@ TEST(DataMovement, SliceUpdateInPlaceAndCopyMatchElementLoop) {
 
 TEST(DataMovement, SplitConcatStackMatchElementLoop) {
   for (int iter = 0; iter < 200; ++iter) {
-    int64_t rank = pick(1, 4);
+    int64_t rank = rng.pick(1, 4);
     Shape shape = randomShape(rank, 7);
-    int64_t axis = pick(0, rank - 1);
+    int64_t axis = rng.pick(0, rank - 1);
     DType dt = randomDType();
     Tensor x = randomTensor(dt, shape);
     // split into two sizes along axis (views when the axis is outermost)
-    int64_t first = pick(0, shape[axis]);
+    int64_t first = rng.pick(0, shape[axis]);
     Shape s1 = shape, s2 = shape;
     s1[axis] = first;
     s2[axis] = shape[axis] - first;
@@ -365,15 +359,15 @@ TEST(DataMovement, SplitConcatStackMatchElementLoop) {
 
 TEST(DataMovement, PadModesMatchElementLoop) {
   for (int iter = 0; iter < 150; ++iter) {
-    int64_t rank = pick(1, 4);
+    int64_t rank = rng.pick(1, 4);
     Shape shape = randomShape(rank, 6);
-    int64_t padded = pick(1, rank);
-    std::string mode = std::vector<std::string>{"constant", "reflect", "replicate"}[pick(0, 2)];
+    int64_t padded = rng.pick(1, rank);
+    std::string mode = std::vector<std::string>{"constant", "reflect", "replicate"}[rng.pick(0, 2)];
     std::vector<int64_t> pad, before(rank, 0), after(rank, 0);
     Shape outShape = shape;
     for (int64_t d = rank - padded; d < rank; ++d) {
       int64_t lim = mode == "reflect" ? shape[d] - 1 : 3;
-      before[d] = pick(0, lim), after[d] = pick(0, lim);
+      before[d] = rng.pick(0, lim), after[d] = rng.pick(0, lim);
       pad.push_back(before[d]);
       pad.push_back(after[d]);
       outShape[d] += before[d] + after[d];
@@ -407,7 +401,8 @@ TEST(DataMovement, PadModesMatchElementLoop) {
 
 TEST(DataMovement, DepthSpaceFamilyMatchesElementLoop) {
   for (int iter = 0; iter < 60; ++iter) {
-    int64_t block = pick(1, 3), n = pick(1, 2), oc = pick(1, 3), h = pick(1, 4), w = pick(1, 5);
+    int64_t block = rng.pick(1, 3), n = rng.pick(1, 2), oc = rng.pick(1, 3), h = rng.pick(1, 4),
+            w = rng.pick(1, 5);
     int64_t c = oc * block * block;
     DType dt = randomDType();
     Tensor x = randomTensor(dt, {n, c, h, w});
@@ -444,9 +439,9 @@ TEST(DataMovement, DepthSpaceFamilyMatchesElementLoop) {
 
 TEST(DataMovement, NearestResamplingAndBandPartMatchElementLoop) {
   for (int iter = 0; iter < 60; ++iter) {
-    Shape shape = {pick(1, 2), pick(1, 3), pick(1, 6), pick(1, 7)};
+    Shape shape = {rng.pick(1, 2), rng.pick(1, 3), rng.pick(1, 6), rng.pick(1, 7)};
     Tensor x = randomTensor(DType::F32, shape);
-    int64_t oh = pick(1, 13), ow = pick(1, 13);
+    int64_t oh = rng.pick(1, 13), ow = rng.pick(1, 13);
     Shape outShape = {shape[0], shape[1], oh, ow};
     Tensor got =
         runUnary("resize_nearest_neighbor", x,
@@ -455,7 +450,8 @@ TEST(DataMovement, NearestResamplingAndBandPartMatchElementLoop) {
     expectSameBytes(got, referenceGather(x, outShape, [&](const std::vector<int64_t> &o) {
                       return flat({o[0], o[1], o[2] * shape[2] / oh, o[3] * shape[3] / ow}, shape);
                     }));
-    float sh = static_cast<float>(pick(1, 3)), sw = static_cast<float>(pick(1, 3)) * 0.5f + 1;
+    float sh = static_cast<float>(rng.pick(1, 3)),
+          sw = static_cast<float>(rng.pick(1, 3)) * 0.5f + 1;
     Shape upShape = {shape[0], shape[1], static_cast<int64_t>(std::floor(shape[2] * sh)),
                      static_cast<int64_t>(std::floor(shape[3] * sw))};
     Tensor up =
@@ -469,7 +465,7 @@ TEST(DataMovement, NearestResamplingAndBandPartMatchElementLoop) {
                           std::min(shape[3] - 1, static_cast<int64_t>(std::floor(o[3] / sw)));
                       return flat({o[0], o[1], iy, ix}, shape);
                     }));
-    int64_t lower = pick(-1, 4), upper = pick(-1, 4);
+    int64_t lower = rng.pick(-1, 4), upper = rng.pick(-1, 4);
     Tensor band =
         runUnary("band_part", x, {{"lower", scalarI32(lower)}, {"upper", scalarI32(upper)}}, shape,
                  DType::F32);

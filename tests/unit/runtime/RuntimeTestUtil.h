@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,26 @@ inline ConstantRef constF16(const std::vector<float> &v, std::vector<int64_t> sh
     bits.push_back(floatToHalf(f));
   return std::make_shared<Constant>(Constant::fromF16Bits(std::move(bits), std::move(shape)));
 }
+
+/// Random test data from a fixed seed: a randomized test draws the same cases
+/// at every run. A test file keeps one, with a seed of its own.
+class SeededRandom {
+public:
+  explicit SeededRandom(uint32_t seed) : engine_(seed) {}
+
+  /// A uniform integer in [lo, hi].
+  int64_t pick(int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(engine_);
+  }
+  /// A uniform float in [lo, hi).
+  float uniform(float lo, float hi) {
+    return std::uniform_real_distribution<float>(lo, hi)(engine_);
+  }
+  std::mt19937 &engine() { return engine_; }
+
+private:
+  std::mt19937 engine_;
+};
 
 /// Every kernel instruction set this CPU runs, the portable one first: a
 /// test that loops over them checks each path on every machine (the AVX2
