@@ -61,7 +61,8 @@ std::string opsMarkdown() {
   std::string md;
   md += "# MIL ops known to anefit\n\n";
   md += "Generated from `src/ops/Ops.def` by the op library (`anefit-opt --list-ops`); do not "
-        "edit. A unit test fails when this page and the table disagree.\n\n";
+        "edit. Regenerate with `scripts/generated_docs.sh`; the test `docs` fails when this page "
+        "and the table disagree.\n\n";
   md += "One row per op and opset in which it was introduced or changed; a program uses the "
         "newest row whose opset is not after its own (CoreML5 = iOS15 ... CoreML8 = iOS18; "
         "CoreML9 adds no ops). `coreml` is the coreml dialect, `proto` an op that exists only in "

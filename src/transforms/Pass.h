@@ -181,8 +181,8 @@ struct PassExampleRun {
 /// example does not parse.
 PassExampleRun runPassExample(const PassInfo &info);
 
-/// docs/passes.md, generated from Passes.def (a unit test keeps the file
-/// equal to this text).
+/// docs/passes.md, generated from Passes.def (`anefit-opt --list-passes`;
+/// scripts/generated_docs.sh writes and checks the file).
 std::string passesMarkdown();
 
 } // namespace anefit

@@ -427,8 +427,8 @@ PassExampleRun runPassExample(const PassInfo &info) {
 std::string passesMarkdown() {
   std::ostringstream os;
   os << "# Passes\n\n"
-     << "<!-- Generated from src/transforms/Passes.def; do not edit. Regenerate with\n"
-     << "     ANEFIT_UPDATE_DOCS=1 anefit-unit-transforms --gtest_filter=Docs.* -->\n\n"
+     << "<!-- Generated from src/transforms/Passes.def by `anefit-opt --list-passes`; do not\n"
+     << "     edit. Regenerate with scripts/generated_docs.sh -->\n\n"
      << "Passes rewrite a model. Without `--passes`, `anefit fix` checks the model and runs "
      << "only the passes that remove one of its blocking findings (compile-fail or "
      << "runtime-fail, confirmed or at-risk), with the options below, in table order, then "

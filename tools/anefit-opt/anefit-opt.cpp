@@ -216,6 +216,12 @@ int main(int argc, char **argv) {
       app.add_flag("--list-ops", listOps, "print the op table as markdown (docs/ops.md) and exit");
   input->excludes(listOpsFlag);
   listOpsFlag->excludes(input);
+  // So does the pass table; docs/passes.md is its output.
+  bool listPasses = false;
+  CLI::Option *listPassesFlag = app.add_flag(
+      "--list-passes", listPasses, "print the pass table as markdown (docs/passes.md) and exit");
+  input->excludes(listPassesFlag);
+  listPassesFlag->excludes(input);
   // Each pass of Passes.def run on its own before/after example.
   bool checkExamples = false;
   CLI::Option *checkExamplesFlag = app.add_flag(
@@ -246,6 +252,10 @@ int main(int argc, char **argv) {
   }
   if (listOps) {
     std::cout << opsMarkdown();
+    return kExitOk;
+  }
+  if (listPasses) {
+    std::cout << passesMarkdown();
     return kExitOk;
   }
   if (checkExamples)

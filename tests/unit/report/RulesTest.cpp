@@ -1,9 +1,8 @@
 //===- RulesTest.cpp - The rules table and docs/rules.md ------------------===//
 //
 // Every row of AneRules.def is well formed (stable unique id, evidence URL,
-// fix), and docs/rules.md is exactly what the table and the evidence corpus
-// generate. Set
-// ANEFIT_UPDATE_DOCS=1 to rewrite the file instead of failing.
+// fix), and the markdown of docs/rules.md names every rule (the file itself
+// is written and checked by scripts/generated_docs.sh, the test `docs`).
 //
 //===----------------------------------------------------------------------===//
 #include "ane/AneRules.h"
@@ -13,11 +12,8 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <regex>
 #include <set>
-#include <sstream>
 
 using namespace anefit::ane;
 
@@ -102,25 +98,13 @@ TEST(AneRules, GatesKeyOnCapabilities) {
   EXPECT_TRUE(gateApplies(Gate::Ios26, Chip::Any, TargetOs::Any));
 }
 
-TEST(AneRules, DocsAreGeneratedFromTheTable) {
-  std::string path = std::string(ANEFIT_TEST_DATA_DIR) + "/../docs/rules.md";
-  std::string expected = rulesMarkdown(corpusMarkdown(
+TEST(AneRules, MarkdownNamesEveryRule) {
+  std::string md = rulesMarkdown(corpusMarkdown(
       std::string(ANEFIT_TEST_DATA_DIR) + "/fixtures/evidence", [](const std::string &model) {
         return anefit::loadModel(model, anefit::LoadOptions{.openWeights = false});
       }));
-  if (const char *update = std::getenv("ANEFIT_UPDATE_DOCS"); update && *update == '1') {
-    std::ofstream(path, std::ios::binary) << expected;
-    GTEST_SKIP() << "rewrote " << path;
-  }
-  std::ifstream in(path, std::ios::binary);
-  const char *regen = "run 'anefit rules --format markdown --evidence tests/fixtures/evidence > "
-                      "docs/rules.md'";
-  ASSERT_TRUE(in) << path << " is missing: " << regen;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  EXPECT_EQ(ss.str(), expected) << "docs/rules.md is stale: " << regen;
   for (const RuleInfo &r : allRules())
-    EXPECT_NE(ss.str().find(std::string(r.code)), std::string::npos) << r.code;
+    EXPECT_NE(md.find(std::string(r.code)), std::string::npos) << r.code;
 }
 
 TEST(AneRules, CoverageIsGeneratedFromTheCorpus) {
