@@ -28,10 +28,6 @@ def _protoc():
     return protoc
 
 
-def _coremltools():
-    return pytest.importorskip("coremltools")
-
-
 def _decode(protoc, message_type, proto_file, data):
     result = subprocess.run(
         [protoc, "-I", PROTO_DIR, "--decode=" + message_type, os.path.join(PROTO_DIR, proto_file)],
@@ -83,14 +79,17 @@ def _build_package(ct, out_dir):
     return path
 
 
-def test_schema_decodes_coremltools_model_without_unknown_fields(tmp_path):
-    protoc = _protoc()
-    ct = _coremltools()
-    package = _build_package(ct, str(tmp_path))
+@pytest.fixture(scope="module")
+def tiny_model(coremltools, tmp_path_factory):
+    """The bytes of _build_package's model.mlmodel, built once for the module."""
+    package = _build_package(coremltools, str(tmp_path_factory.mktemp("tiny")))
     with open(os.path.join(package, "Data", "com.apple.CoreML", "model.mlmodel"), "rb") as f:
-        data = f.read()
+        return f.read()
 
-    text = _decode(protoc, "anefit.coreml.Model", "Model.proto", data)
+
+def test_schema_decodes_coremltools_model_without_unknown_fields(tiny_model):
+    protoc = _protoc()
+    text = _decode(protoc, "anefit.coreml.Model", "Model.proto", tiny_model)
 
     unknown = UNKNOWN_FIELD.findall(text)
     assert not unknown, "fields our schema does not know:\n" + "\n".join(unknown)
@@ -108,14 +107,12 @@ def test_schema_decodes_coremltools_model_without_unknown_fields(tmp_path):
     assert 'key: "com.github.apple.coremltools.version"' in text
 
 
-def test_schema_encodes_what_coremltools_decodes(tmp_path):
+def test_schema_encodes_what_coremltools_decodes(coremltools, tiny_model):
     """Text decoded with our schema, encoded again with our schema, parses in coremltools'
     own generated classes to exactly the original message: the field types agree too."""
     protoc = _protoc()
-    ct = _coremltools()
-    package = _build_package(ct, str(tmp_path))
-    with open(os.path.join(package, "Data", "com.apple.CoreML", "model.mlmodel"), "rb") as f:
-        data = f.read()
+    ct = coremltools
+    data = tiny_model
     text = _decode(protoc, "anefit.coreml.Model", "Model.proto", data)
 
     result = subprocess.run(
@@ -133,11 +130,11 @@ def test_schema_encodes_what_coremltools_decodes(tmp_path):
     assert reencoded == original
 
 
-def test_schema_reports_other_model_kinds_as_unknown_fields(tmp_path):
+def test_schema_reports_other_model_kinds_as_unknown_fields(coremltools, tmp_path):
     """A NeuralNetwork model is not declared in our schema: its field 500 stays unknown,
     which is exactly what the reader relies on to refuse it."""
     protoc = _protoc()
-    ct = _coremltools()
+    ct = coremltools
     from coremltools.models import datatypes
     from coremltools.models.neural_network import NeuralNetworkBuilder
 
