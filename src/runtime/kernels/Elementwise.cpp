@@ -7,21 +7,12 @@
 #include "ops/TypeInference.h"
 #include "runtime/kernels/KernelUtil.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
 namespace anefit::runtime {
 namespace {
-
-/// The element-wise reference of every binary op: out[i] = f(x[i'], y[i''])
-/// with each side's offset from its broadcast walk. The fast paths of
-/// binaryMap must agree with it bit for bit.
-template <typename T, typename R, typename F>
-void binaryMapGeneral(const Shape &xs, const T *a, const Shape &ys, const T *b, const Shape &shape,
-                      R *o, F &f) {
-  std::vector<int64_t> offY = broadcastOffsets(ys, shape);
-  forEachBroadcast(xs, shape, [&](int64_t i, int64_t ox) { o[i] = f(a[ox], b[offY[i]]); });
-}
 
 /// out[r * inner + i] = f(x, y) over `outer` rows of `inner` elements, each
 /// side read as its BroadcastKind says (Same: its own row, Row: the one row,
@@ -90,6 +81,73 @@ bool mapFast(const T *a, BroadcastPattern pa, const T *b, BroadcastPattern pb, R
   return false;
 }
 
+/// Strides (in elements) of a tensor of shape `in` broadcast to `out`,
+/// aligned to `out`'s dims: 0 along the dims it is broadcast over.
+std::vector<int64_t> alignedStrides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> stride(out.size(), 0), own = stridesOf(in);
+  size_t off = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    if (in[d] != 1)
+      stride[d + off] = own[d];
+  return stride;
+}
+
+/// Calls row(r, offsets...) for each run of `shape`'s last axis (row r of
+/// shape.back() elements), with each operand's offset of that run, by an
+/// odometer over the other axes; `strides` are the operands' aligned
+/// strides. Empty shapes (a scalar) are one run of one element.
+template <size_t N, typename Row>
+void forEachRun(const Shape &shape, const std::array<std::vector<int64_t>, N> &strides, Row &&row) {
+  int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t inner = rank ? shape.back() : 1, n = numElementsOf(shape);
+  if (n == 0)
+    return;
+  std::vector<int64_t> idx(static_cast<size_t>(std::max<int64_t>(rank, 1)), 0);
+  std::array<int64_t, N> off{};
+  for (int64_t r = 0; r * inner < n; ++r) {
+    row(r, off);
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      auto du = static_cast<size_t>(d);
+      for (size_t k = 0; k < N; ++k)
+        off[k] += strides[k][du];
+      if (++idx[du] < shape[du])
+        break;
+      for (size_t k = 0; k < N; ++k)
+        off[k] -= strides[k][du] * shape[du];
+      idx[du] = 0;
+    }
+  }
+}
+
+/// out[i] = f(x[i'], y[i'']) for any broadcast, run by run along the last
+/// axis: there each side is either contiguous or one value (a mask over
+/// rows, a scale per channel), so each run is a plain loop the compiler
+/// vectorizes, and no index is kept per element.
+template <typename T, typename R, typename F>
+void binaryMapRuns(const Shape &xs, const T *a, const Shape &ys, const T *b, const Shape &shape,
+                   R *o, F &f) {
+  std::array<std::vector<int64_t>, 2> strides = {alignedStrides(xs, shape),
+                                                 alignedStrides(ys, shape)};
+  int64_t inner = shape.empty() ? 1 : shape.back();
+  bool av = shape.empty() || strides[0].back() != 0, bv = shape.empty() || strides[1].back() != 0;
+  forEachRun(shape, strides, [&](int64_t r, const std::array<int64_t, 2> &off) {
+    const T *ar = a + off[0], *br = b + off[1];
+    R *out = o + r * inner;
+    if (av && bv)
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(ar[i], br[i]);
+    else if (av)
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(ar[i], br[0]);
+    else if (bv)
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(ar[0], br[i]);
+    else
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = f(ar[0], br[0]);
+  });
+}
+
 /// out[i] = f(x[i'], y[i'']) over the broadcast shape of x and y.
 template <typename T, typename R, typename F>
 Tensor binaryMap(KernelContext &ctx, const Tensor &x, const Tensor &y, DType outDType, F f) {
@@ -101,7 +159,7 @@ Tensor binaryMap(KernelContext &ctx, const Tensor &x, const Tensor &y, DType out
   R *o = out.mutableData<R>();
   if (!mapFast(a, broadcastPattern(x.shape(), shape), b, broadcastPattern(y.shape(), shape), o, n,
                f))
-    binaryMapGeneral(x.shape(), a, y.shape(), b, shape, o, f);
+    binaryMapRuns(x.shape(), a, y.shape(), b, shape, o, f);
   return out;
 }
 
@@ -467,25 +525,50 @@ void thresholdedReluOp(KernelContext &ctx) {
 }
 
 // Selection, casts.
+
+/// select copies a's or b's element as cond says, row by row along the last
+/// axis: a row whose cond is one value (a one-hot mask over the rows, the
+/// KV-cache blends fix writes) is one copy or fill, not a choice per element.
 void selectOp(KernelContext &ctx) {
   const Tensor &cond = ctx.in("cond"), &a = ctx.in("a"), &b = ctx.in("b");
   if (a.dtype() != b.dtype())
     ctx.fail("a and b have different dtypes");
   Shape shape = broadcastShapes(ctx, cond.shape(), broadcastShapes(ctx, a.shape(), b.shape()));
   Tensor out = Tensor::zeros(a.dtype(), shape);
-  std::vector<int64_t> oc = broadcastOffsets(cond.shape(), shape),
-                       oa = broadcastOffsets(a.shape(), shape),
-                       ob = broadcastOffsets(b.shape(), shape);
-  int eb = elemBytes(a);
-  const uint8_t *c = cond.bytes();
-  bool condFloat = cond.dtype() == DType::F32;
-  for (int64_t i = 0; i < out.numElements(); ++i) {
-    bool pick =
-        condFloat ? cond.data<float>()[oc[i]] != 0.0f
-                  : (cond.dtype() == DType::I32 ? cond.data<int32_t>()[oc[i]] != 0 : c[oc[i]] != 0);
-    const uint8_t *src = pick ? a.bytes() + oa[i] * eb : b.bytes() + ob[i] * eb;
-    std::memcpy(out.mutableBytes() + i * eb, src, eb);
-  }
+  // cond as one byte per element of its own shape.
+  std::vector<uint8_t> mask(static_cast<size_t>(cond.numElements()));
+  for (size_t i = 0; i < mask.size(); ++i)
+    mask[i] = cond.dtype() == DType::F32   ? cond.data<float>()[i] != 0.0f
+              : cond.dtype() == DType::I32 ? cond.data<int32_t>()[i] != 0
+                                           : cond.bytes()[i] != 0;
+  std::array<std::vector<int64_t>, 3> strides = {alignedStrides(cond.shape(), shape),
+                                                 alignedStrides(a.shape(), shape),
+                                                 alignedStrides(b.shape(), shape)};
+  int64_t inner = shape.empty() ? 1 : shape.back();
+  int64_t ic = shape.empty() ? 0 : strides[0].back(), ia = shape.empty() ? 0 : strides[1].back(),
+          ib = shape.empty() ? 0 : strides[2].back();
+  auto eb = static_cast<int64_t>(elemBytes(a));
+  const uint8_t *ab = a.bytes(), *bb = b.bytes();
+  uint8_t *o = out.mutableBytes();
+  forEachRun(shape, strides, [&](int64_t r, const std::array<int64_t, 3> &off) {
+    uint8_t *dst = o + r * inner * eb;
+    if (ic == 0) {
+      // One choice for the run: a copy of a's or b's run, or a fill.
+      bool pick = mask[static_cast<size_t>(off[0])];
+      const uint8_t *src = pick ? ab + off[1] * eb : bb + off[2] * eb;
+      if ((pick ? ia : ib) != 0)
+        std::memcpy(dst, src, static_cast<size_t>(inner * eb));
+      else
+        for (int64_t i = 0; i < inner; ++i)
+          std::memcpy(dst + i * eb, src, static_cast<size_t>(eb));
+      return;
+    }
+    for (int64_t i = 0; i < inner; ++i) {
+      const uint8_t *src = mask[static_cast<size_t>(off[0] + i)] ? ab + (off[1] + i * ia) * eb
+                                                                 : bb + (off[2] + i * ib) * eb;
+      std::memcpy(dst + i * eb, src, static_cast<size_t>(eb));
+    }
+  });
   ctx.setOutput(0, std::move(out));
 }
 

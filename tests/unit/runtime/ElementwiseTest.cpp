@@ -210,6 +210,113 @@ TEST(Elementwise, SelectBroadcastsCondition) {
   expectNear(out[0], {1, -1, 3, -1}, {2, 2});
 }
 
+/// Element `i` of a tensor of shape `in` broadcast to `out`, by division:
+/// the reference select's row-wise copies are held to.
+int64_t broadcastIndex(const Shape &in, const Shape &out, int64_t i) {
+  int64_t offset = 0, stride = 1;
+  for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+    int64_t coord = i % out[static_cast<size_t>(d)];
+    i /= out[static_cast<size_t>(d)];
+    int64_t k = d - static_cast<int64_t>(out.size() - in.size());
+    if (k >= 0) {
+      int64_t extent = in[static_cast<size_t>(k)];
+      offset += (extent == 1 ? 0 : coord) * stride;
+      stride *= extent;
+    }
+  }
+  return offset;
+}
+
+TEST(Elementwise, SelectMatchesTheElementwiseDefinitionUnderBroadcasting) {
+  SeededRandom r(41);
+  for (int trial = 0; trial < 200; ++trial) {
+    Shape out;
+    for (int64_t d = r.pick(0, 4); d > 0; --d)
+      out.push_back(r.pick(1, 5));
+    // Each operand: the output's trailing dims, some of them 1.
+    auto operand = [&] {
+      Shape s(out.begin() + r.pick(0, static_cast<int64_t>(out.size())), out.end());
+      for (int64_t &d : s)
+        if (r.pick(0, 2) == 0)
+          d = 1;
+      return s;
+    };
+    Shape cs = operand(), as = operand(), bs = operand();
+    // The op's declared shape is the three operands' broadcast.
+    size_t rank = std::max({cs.size(), as.size(), bs.size()});
+    Shape shape(rank, 1);
+    for (const Shape *x : {&cs, &as, &bs})
+      for (size_t k = 0; k < x->size(); ++k) {
+        size_t d = rank - x->size() + k;
+        shape[d] = std::max(shape[d], (*x)[k]);
+      }
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    std::vector<bool> c(static_cast<size_t>(runtime::numElementsOf(cs)));
+    std::vector<float> av(static_cast<size_t>(runtime::numElementsOf(as))),
+        bv(static_cast<size_t>(runtime::numElementsOf(bs)));
+    for (size_t i = 0; i < c.size(); ++i)
+      c[i] = r.pick(0, 1);
+    for (float &x : av)
+      x = r.uniform(0, 1);
+    for (float &x : bv)
+      x = r.uniform(-1, 0);
+    ProgramBuilder b;
+    Value *cv = b.input("c", DType::Bool, cs);
+    Value *a = b.input("a", DType::F32, as);
+    Value *bb = b.input("b", DType::F32, bs);
+    b.output(b.op("select", {{"cond", cv}, {"a", a}, {"b", bb}}, DType::F32, shape));
+    auto got = runOnce(b, {{"c", Tensor::fromBool(c, cs)},
+                           {"a", Tensor::fromF32(av, as)},
+                           {"b", Tensor::fromF32(bv, bs)}});
+    std::vector<float> want(static_cast<size_t>(runtime::numElementsOf(shape)));
+    for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i)
+      want[static_cast<size_t>(i)] = c[static_cast<size_t>(broadcastIndex(cs, shape, i))]
+                                         ? av[static_cast<size_t>(broadcastIndex(as, shape, i))]
+                                         : bv[static_cast<size_t>(broadcastIndex(bs, shape, i))];
+    expectNear(got[0], want, shape);
+  }
+}
+
+TEST(Elementwise, BinaryOpsMatchTheElementwiseDefinitionUnderBroadcasting) {
+  SeededRandom r(43);
+  for (int trial = 0; trial < 200; ++trial) {
+    Shape out;
+    for (int64_t d = r.pick(0, 4); d > 0; --d)
+      out.push_back(r.pick(1, 5));
+    auto operand = [&] {
+      Shape s(out.begin() + r.pick(0, static_cast<int64_t>(out.size())), out.end());
+      for (int64_t &d : s)
+        if (r.pick(0, 2) == 0)
+          d = 1;
+      return s;
+    };
+    Shape xs = operand(), ys = operand();
+    size_t rank = std::max(xs.size(), ys.size());
+    Shape shape(rank, 1);
+    for (const Shape *v : {&xs, &ys})
+      for (size_t k = 0; k < v->size(); ++k)
+        shape[rank - v->size() + k] = std::max(shape[rank - v->size() + k], (*v)[k]);
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    std::vector<float> xv(static_cast<size_t>(runtime::numElementsOf(xs))),
+        yv(static_cast<size_t>(runtime::numElementsOf(ys)));
+    for (float &v : xv)
+      v = r.uniform(-2, 2);
+    for (float &v : yv)
+      v = r.uniform(-2, 2);
+    // sub is not symmetric: a side read for the other shows.
+    ProgramBuilder b;
+    Value *x = b.input("x", DType::F32, xs);
+    Value *y = b.input("y", DType::F32, ys);
+    b.output(b.op("sub", {{"x", x}, {"y", y}}, DType::F32, shape));
+    auto got = runOnce(b, {{"x", Tensor::fromF32(xv, xs)}, {"y", Tensor::fromF32(yv, ys)}});
+    std::vector<float> want(static_cast<size_t>(runtime::numElementsOf(shape)));
+    for (int64_t i = 0; i < static_cast<int64_t>(want.size()); ++i)
+      want[static_cast<size_t>(i)] = xv[static_cast<size_t>(broadcastIndex(xs, shape, i))] -
+                                     yv[static_cast<size_t>(broadcastIndex(ys, shape, i))];
+    expectNear(got[0], want, shape);
+  }
+}
+
 TEST(Elementwise, CastTruncatesAndConverts) {
   ProgramBuilder b;
   Value *x = b.input("x", DType::F32, {4});
