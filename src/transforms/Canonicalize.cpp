@@ -11,6 +11,8 @@
 #include "transforms/PassImpl.h"
 #include "transforms/Patterns.h"
 
+#include "support/IntMath.h"
+
 #include <algorithm>
 #include <functional>
 
@@ -105,13 +107,10 @@ struct FoldIntBinary : RewritePattern {
 };
 
 /// Integer division rounding toward negative infinity; nullopt for /0.
-std::optional<int64_t> floorDiv(int64_t a, int64_t b) {
+std::optional<int64_t> foldFloorDiv(int64_t a, int64_t b) {
   if (b == 0)
     return std::nullopt;
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0)))
-    --q;
-  return q;
+  return floorDiv(a, b);
 }
 
 struct FoldGather : RewritePattern {
@@ -127,11 +126,10 @@ struct FoldGather : RewritePattern {
     std::vector<int64_t> out;
     int64_t n = x->shape[0];
     for (int64_t i : idx->values) {
-      if (i < 0)
-        i += n;
-      if (i < 0 || i >= n)
+      std::optional<int64_t> at = normalizeIndex(i, n);
+      if (!at)
         return false;
-      out.push_back(x->values[i]);
+      out.push_back(x->values[static_cast<size_t>(*at)]);
     }
     return replaceWithInts(op, rw, out, idx->shape);
   }
@@ -394,7 +392,7 @@ void populateFoldPatterns(PatternList &patterns) {
       "sub", [](int64_t a, int64_t b) -> std::optional<int64_t> { return a - b; }));
   patterns.push_back(std::make_unique<FoldIntBinary>(
       "mul", [](int64_t a, int64_t b) -> std::optional<int64_t> { return a * b; }));
-  patterns.push_back(std::make_unique<FoldIntBinary>("floor_div", floorDiv));
+  patterns.push_back(std::make_unique<FoldIntBinary>("floor_div", foldFloorDiv));
   patterns.push_back(std::make_unique<FoldIntBinary>(
       "maximum", [](int64_t a, int64_t b) -> std::optional<int64_t> { return std::max(a, b); }));
   patterns.push_back(std::make_unique<FoldIntBinary>(

@@ -18,6 +18,7 @@
 #include "transforms/Patterns.h"
 
 #include "support/DType.h"
+#include "support/IntMath.h"
 
 #include <algorithm>
 #include <map>
@@ -36,13 +37,6 @@ constexpr int64_t kSplitBase = 2048;
 /// Bound vectors are a few elements; never trace through bigger constants.
 constexpr uint64_t kMaxBoundElements = 64;
 constexpr int kMaxTraceDepth = 16;
-
-int64_t floorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0)))
-    --q;
-  return q;
-}
 
 int64_t elementCount(const std::vector<int64_t> &shape) {
   int64_t n = 1;

@@ -74,9 +74,6 @@ std::optional<int64_t> addChecked(int64_t a, int64_t b) {
   return r;
 }
 
-int64_t floorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-int64_t ceilDiv(int64_t a, int64_t b) { return -floorDiv(-a, b); }
-
 std::optional<Dim> dimTimes(const Dim &d, int64_t k) {
   if (k == 1)
     return d;

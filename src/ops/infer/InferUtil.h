@@ -9,6 +9,7 @@
 #pragma once
 
 #include "ops/TypeInference.h"
+#include "support/IntMath.h"
 
 #include <cstdint>
 #include <optional>
@@ -174,10 +175,6 @@ Result axisError(InferCtx &c, int64_t axis, int64_t rank);
 
 std::optional<int64_t> mulChecked(int64_t a, int64_t b);
 std::optional<int64_t> addChecked(int64_t a, int64_t b);
-
-/// floor(a / b) for b > 0.
-int64_t floorDiv(int64_t a, int64_t b);
-int64_t ceilDiv(int64_t a, int64_t b);
 
 /// Dim `d` times static `k`: static stays static, anything else times 1 stays.
 std::optional<Dim> dimTimes(const Dim &d, int64_t k);

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "ops/TypeInference.h"
 #include "runtime/kernels/KernelUtil.h"
+#include "support/IntMath.h"
 
 #include <array>
 #include <cmath>
@@ -264,12 +265,7 @@ template <typename F> void perChannel(KernelContext &ctx, const std::vector<floa
 }
 
 int32_t floorDivInt(int32_t a, int32_t b) {
-  if (b == 0)
-    return 0; // defined here rather than undefined behaviour
-  int32_t q = a / b;
-  if ((a % b != 0) && ((a < 0) != (b < 0)))
-    --q;
-  return q;
+  return b == 0 ? 0 : floorDiv(a, b); // 0 defined here rather than undefined behaviour
 }
 
 } // namespace

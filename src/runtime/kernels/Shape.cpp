@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/Lazy.h"
+#include "support/IntMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -21,11 +22,11 @@ namespace {
 /// An index read from an indices tensor, negative values counted from the
 /// end; fails when out of [0, size).
 int64_t checkedIndex(KernelContext &ctx, int64_t idx, int64_t size, std::string_view what) {
-  int64_t i = idx < 0 ? idx + size : idx;
-  if (i < 0 || i >= size)
+  std::optional<int64_t> i = normalizeIndex(idx, size);
+  if (!i)
     ctx.fail(std::string(what) + " index " + std::to_string(idx) + " is out of range [" +
              std::to_string(-size) + ", " + std::to_string(size) + ")");
-  return i;
+  return *i;
 }
 
 /// Geometry of a strided slice: per-dim begin, step and length.
