@@ -227,29 +227,39 @@ int64_t broadcastIndex(const Shape &in, const Shape &out, int64_t i) {
   return offset;
 }
 
+/// Random operand shapes that broadcast together, and their broadcast: a
+/// random output of rank 0 to 4, each operand its trailing dims, some of
+/// them 1.
+struct BroadcastProblem {
+  std::vector<Shape> operands;
+  Shape shape; ///< the operands' broadcast
+};
+BroadcastProblem randomBroadcast(SeededRandom &r, size_t operands) {
+  Shape out;
+  for (int64_t d = r.pick(0, 4); d > 0; --d)
+    out.push_back(r.pick(1, 5));
+  BroadcastProblem p;
+  size_t rank = 0;
+  for (size_t k = 0; k < operands; ++k) {
+    Shape s(out.begin() + r.pick(0, static_cast<int64_t>(out.size())), out.end());
+    for (int64_t &d : s)
+      if (r.pick(0, 2) == 0)
+        d = 1;
+    rank = std::max(rank, s.size());
+    p.operands.push_back(std::move(s));
+  }
+  p.shape.assign(rank, 1);
+  for (const Shape &x : p.operands)
+    for (size_t k = 0; k < x.size(); ++k)
+      p.shape[rank - x.size() + k] = std::max(p.shape[rank - x.size() + k], x[k]);
+  return p;
+}
+
 TEST(Elementwise, SelectMatchesTheElementwiseDefinitionUnderBroadcasting) {
   SeededRandom r(41);
   for (int trial = 0; trial < 200; ++trial) {
-    Shape out;
-    for (int64_t d = r.pick(0, 4); d > 0; --d)
-      out.push_back(r.pick(1, 5));
-    // Each operand: the output's trailing dims, some of them 1.
-    auto operand = [&] {
-      Shape s(out.begin() + r.pick(0, static_cast<int64_t>(out.size())), out.end());
-      for (int64_t &d : s)
-        if (r.pick(0, 2) == 0)
-          d = 1;
-      return s;
-    };
-    Shape cs = operand(), as = operand(), bs = operand();
-    // The op's declared shape is the three operands' broadcast.
-    size_t rank = std::max({cs.size(), as.size(), bs.size()});
-    Shape shape(rank, 1);
-    for (const Shape *x : {&cs, &as, &bs})
-      for (size_t k = 0; k < x->size(); ++k) {
-        size_t d = rank - x->size() + k;
-        shape[d] = std::max(shape[d], (*x)[k]);
-      }
+    BroadcastProblem p = randomBroadcast(r, 3);
+    const Shape &cs = p.operands[0], &as = p.operands[1], &bs = p.operands[2], &shape = p.shape;
     SCOPED_TRACE("trial " + std::to_string(trial));
     std::vector<bool> c(static_cast<size_t>(runtime::numElementsOf(cs)));
     std::vector<float> av(static_cast<size_t>(runtime::numElementsOf(as))),
@@ -280,22 +290,8 @@ TEST(Elementwise, SelectMatchesTheElementwiseDefinitionUnderBroadcasting) {
 TEST(Elementwise, BinaryOpsMatchTheElementwiseDefinitionUnderBroadcasting) {
   SeededRandom r(43);
   for (int trial = 0; trial < 200; ++trial) {
-    Shape out;
-    for (int64_t d = r.pick(0, 4); d > 0; --d)
-      out.push_back(r.pick(1, 5));
-    auto operand = [&] {
-      Shape s(out.begin() + r.pick(0, static_cast<int64_t>(out.size())), out.end());
-      for (int64_t &d : s)
-        if (r.pick(0, 2) == 0)
-          d = 1;
-      return s;
-    };
-    Shape xs = operand(), ys = operand();
-    size_t rank = std::max(xs.size(), ys.size());
-    Shape shape(rank, 1);
-    for (const Shape *v : {&xs, &ys})
-      for (size_t k = 0; k < v->size(); ++k)
-        shape[rank - v->size() + k] = std::max(shape[rank - v->size() + k], (*v)[k]);
+    BroadcastProblem p = randomBroadcast(r, 2);
+    const Shape &xs = p.operands[0], &ys = p.operands[1], &shape = p.shape;
     SCOPED_TRACE("trial " + std::to_string(trial));
     std::vector<float> xv(static_cast<size_t>(runtime::numElementsOf(xs))),
         yv(static_cast<size_t>(runtime::numElementsOf(ys)));
