@@ -335,6 +335,9 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
         options.passes.empty() && e.name == "requantize" && options.requantize == "auto";
     std::unique_ptr<Model> base = autoForms ? cloneModel(*result.fixed) : nullptr;
     PassResult passes = runElement(*result.fixed, element);
+    // The residency after this element, when auto's fallback has already
+    // checked the model it keeps.
+    std::optional<std::vector<Residency>> checked;
     if (autoForms) {
       // auto's forms (c8w, fp16) can grow the weights past the target's
       // size budget and take the model off the ANE: then the palettes,
@@ -342,9 +345,11 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       double share = flopShare(result.stages.back().residency);
       std::string tried = "auto's forms (c8w, fp16)";
       for (std::string_view form : kSmallerForms) {
-        double now = flopShare(residencyOf(ane::checkModel(*result.fixed, checkOptions(options))));
+        checked = residencyOf(ane::checkModel(*result.fixed, checkOptions(options)));
+        double now = flopShare(*checked);
         if (now >= share - kShareSlack)
           break;
+        checked.reset();
         char buf[240];
         std::snprintf(buf, sizeof buf,
                       "requantize: %s would lower the predicted ANE share of FLOPs from "
@@ -371,7 +376,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       result.roundedPasses.push_back(element);
     if (!hasErrors(verifyModel(*result.fixed)))
       result.stages.push_back(
-          {e.name, residencyOf(ane::checkModel(*result.fixed, checkOptions(options)))});
+          {e.name, checked ? std::move(*checked)
+                           : residencyOf(ane::checkModel(*result.fixed, checkOptions(options)))});
   }
 
   if (options.passes.empty())
