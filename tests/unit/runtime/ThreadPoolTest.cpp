@@ -225,6 +225,7 @@ TEST(ThreadPool, AJobEndsOnlyWhenEachOfItsIndicesRan) {
           sink = k;
         out[static_cast<size_t>(i)] = job;
       }
+      static_cast<void>(sink);
     });
     for (int64_t i = 0; i < n; ++i)
       ASSERT_EQ(out[static_cast<size_t>(i)], job)
