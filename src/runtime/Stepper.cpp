@@ -273,6 +273,20 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
     fail(what + ": shape " + shapeStr(expected.shape()) + " became " + shapeStr(actual.shape()));
     return;
   }
+  // The relative tolerance applies to each element's magnitude, or to the
+  // tensor's RMS where that is larger: an element that a sum brought near
+  // zero carries the rounding error of the terms it was summed from, which
+  // are of the tensor's typical size, not of its own.
+  double squares = 0;
+  int64_t finite = 0;
+  for (int64_t i = 0; i < expected.numElements(); ++i) {
+    double x = expected.floatAt(i);
+    if (std::isfinite(x)) {
+      squares += x * x;
+      ++finite;
+    }
+  }
+  double rms = finite ? std::sqrt(squares / static_cast<double>(finite)) : 0.0;
   for (int64_t i = 0; i < expected.numElements(); ++i) {
     double x = expected.floatAt(i), y = actual.floatAt(i);
     if (std::isnan(x) && std::isnan(y))
@@ -282,7 +296,7 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
       diff = INFINITY;
     maxAbsDiff_ = std::max(maxAbsDiff_, diff);
     ++compared_;
-    if (diff > tolerance_.atol + tolerance_.rtol * std::fabs(x)) {
+    if (diff > tolerance_.atol + tolerance_.rtol * std::max(std::fabs(x), rms)) {
       char buf[160];
       std::snprintf(buf, sizeof buf, ": element %lld is %.9g, was %.9g", (long long)i, y, x);
       fail(what + buf);

@@ -396,7 +396,9 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--steps", opts->steps, "prediction steps to compare (default 8)");
   cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)");
   cmd->add_option("--atol", opts->atol, "absolute tolerance of the comparison (default 1e-4)");
-  cmd->add_option("--rtol", opts->rtol, "relative tolerance of the comparison (default 1e-3)");
+  cmd->add_option("--rtol", opts->rtol,
+                  "relative tolerance of the comparison, of each value or of its output's RMS "
+                  "where larger (default 1e-3)");
   cmd->add_option("--precision", opts->precision,
                   "interpreter precision of the comparison: fp32 (default) or fp16 (every float "
                   "op rounded to fp16, as the ANE computes)");

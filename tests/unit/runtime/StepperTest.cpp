@@ -246,6 +246,23 @@ TEST(Comparison, RelativeToleranceScalesWithTheExpectedValue) {
   EXPECT_FALSE(cmp.ok());
 }
 
+TEST(Comparison, ElementsNearZeroAreHeldToTheTensorsScale) {
+  // Logits of RMS ~1.7 and one near zero, as a dot product that cancels
+  // leaves it: its rounding error is that of the terms, 1e-3 of the scale.
+  Comparison cmp({0.0, 1e-3});
+  cmp.compare("logits", Tensor::fromF32({2.0f, -2.0f, 0.005f}, {3}),
+              Tensor::fromF32({2.0f, -2.0f, 0.0062f}, {3}));
+  EXPECT_TRUE(cmp.ok()) << cmp.firstMismatch();
+  // Past rtol times the RMS it is still a difference.
+  cmp.compare("logits", Tensor::fromF32({2.0f, -2.0f, 0.005f}, {3}),
+              Tensor::fromF32({2.0f, -2.0f, 0.01f}, {3}));
+  EXPECT_FALSE(cmp.ok());
+  // A tensor of one scale keeps the element-wise tolerance.
+  Comparison flat({0.0, 1e-3});
+  flat.compare("y", Tensor::fromF32({1.0f, 1.0f}, {2}), Tensor::fromF32({1.0f, 1.0015f}, {2}));
+  EXPECT_FALSE(flat.ok());
+}
+
 TEST(Comparison, ShapeChangesAndMissingOutputsAreMismatches) {
   Comparison shape;
   shape.compare("y", Tensor::fromF32({1, 2}, {2}), Tensor::fromF32({1, 2}, {1, 2}));
