@@ -14,14 +14,17 @@
 // Fused matrix-vector kernels (AVX2, FMA, F16C) read packed rows and
 // dequantize in registers; they are bound by the instructions per byte, so
 // they keep shuffles (two ports on the AVX2 machines measured) few:
-//   int4/uint4 blocks: 8 bytes widen to 32-bit lanes, masks or shifts take
-//     the two nibbles apart, one conversion per 8 values makes them fp32.
+//   int4/uint4 blocks: 32 bytes are read as eight 32-bit words, each holding
+//     eight consecutive values; a mask (after a shift, for int4) leaves one
+//     nibble of every word in place as an integer times a power of two, which
+//     converts to fp32 exactly, and x, permuted and scaled by the inverse
+//     power of two once per call, makes each product q * x exactly. No
+//     shuffles, two or three instructions per 8 values besides the FMA.
 //     Blocks multiply their partial sums by the block's scale; offsets are
 //     taken off through per-block sums of x.
 //   16-entry fp16 palettes: two byte-table shuffles per 16 nibbles give the
-//     fp16 values, F16C widens them.
-//   In both, x is permuted once per call to the order the nibbles come in
-//   (per 32 values: the even ones, then the odd).
+//     fp16 values, F16C widens them; x is permuted once per call to the
+//     order the nibbles come in (per 32 values: the even ones, then the odd).
 //   8-bit blocks: bytes widened to fp32 eight at a time.
 // Other forms decode a row into a small buffer and take its dot product.
 //
@@ -142,42 +145,78 @@ struct Source {
 #if defined(__x86_64__)
 
 /// The fused kernels a DotOperand is prepared for.
-constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3;
+constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
 
-/// dot(q(nibbles), xp) over one group of 32 packed 4-bit integers, as 8
-/// lanes (xp permuted by permuteForNibbles: the low nibbles of bytes 0-15,
-/// then their high nibbles). Each 8 bytes widen to 32-bit lanes once; masks
-/// or shifts take their two nibbles apart (sign-extending int4) and one
-/// conversion per 8 values makes them fp32: few shuffles, which the 4-bit
-/// kernels are otherwise bound by. Two chains of two products each.
-template <bool Signed>
-__attribute__((target("avx2,fma"))) inline __m256 intNibbleBlock(const uint8_t *p,
-                                                                 const float *xp) {
-  __m128i b0 = _mm_loadl_epi64((const __m128i *)p);
-  __m128i b1 = _mm_loadl_epi64((const __m128i *)(p + 8));
-  __m256i lo0, lo1, hi0, hi1;
+/// Value k of each 32-bit word (nibble k, LSB first) as fp32, times a power
+/// of two that permuteForWords takes off x: int4 nibbles are shifted to the
+/// top bits and masked, q * 2^28 with the sign; uint4 nibbles are masked in
+/// place, q * 2^4k, the last shifted down.
+template <bool Signed, int K> __attribute__((target("avx2"))) inline __m256 wordSlot(__m256i w) {
   if constexpr (Signed) {
-    __m256i w0 = _mm256_cvtepi8_epi32(b0), w1 = _mm256_cvtepi8_epi32(b1);
-    lo0 = _mm256_srai_epi32(_mm256_slli_epi32(w0, 28), 28);
-    lo1 = _mm256_srai_epi32(_mm256_slli_epi32(w1, 28), 28);
-    hi0 = _mm256_srai_epi32(w0, 4);
-    hi1 = _mm256_srai_epi32(w1, 4);
+    const __m256i top = _mm256_set1_epi32(static_cast<int>(0xF0000000u));
+    if constexpr (K == 7)
+      return _mm256_cvtepi32_ps(_mm256_and_si256(w, top));
+    else
+      return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_slli_epi32(w, 28 - 4 * K), top));
   } else {
-    const __m256i low4 = _mm256_set1_epi32(0x0F);
-    __m256i w0 = _mm256_cvtepu8_epi32(b0), w1 = _mm256_cvtepu8_epi32(b1);
-    lo0 = _mm256_and_si256(w0, low4);
-    lo1 = _mm256_and_si256(w1, low4);
-    hi0 = _mm256_srli_epi32(w0, 4);
-    hi1 = _mm256_srli_epi32(w1, 4);
+    if constexpr (K == 7)
+      return _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 28));
+    else
+      return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(0xF << (4 * K))));
   }
-  __m256 a = _mm256_mul_ps(_mm256_cvtepi32_ps(lo0), _mm256_loadu_ps(xp));
-  __m256 b = _mm256_mul_ps(_mm256_cvtepi32_ps(lo1), _mm256_loadu_ps(xp + 8));
-  a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi0), _mm256_loadu_ps(xp + 16), a);
-  b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(hi1), _mm256_loadu_ps(xp + 24), b);
+}
+
+/// The power of two permuteForWords multiplies x by for value k of a word.
+inline float wordSlotScale(bool isSigned, int k) {
+  return isSigned ? 0x1p-28f : k < 7 ? std::ldexp(1.0f, -4 * k) : 1.0f;
+}
+
+/// Values per row of x permuted by permuteForWords: n rounded up to 64.
+inline int64_t wordRowLength(int64_t n) { return (n + 63) / 64 * 64; }
+
+/// x for wordDot: per 64 values (32 packed bytes, eight words of eight
+/// values), slot k holds x[8j + k] scaled by wordSlotScale over the words j.
+/// A row's odd last 32 values fill words 0-3 of a last slot group, zeros the
+/// rest. `xq` has roundUp(n, 64) values.
+void permuteForWords(const float *x, int64_t n, bool isSigned, float *xq) {
+  for (int64_t c = 0; c < n; c += 64) {
+    int64_t words = std::min<int64_t>(8, (n - c) / 8);
+    for (int k = 0; k < 8; ++k) {
+      float s = wordSlotScale(isSigned, k);
+      for (int64_t j = 0; j < 8; ++j)
+        xq[c + k * 8 + j] = j < words ? x[c + 8 * j + k] * s : 0.0f;
+    }
+  }
+}
+
+/// Eight lanes whose sum is dot(q, x) over the 64 values of the words `w`
+/// (lane j: words j's values), xq permuted by permuteForWords. Two chains of
+/// four products.
+template <bool Signed>
+__attribute__((target("avx2,fma"))) inline __m256 wordDot(__m256i w, const float *xq) {
+  __m256 a = _mm256_mul_ps(wordSlot<Signed, 0>(w), _mm256_loadu_ps(xq));
+  __m256 b = _mm256_mul_ps(wordSlot<Signed, 1>(w), _mm256_loadu_ps(xq + 8));
+  a = _mm256_fmadd_ps(wordSlot<Signed, 2>(w), _mm256_loadu_ps(xq + 16), a);
+  b = _mm256_fmadd_ps(wordSlot<Signed, 3>(w), _mm256_loadu_ps(xq + 24), b);
+  a = _mm256_fmadd_ps(wordSlot<Signed, 4>(w), _mm256_loadu_ps(xq + 32), a);
+  b = _mm256_fmadd_ps(wordSlot<Signed, 5>(w), _mm256_loadu_ps(xq + 40), b);
+  a = _mm256_fmadd_ps(wordSlot<Signed, 6>(w), _mm256_loadu_ps(xq + 48), a);
+  b = _mm256_fmadd_ps(wordSlot<Signed, 7>(w), _mm256_loadu_ps(xq + 56), b);
   return _mm256_add_ps(a, b);
+}
+
+/// The 32 bytes at p as eight words.
+__attribute__((target("avx2"))) inline __m256i loadWords(const uint8_t *p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+}
+
+/// A vector of `lo` in lanes 0-3 and `hi` in lanes 4-7: the scales of the
+/// two 32-value halves of a word group.
+__attribute__((target("avx2"))) inline __m256 halves(float lo, float hi) {
+  return _mm256_setr_m128(_mm_set1_ps(lo), _mm_set1_ps(hi));
 }
 
 /// A 16-entry fp16 palette as two pshufb tables: the low and the high byte
@@ -225,7 +264,7 @@ __attribute__((target("avx2,fma"))) inline __m256 byteDot(const uint8_t *p, cons
   return _mm256_add_ps(acc, acc1);
 }
 
-/// x permuted for nibbleDot512 and intNibbleBlock: per 32 elements the even
+/// x permuted for nibbleDot512 and paletteChunk: per 32 elements the even
 /// ones, then the odd.
 void permuteForNibbles(const float *x, int64_t n, float *xp) {
   for (int64_t c = 0; c + 32 <= n; c += 32)
@@ -381,13 +420,19 @@ protected:
     if ((nibbles && matrix_.colBlock % 32) || (bytes && matrix_.colBlock % 16) ||
         (!nibbles && !bytes))
       return;
-    x.fused = nibbles ? (kernelIsa() == KernelIsa::Avx512 ? kFusedNibbles512 : kFusedNibbles)
-                      : kFusedBytes;
+    x.fused =
+        nibbles ? (kernelIsa() == KernelIsa::Avx512 ? kFusedNibbles512 : kFusedWords) : kFusedBytes;
     int64_t cols = x.cols, nb = matrix_.colBlocks;
-    if (nibbles) {
+    if (x.fused == kFusedNibbles512) {
       x.permuted.resize(static_cast<size_t>(x.m * cols));
       for (int64_t i = 0; i < x.m; ++i)
         permuteForNibbles(x.x + i * x.ldx, cols, x.permuted.data() + i * cols);
+    } else if (x.fused == kFusedWords) {
+      bool isSigned = dt == DType::I4;
+      int64_t ld = wordRowLength(cols);
+      x.permuted.resize(static_cast<size_t>(x.m * ld));
+      for (int64_t i = 0; i < x.m; ++i)
+        permuteForWords(x.x + i * x.ldx, cols, isSigned, x.permuted.data() + i * ld);
     }
     // The AVX-512 nibble kernel takes offsets into its per-block tables.
     if (!offsetF_.empty() && x.fused != kFusedNibbles512) {
@@ -405,8 +450,8 @@ protected:
     bool isSigned = dt == DType::I4 || dt == DType::I8;
     if (x.fused == kFusedNibbles512)
       fusedNibbles512(isSigned, x, y, ldy, r0, r1);
-    else if (x.fused == kFusedNibbles)
-      fusedNibbles(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedWords)
+      fusedWords(isSigned, x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
 #endif
@@ -424,59 +469,77 @@ private:
     }
   }
 
-  void fusedNibbles(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
-                    int64_t r1) const {
+  void fusedWords(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                  int64_t r1) const {
     if (isSigned)
-      fusedNibblesOf<true>(x, y, ldy, r0, r1);
+      fusedWordsOf<true>(x, y, ldy, r0, r1);
     else
-      fusedNibblesOf<false>(x, y, ldy, r0, r1);
+      fusedWordsOf<false>(x, y, ldy, r0, r1);
   }
 
+  /// Rows of 4-bit blocks, 64 values (32 bytes) per wordDot. Blocks of 32
+  /// values (the usual group size): each word group's halves take their
+  /// blocks' scales, two groups per step into two accumulators. Blocks of an
+  /// even number of 32-value units: a block's groups are summed, then scaled.
+  /// Others (odd multiples of 32 past 32): each half's scale looked up.
   template <bool Signed>
-  __attribute__((target("avx2,fma"))) void
-  fusedNibblesOf(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+  __attribute__((target("avx2,fma"))) void fusedWordsOf(const DotOperand &x, float *y, int64_t ldy,
+                                                        int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
-    const float *xp = x.permuted.data(), *sums = x.blockSums.data();
+    int64_t units = cols / 32, ld = wordRowLength(cols);
+    const float *xq = x.permuted.data(), *sums = x.blockSums.data();
     const uint8_t *data = data_.tensor.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data + r * cols / 2;
       const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
       const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
+      auto prefetch = [row](int64_t u) {
+        _mm_prefetch(reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes, _MM_HINT_T0);
+      };
       for (int64_t i = 0; i < m; ++i) {
-        const float *xr = xp + i * cols;
-        // Each block's partial dot times its scale, blocks alternating
-        // between two accumulators; a prefetch per 64 bytes of the row.
-        __m256 even = _mm256_setzero_ps(), odd = even;
-        int64_t b = 0;
-        for (; b + 2 <= nb; b += 2) {
-          const uint8_t *p0 = row + b * chunks * 16, *p1 = p0 + chunks * 16;
-          const float *x0 = xr + b * chunks * 32, *x1 = x0 + chunks * 32;
-          if (((b * chunks) & 3) == 0)
-            _mm_prefetch(reinterpret_cast<const char *>(p0) + kPrefetchBytes, _MM_HINT_T0);
-          __m256 s0 = intNibbleBlock<Signed>(p0, x0), s1 = intNibbleBlock<Signed>(p1, x1);
-          for (int64_t c = 1; c < chunks; ++c) {
-            if (((b * chunks + c) & 3) == 0)
-              _mm_prefetch(reinterpret_cast<const char *>(p0 + c * 16) + kPrefetchBytes,
-                           _MM_HINT_T0);
-            s0 = _mm256_add_ps(s0, intNibbleBlock<Signed>(p0 + c * 16, x0 + c * 32));
+        const float *xr = xq + i * ld;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+        int64_t u = 0;
+        if (chunks % 2 == 0) {
+          for (int64_t b = 0; b < nb; ++b) {
+            __m256 s0 = _mm256_setzero_ps(), s1 = s0;
+            int64_t end = u + chunks;
+            for (; u + 4 <= end; u += 4) {
+              prefetch(u);
+              s0 = _mm256_add_ps(s0, wordDot<Signed>(loadWords(row + u * 16), xr + u * 32));
+              s1 = _mm256_add_ps(s1,
+                                 wordDot<Signed>(loadWords(row + u * 16 + 32), xr + u * 32 + 64));
+            }
+            if (u < end) {
+              prefetch(u);
+              s0 = _mm256_add_ps(s0, wordDot<Signed>(loadWords(row + u * 16), xr + u * 32));
+              u += 2;
+            }
+            acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(sc[b]), acc0);
           }
-          for (int64_t c = 1; c < chunks; ++c) {
-            if ((((b + 1) * chunks + c) & 3) == 0)
-              _mm_prefetch(reinterpret_cast<const char *>(p1 + c * 16) + kPrefetchBytes,
-                           _MM_HINT_T0);
-            s1 = _mm256_add_ps(s1, intNibbleBlock<Signed>(p1 + c * 16, x1 + c * 32));
+        } else {
+          auto scaleOf = [&](int64_t unit) { return chunks == 1 ? sc[unit] : sc[unit / chunks]; };
+          for (; u + 4 <= units; u += 4) {
+            prefetch(u);
+            __m256 h0 = halves(scaleOf(u), scaleOf(u + 1));
+            __m256 h1 = halves(scaleOf(u + 2), scaleOf(u + 3));
+            acc0 = _mm256_fmadd_ps(wordDot<Signed>(loadWords(row + u * 16), xr + u * 32), h0, acc0);
+            acc1 = _mm256_fmadd_ps(wordDot<Signed>(loadWords(row + u * 16 + 32), xr + u * 32 + 64),
+                                   h1, acc1);
           }
-          even = _mm256_fmadd_ps(s0, _mm256_set1_ps(sc[b]), even);
-          odd = _mm256_fmadd_ps(s1, _mm256_set1_ps(sc[b + 1]), odd);
+          if (u + 2 <= units) {
+            __m256 h0 = halves(scaleOf(u), scaleOf(u + 1));
+            acc0 = _mm256_fmadd_ps(wordDot<Signed>(loadWords(row + u * 16), xr + u * 32), h0, acc0);
+            u += 2;
+          }
+          if (u < units) {
+            // The row's odd last 32 values: four words, the rest zeros.
+            __m256i w = _mm256_zextsi128_si256(
+                _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
+            acc1 = _mm256_fmadd_ps(wordDot<Signed>(w, xr + u * 32), halves(scaleOf(u), 0.0f), acc1);
+          }
         }
-        for (; b < nb; ++b) {
-          __m256 s0 = intNibbleBlock<Signed>(row + b * chunks * 16, xr + b * chunks * 32);
-          for (int64_t c = 1; c < chunks; ++c)
-            s0 = _mm256_add_ps(s0, intNibbleBlock<Signed>(row + (b * chunks + c) * 16,
-                                                          xr + (b * chunks + c) * 32));
-          even = _mm256_fmadd_ps(s0, _mm256_set1_ps(sc[b]), even);
-        }
-        float r_ = hsum(_mm256_add_ps(even, odd));
+        float r_ = hsum(_mm256_add_ps(acc0, acc1));
         if (off)
           for (int64_t k = 0; k < nb; ++k)
             r_ -= off[k] * sc[k] * sums[i * nb + k];
