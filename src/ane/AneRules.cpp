@@ -748,9 +748,7 @@ static void checkFp32Compute(RuleContext &ctx, const Operation *op) {
 // ANE-DTYPE-002: integer compute and casts are commonly CPU-placed.
 static void checkIntCompute(RuleContext &ctx, const Operation *op) {
   if (!op || !isCompute(*op) || opHasTrait(op->type, OpTrait::StateRead) ||
-      opHasTrait(op->type, OpTrait::StateWrite) ||
-      oneOf(op->type, {"reduce_argmax", "reduce_argmin", "topk", "argsort", "non_zero", "shape",
-                       "range_1d", "gather", "gather_nd", "gather_along_axis", "slice_update"}))
+      opHasTrait(op->type, OpTrait::StateWrite))
     return;
   if (op->type == "cast") {
     if (op->outputs.empty())
@@ -1429,8 +1427,20 @@ static void checkBoundaries(RuleContext &ctx, const Operation *) {
 
 namespace {
 #define RULE_OPS(Enum, ...) constexpr std::string_view kOpsOf##Enum[] = {__VA_ARGS__};
+#define RULE_SKIPS(Enum, ...) constexpr std::string_view kSkipsOf##Enum[] = {__VA_ARGS__};
 #include "ane/RuleOps.def"
 } // namespace
+
+std::span<const std::string_view> ruleSkippedOpTypes(RuleId id) {
+  switch (id) {
+#define RULE_SKIPS(Enum, ...)                                                                      \
+  case RuleId::Enum:                                                                               \
+    return kSkipsOf##Enum;
+#include "ane/RuleOps.def"
+  default:
+    return {};
+  }
+}
 
 std::span<const std::string_view> ruleOpTypes(RuleId id) {
   switch (id) {
@@ -1455,9 +1465,10 @@ void runRule(RuleId rule, RuleContext &ctx) {
     p(ctx, nullptr);
     return;
   }
-  std::span<const std::string_view> types = ruleOpTypes(rule);
+  std::span<const std::string_view> types = ruleOpTypes(rule), skips = ruleSkippedOpTypes(rule);
   walk(*ctx.facts.function->body, [&](const Operation &op) {
-    if (types.empty() || std::find(types.begin(), types.end(), op.type) != types.end())
+    if ((types.empty() || std::find(types.begin(), types.end(), op.type) != types.end()) &&
+        std::find(skips.begin(), skips.end(), op.type) == skips.end())
       p(ctx, &op);
   });
 }

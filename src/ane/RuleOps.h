@@ -15,5 +15,8 @@ namespace anefit::ane {
 
 /// The op types rule `id`'s predicate sees; empty: every op.
 std::span<const std::string_view> ruleOpTypes(RuleId id);
+/// The op types rule `id`'s predicate does not see (another rule reports
+/// them); empty for most rules.
+std::span<const std::string_view> ruleSkippedOpTypes(RuleId id);
 
 } // namespace anefit::ane

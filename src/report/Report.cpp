@@ -565,12 +565,18 @@ static const char *sarifLevel(Effect e) { return sarifLevel(levelOf(e, Certainty
 namespace {
 
 /// "`conv`, `conv_transpose`" (with ticks) or "conv, conv_transpose":
-/// the op types an op rule looks at; empty for a rule that sees every op.
+/// the op types an op rule looks at; "every op but gather, ..." for one
+/// that skips some; empty for a rule that sees every op.
 std::string ruleOpsText(const RuleInfo &r, bool ticks) {
-  std::vector<std::string> names;
-  for (std::string_view t : ruleOpTypes(r.id))
-    names.push_back(ticks ? "`" + std::string(t) + "`" : std::string(t));
-  return joined(names, ", ");
+  auto names = [&](std::span<const std::string_view> types) {
+    std::vector<std::string> out;
+    for (std::string_view t : types)
+      out.push_back(ticks ? "`" + std::string(t) + "`" : std::string(t));
+    return joined(out, ", ");
+  };
+  if (auto skips = ruleSkippedOpTypes(r.id); !skips.empty())
+    return "every op but " + names(skips);
+  return names(ruleOpTypes(r.id));
 }
 
 Json sarifRules() {
@@ -790,6 +796,7 @@ std::string rulesJson() {
                      {"kind", r.kind == RuleKind::Op ? "op" : "function"},
                      {"scope", r.scope},
                      {"ops", ruleOpTypes(r.id)},
+                     {"skipsOps", ruleSkippedOpTypes(r.id)},
                      {"effect", effectName(r.effect)},
                      {"confidence", confidenceName(r.confidence)},
                      {"appliesTo", gateDescription(r.gate)},

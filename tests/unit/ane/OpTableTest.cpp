@@ -187,3 +187,19 @@ TEST(OpTable, RuleOpsRowsNameOpRulesAndKnownOps) {
   }
   EXPECT_GT(rows, 20u);
 }
+
+TEST(OpTable, RuleSkipsRowsNameRulesOfEveryOpAndKnownOps) {
+  size_t rows = 0;
+  for (const ane::RuleInfo &r : ane::allRules()) {
+    std::span<const std::string_view> skips = ane::ruleSkippedOpTypes(r.id);
+    if (skips.empty())
+      continue;
+    ++rows;
+    EXPECT_EQ(r.kind, ane::RuleKind::Op) << r.code;
+    EXPECT_TRUE(ane::ruleOpTypes(r.id).empty())
+        << r.code << ": a rule that names its ops has nothing to skip";
+    for (std::string_view t : skips)
+      EXPECT_NE(findAnyOp(t), nullptr) << r.code << " skips '" << t << "', not in Ops.def";
+  }
+  EXPECT_GE(rows, 1u);
+}
