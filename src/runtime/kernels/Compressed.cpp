@@ -182,13 +182,14 @@ inline int64_t wordRowLength(int64_t n) { return (n + 63) / 64 * 64; }
 /// A row's odd last 32 values fill words 0-3 of a last slot group, zeros the
 /// rest. `xq` has roundUp(n, 64) values.
 void permuteForWords(const float *x, int64_t n, bool isSigned, float *xq) {
+  float scales[8];
+  for (int k = 0; k < 8; ++k)
+    scales[k] = wordSlotScale(isSigned, k);
   for (int64_t c = 0; c < n; c += 64) {
     int64_t words = std::min<int64_t>(8, (n - c) / 8);
-    for (int k = 0; k < 8; ++k) {
-      float s = wordSlotScale(isSigned, k);
+    for (int k = 0; k < 8; ++k)
       for (int64_t j = 0; j < 8; ++j)
-        xq[c + k * 8 + j] = j < words ? x[c + 8 * j + k] * s : 0.0f;
-    }
+        xq[c + k * 8 + j] = j < words ? x[c + 8 * j + k] * scales[k] : 0.0f;
   }
 }
 
