@@ -31,6 +31,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/Lazy.h"
 #include "runtime/kernels/Simd.h"
+#include "support/IntMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -175,7 +176,7 @@ inline float wordSlotScale(bool isSigned, int k) {
 }
 
 /// Values per row of x permuted by permuteForWords: n rounded up to 64.
-inline int64_t wordRowLength(int64_t n) { return (n + 63) / 64 * 64; }
+inline int64_t wordRowLength(int64_t n) { return ceilDiv<int64_t>(n, 64) * 64; }
 
 /// x for wordDot: per 64 values (32 packed bytes, eight words of eight
 /// values), slot k holds x[8j + k] scaled by wordSlotScale over the words j.
@@ -209,9 +210,13 @@ __attribute__((target("avx2,fma"))) inline __m256 wordDot(__m256i w, const float
   return _mm256_add_ps(a, b);
 }
 
-/// The 32 bytes at p as eight words.
-__attribute__((target("avx2"))) inline __m256i loadWords(const uint8_t *p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+/// wordDot of the word group of a packed row (16 bytes per 32 values) that
+/// starts at 32-value unit `unit`; xq is the row's x from permuteForWords.
+template <bool Signed>
+__attribute__((target("avx2,fma"))) inline __m256 wordDotAt(const uint8_t *row, const float *xq,
+                                                            int64_t unit) {
+  return wordDot<Signed>(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + unit * 16)),
+                         xq + unit * 32);
 }
 
 /// A vector of `lo` in lanes 0-3 and `hi` in lanes 4-7: the scales of the
@@ -507,13 +512,12 @@ private:
             int64_t end = u + chunks;
             for (; u + 4 <= end; u += 4) {
               prefetch(u);
-              s0 = _mm256_add_ps(s0, wordDot<Signed>(loadWords(row + u * 16), xr + u * 32));
-              s1 = _mm256_add_ps(s1,
-                                 wordDot<Signed>(loadWords(row + u * 16 + 32), xr + u * 32 + 64));
+              s0 = _mm256_add_ps(s0, wordDotAt<Signed>(row, xr, u));
+              s1 = _mm256_add_ps(s1, wordDotAt<Signed>(row, xr, u + 2));
             }
             if (u < end) {
               prefetch(u);
-              s0 = _mm256_add_ps(s0, wordDot<Signed>(loadWords(row + u * 16), xr + u * 32));
+              s0 = _mm256_add_ps(s0, wordDotAt<Signed>(row, xr, u));
               u += 2;
             }
             acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(sc[b]), acc0);
@@ -524,13 +528,12 @@ private:
             prefetch(u);
             __m256 h0 = halves(scaleOf(u), scaleOf(u + 1));
             __m256 h1 = halves(scaleOf(u + 2), scaleOf(u + 3));
-            acc0 = _mm256_fmadd_ps(wordDot<Signed>(loadWords(row + u * 16), xr + u * 32), h0, acc0);
-            acc1 = _mm256_fmadd_ps(wordDot<Signed>(loadWords(row + u * 16 + 32), xr + u * 32 + 64),
-                                   h1, acc1);
+            acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), h0, acc0);
+            acc1 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u + 2), h1, acc1);
           }
           if (u + 2 <= units) {
             __m256 h0 = halves(scaleOf(u), scaleOf(u + 1));
-            acc0 = _mm256_fmadd_ps(wordDot<Signed>(loadWords(row + u * 16), xr + u * 32), h0, acc0);
+            acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), h0, acc0);
             u += 2;
           }
           if (u < units) {
