@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/Lazy.h"
+#include "runtime/kernels/Simd.h"
 
 #include "runtime/ThreadPool.h"
 
@@ -106,13 +107,26 @@ __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b
     r = std::fma(a[i], b[i], r);
   return r;
 }
+
+/// fp32 values as simd::dot512 reads them.
+struct F32Row512 {
+  const float *a;
+  void prefetch(int64_t) const {}
+  __attribute__((target("avx512f"))) __m512 load16(int64_t c) const {
+    return _mm512_loadu_ps(a + c);
+  }
+  float at(int64_t c) const { return a[c]; }
+};
 #endif
 
 } // namespace
 
 float dotF32(const float *a, const float *b, int64_t n) {
 #if defined(__x86_64__)
-  if (kernelIsa() != KernelIsa::Portable)
+  // Each ISA sums as its fp16 row kernel does (Linear.cpp).
+  if (kernelIsa() == KernelIsa::Avx512)
+    return simd::dot512(F32Row512{a}, b, n);
+  if (kernelIsa() == KernelIsa::Avx2)
     return dotAvx2(a, b, n);
 #endif
   return dotPortable(a, b, n);

@@ -1,21 +1,28 @@
 //===- Simd.h - x86 vector helpers shared by the weight kernels -*- C++ -*-===//
 //
-// The intrinsics header and the horizontal sums the dense (Linear.cpp) and
+// The intrinsics header, the horizontal sums the dense (Linear.cpp) and
 // compressed (Compressed.cpp) weight kernels both reduce their accumulators
-// with. Each function carries its own target attribute, so the including file
-// is built for the baseline ISA and picks a kernel at run time.
+// with, and the one order of summation of the AVX-512 dot products, which
+// the fp16 rows and the decoded rows of a compressed weight share (so a
+// weight requantized to fp16 gives the bits its decoded original gives).
+// Each function carries its own target attribute, so the including file is
+// built for the baseline ISA and picks a kernel at run time.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #if defined(__x86_64__)
 // GCC 12 reports the AVX-512 intrinsics that start from an undefined register
-// (_mm512_cvtph_ps, _mm512_shuffle_f32x4, ...) as maybe-uninitialized once
-// inlined; the warning is about the header, not this code.
+// (_mm512_cvtph_ps, _mm512_shuffle_f32x4, ...) as maybe-uninitialized or
+// uninitialized once inlined; the warning is about the header, not this code.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
 #include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
 
 namespace anefit::runtime::simd {
 
@@ -35,6 +42,27 @@ __attribute__((target("avx512f"))) inline float sum512(__m512 v) {
   q = _mm_hadd_ps(q, q);
   q = _mm_hadd_ps(q, q);
   return _mm_cvtss_f32(q);
+}
+
+/// dot(w, x) over k values as every AVX-512 dot product of the kernels sums
+/// it: two accumulators of 16 lanes over 32 values a step, sum512, then the
+/// last k % 32 values fused one by one in order. `w` reads the weights:
+/// w.prefetch(c) once per step, w.load16(c) (16 values from c as fp32) and
+/// w.at(c) (one), each with a target attribute of its own.
+template <class Weights>
+__attribute__((target("avx512f"))) inline float dot512(const Weights &w, const float *x,
+                                                       int64_t k) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0;
+  int64_t c = 0;
+  for (; c + 32 <= k; c += 32) {
+    w.prefetch(c);
+    a0 = _mm512_fmadd_ps(w.load16(c), _mm512_loadu_ps(x + c), a0);
+    a1 = _mm512_fmadd_ps(w.load16(c + 16), _mm512_loadu_ps(x + c + 16), a1);
+  }
+  float sum = sum512(_mm512_add_ps(a0, a1));
+  for (; c < k; ++c)
+    sum = std::fma(w.at(c), x[c], sum);
+  return sum;
 }
 
 } // namespace anefit::runtime::simd
