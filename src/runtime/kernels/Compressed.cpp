@@ -15,13 +15,14 @@
 // dequantize in registers; they are bound by the instructions per byte, so
 // they keep shuffles (two ports on the AVX2 machines measured) few:
 //   int4/uint4 blocks: 32 bytes are read as eight 32-bit words, each holding
-//     eight consecutive values; a mask (after a shift, for int4) leaves one
-//     nibble of every word in place as an integer times a power of two, which
-//     converts to fp32 exactly, and x, permuted and scaled by the inverse
-//     power of two once per call, makes each product q * x exactly. No
-//     shuffles, two or three instructions per 8 values besides the FMA.
-//     Blocks multiply their partial sums by the block's scale; offsets are
-//     taken off through per-block sums of x.
+//     eight consecutive values; a mask leaves one nibble of every word in
+//     place as an integer times a power of two, which converts to fp32
+//     exactly, and x, permuted and scaled by the inverse power of two once
+//     per call, makes each product u * x exactly. No shuffles, two
+//     instructions per 8 values besides the FMA. int4 is read as uint4 of
+//     the value plus 8 (one xor per word flips every nibble's sign bit).
+//     Blocks multiply their partial sums by the block's scale; offsets, and
+//     int4's 8, are taken off through per-block sums of x.
 //   16-entry fp16 palettes: two byte-table shuffles per 16 nibbles give the
 //     fp16 values, F16C widens them; x is permuted once per call to the
 //     order the nibbles come in (per 32 values: the even ones, then the odd).
@@ -34,6 +35,7 @@
 #include "support/IntMath.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -152,28 +154,19 @@ constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWo
 constexpr int64_t kPrefetchBytes = 4096;
 
 /// Value k of each 32-bit word (nibble k, LSB first) as fp32, times a power
-/// of two that permuteForWords takes off x: int4 nibbles are shifted to the
-/// top bits and masked, q * 2^28 with the sign; uint4 nibbles are masked in
-/// place, q * 2^4k, the last shifted down.
-template <bool Signed, int K> __attribute__((target("avx2"))) inline __m256 wordSlot(__m256i w) {
-  if constexpr (Signed) {
-    const __m256i top = _mm256_set1_epi32(static_cast<int>(0xF0000000u));
-    if constexpr (K == 7)
-      return _mm256_cvtepi32_ps(_mm256_and_si256(w, top));
-    else
-      return _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_slli_epi32(w, 28 - 4 * K), top));
-  } else {
-    if constexpr (K == 7)
-      return _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 28));
-    else
-      return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(0xF << (4 * K))));
-  }
+/// of two that permuteForWords takes off x: the nibble masked in place,
+/// u * 2^4k, the last shifted down. int4 words are read as uint4 of the
+/// values plus 8 (the sign bit of each nibble flipped once per word), and
+/// the kernel takes 8 times the block's sum of x off.
+template <int K> __attribute__((target("avx2"))) inline __m256 wordSlot(__m256i w) {
+  if constexpr (K == 7)
+    return _mm256_cvtepi32_ps(_mm256_srli_epi32(w, 28));
+  else
+    return _mm256_cvtepi32_ps(_mm256_and_si256(w, _mm256_set1_epi32(0xF << (4 * K))));
 }
 
 /// The power of two permuteForWords multiplies x by for value k of a word.
-inline float wordSlotScale(bool isSigned, int k) {
-  return isSigned ? 0x1p-28f : k < 7 ? std::ldexp(1.0f, -4 * k) : 1.0f;
-}
+inline float wordSlotScale(int k) { return k < 7 ? std::ldexp(1.0f, -4 * k) : 1.0f; }
 
 /// Values per row of x permuted by permuteForWords: n rounded up to 64.
 inline int64_t wordRowLength(int64_t n) { return ceilDiv<int64_t>(n, 64) * 64; }
@@ -182,10 +175,10 @@ inline int64_t wordRowLength(int64_t n) { return ceilDiv<int64_t>(n, 64) * 64; }
 /// values), slot k holds x[8j + k] scaled by wordSlotScale over the words j.
 /// A row's odd last 32 values fill words 0-3 of a last slot group, zeros the
 /// rest. `xq` has roundUp(n, 64) values.
-void permuteForWords(const float *x, int64_t n, bool isSigned, float *xq) {
+void permuteForWords(const float *x, int64_t n, float *xq) {
   float scales[8];
   for (int k = 0; k < 8; ++k)
-    scales[k] = wordSlotScale(isSigned, k);
+    scales[k] = wordSlotScale(k);
   for (int64_t c = 0; c < n; c += 64) {
     int64_t words = std::min<int64_t>(8, (n - c) / 8);
     for (int k = 0; k < 8; ++k)
@@ -194,29 +187,52 @@ void permuteForWords(const float *x, int64_t n, bool isSigned, float *xq) {
   }
 }
 
-/// Eight lanes whose sum is dot(q, x) over the 64 values of the words `w`
-/// (lane j: words j's values), xq permuted by permuteForWords. Two chains of
-/// four products.
-template <bool Signed>
-__attribute__((target("avx2,fma"))) inline __m256 wordDot(__m256i w, const float *xq) {
-  __m256 a = _mm256_mul_ps(wordSlot<Signed, 0>(w), _mm256_loadu_ps(xq));
-  __m256 b = _mm256_mul_ps(wordSlot<Signed, 1>(w), _mm256_loadu_ps(xq + 8));
-  a = _mm256_fmadd_ps(wordSlot<Signed, 2>(w), _mm256_loadu_ps(xq + 16), a);
-  b = _mm256_fmadd_ps(wordSlot<Signed, 3>(w), _mm256_loadu_ps(xq + 24), b);
-  a = _mm256_fmadd_ps(wordSlot<Signed, 4>(w), _mm256_loadu_ps(xq + 32), a);
-  b = _mm256_fmadd_ps(wordSlot<Signed, 5>(w), _mm256_loadu_ps(xq + 40), b);
-  a = _mm256_fmadd_ps(wordSlot<Signed, 6>(w), _mm256_loadu_ps(xq + 48), a);
-  b = _mm256_fmadd_ps(wordSlot<Signed, 7>(w), _mm256_loadu_ps(xq + 56), b);
+/// The words of int4 data as uint4 of the values plus 8; uint4 unchanged.
+template <bool Signed> __attribute__((target("avx2"))) inline __m256i wordBits(__m256i w) {
+  if constexpr (Signed)
+    return _mm256_xor_si256(w, _mm256_set1_epi32(static_cast<int>(0x88888888u)));
+  else
+    return w;
+}
+
+/// Eight lanes whose sum is start + dot(u, x) over the 64 values of the
+/// words `w` (lane j: words j's values), xq permuted by permuteForWords. Two
+/// chains of four products (four chains of two measured no faster: the
+/// kernel is bound by its instructions, not by the chains' latency).
+__attribute__((target("avx2,fma"))) inline __m256 wordDot(__m256i w, const float *xq,
+                                                          __m256 start) {
+  __m256 a = _mm256_fmadd_ps(wordSlot<0>(w), _mm256_loadu_ps(xq), start);
+  __m256 b = _mm256_mul_ps(wordSlot<1>(w), _mm256_loadu_ps(xq + 8));
+  a = _mm256_fmadd_ps(wordSlot<2>(w), _mm256_loadu_ps(xq + 16), a);
+  b = _mm256_fmadd_ps(wordSlot<3>(w), _mm256_loadu_ps(xq + 24), b);
+  a = _mm256_fmadd_ps(wordSlot<4>(w), _mm256_loadu_ps(xq + 32), a);
+  b = _mm256_fmadd_ps(wordSlot<5>(w), _mm256_loadu_ps(xq + 40), b);
+  a = _mm256_fmadd_ps(wordSlot<6>(w), _mm256_loadu_ps(xq + 48), a);
+  b = _mm256_fmadd_ps(wordSlot<7>(w), _mm256_loadu_ps(xq + 56), b);
   return _mm256_add_ps(a, b);
 }
 
+/// -8 times the sum of x over each 8 values, the start of each lane of
+/// wordDot for int4 without offsets (u - 8 = q): rounded up to 64 values,
+/// zeros past n.
+void wordStarts(const float *x, int64_t n, float *starts) {
+  for (int64_t w = 0; w < wordRowLength(n) / 8; ++w) {
+    float s = 0;
+    for (int64_t k = 8 * w; k < std::min(n, 8 * w + 8); ++k)
+      s += x[k];
+    starts[w] = -8.0f * s;
+  }
+}
+
 /// wordDot of the word group of a packed row (16 bytes per 32 values) that
-/// starts at 32-value unit `unit`; xq is the row's x from permuteForWords.
+/// starts at 32-value unit `unit`; xq is the row's x from permuteForWords,
+/// `starts` its wordStarts (int4 without offsets) or null.
 template <bool Signed>
 __attribute__((target("avx2,fma"))) inline __m256 wordDotAt(const uint8_t *row, const float *xq,
-                                                            int64_t unit) {
-  return wordDot<Signed>(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + unit * 16)),
-                         xq + unit * 32);
+                                                            const float *starts, int64_t unit) {
+  return wordDot(
+      wordBits<Signed>(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + unit * 16))),
+      xq + unit * 32, starts ? _mm256_loadu_ps(starts + unit * 4) : _mm256_setzero_ps());
 }
 
 /// A vector of `lo` in lanes 0-3 and `hi` in lanes 4-7: the scales of the
@@ -434,13 +450,21 @@ protected:
       for (int64_t i = 0; i < x.m; ++i)
         permuteForNibbles(x.x + i * x.ldx, cols, x.permuted.data() + i * cols);
     } else if (x.fused == kFusedWords) {
-      bool isSigned = dt == DType::I4;
       int64_t ld = wordRowLength(cols);
       x.permuted.resize(static_cast<size_t>(x.m * ld));
       for (int64_t i = 0; i < x.m; ++i)
-        permuteForWords(x.x + i * x.ldx, cols, isSigned, x.permuted.data() + i * ld);
+        permuteForWords(x.x + i * x.ldx, cols, x.permuted.data() + i * ld);
     }
-    // The AVX-512 nibble kernel takes offsets into its per-block tables.
+    // The word kernel reads int4 as uint4 of the values plus 8: without
+    // offsets each lane's sum starts at -8 times its x; with offsets, 8 is
+    // added to them. The AVX-512 nibble kernel takes offsets into its
+    // per-block tables.
+    if (x.fused == kFusedWords && dt == DType::I4 && offsetF_.empty()) {
+      int64_t ls = wordRowLength(cols) / 8;
+      x.starts.resize(static_cast<size_t>(x.m * ls));
+      for (int64_t i = 0; i < x.m; ++i)
+        wordStarts(x.x + i * x.ldx, cols, x.starts.data() + i * ls);
+    }
     if (!offsetF_.empty() && x.fused != kFusedNibbles512) {
       x.blockSums.resize(static_cast<size_t>(x.m * nb));
       for (int64_t i = 0; i < x.m; ++i)
@@ -475,6 +499,23 @@ private:
     }
   }
 
+  /// sum over the row's blocks b of scale[b] * (offset[b] + bias) * sum of
+  /// x over b (no offsets: the bias alone).
+  __attribute__((target("avx2,fma"))) float offsetTerm(const float *sc, const float *off,
+                                                       float bias, const float *sums) const {
+    int64_t nb = matrix_.colBlocks, b = 0;
+    __m256 acc = _mm256_setzero_ps(), vb = _mm256_set1_ps(bias);
+    for (; b + 8 <= nb; b += 8) {
+      __m256 e = off ? _mm256_add_ps(_mm256_loadu_ps(off + b), vb) : vb;
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(sc + b), e), _mm256_loadu_ps(sums + b),
+                            acc);
+    }
+    float t = hsum(acc);
+    for (; b < nb; ++b)
+      t += sc[b] * ((off ? off[b] : 0.0f) + bias) * sums[b];
+    return t;
+  }
+
   void fusedWords(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                   int64_t r1) const {
     if (isSigned)
@@ -483,71 +524,110 @@ private:
       fusedWordsOf<false>(x, y, ldy, r0, r1);
   }
 
-  /// Rows of 4-bit blocks, 64 values (32 bytes) per wordDot. Blocks of 32
-  /// values (the usual group size): each word group's halves take their
-  /// blocks' scales, two groups per step into two accumulators. Blocks of an
-  /// even number of 32-value units: a block's groups are summed, then scaled.
-  /// Others (odd multiples of 32 past 32): each half's scale looked up.
+  /// acc[n] (eight lanes) += the scaled dot products of rows[n] (4-bit
+  /// blocks of `chunks` 32-value units, scales sc[n]) with xr, permuted by
+  /// permuteForWords, each lane's sums started at `starts` (or 0), for N rows
+  /// read side by side: 64 values (32 bytes) per wordDot. Blocks of an even
+  /// number of units: a block's groups are summed, then scaled. Odd (1, the
+  /// usual group size of 32 values, or more): each word group's halves take
+  /// their blocks' scales.
+  template <bool Signed, int N>
+  __attribute__((target("avx2,fma"))) static inline void
+  wordRows(const uint8_t *const *rows, const float *const *sc, const float *xr, const float *starts,
+           int64_t units, int64_t chunks, __m256 *acc) {
+    // One prefetch per 64 bytes (4 units) of each row.
+    auto prefetch = [rows](int64_t u) {
+      for (int n = 0; n < N; ++n)
+        _mm_prefetch(reinterpret_cast<const char *>(rows[n] + u * 16) + kPrefetchBytes,
+                     _MM_HINT_T0);
+    };
+    int64_t u = 0;
+    if (chunks % 2 == 0) {
+      for (int64_t b = 0; u < units; ++b) {
+        __m256 s[N];
+        for (int n = 0; n < N; ++n)
+          s[n] = _mm256_setzero_ps();
+        for (int64_t end = u + chunks; u < end; u += 2) {
+          if ((u & 3) == 0)
+            prefetch(u);
+          for (int n = 0; n < N; ++n)
+            s[n] = _mm256_add_ps(s[n], wordDotAt<Signed>(rows[n], xr, starts, u));
+        }
+        for (int n = 0; n < N; ++n)
+          acc[n] = _mm256_fmadd_ps(s[n], _mm256_set1_ps(sc[n][b]), acc[n]);
+      }
+      return;
+    }
+    auto scaleOf = [&](int n, int64_t unit) {
+      return chunks == 1 ? sc[n][unit] : sc[n][unit / chunks];
+    };
+    __m256 acc1[N];
+    for (int n = 0; n < N; ++n)
+      acc1[n] = _mm256_setzero_ps();
+    for (; u + 4 <= units; u += 4) {
+      prefetch(u);
+      for (int n = 0; n < N; ++n) {
+        acc[n] = _mm256_fmadd_ps(wordDotAt<Signed>(rows[n], xr, starts, u),
+                                 halves(scaleOf(n, u), scaleOf(n, u + 1)), acc[n]);
+        acc1[n] = _mm256_fmadd_ps(wordDotAt<Signed>(rows[n], xr, starts, u + 2),
+                                  halves(scaleOf(n, u + 2), scaleOf(n, u + 3)), acc1[n]);
+      }
+    }
+    for (; u + 2 <= units; u += 2)
+      for (int n = 0; n < N; ++n)
+        acc[n] = _mm256_fmadd_ps(wordDotAt<Signed>(rows[n], xr, starts, u),
+                                 halves(scaleOf(n, u), scaleOf(n, u + 1)), acc[n]);
+    if (u < units)
+      for (int n = 0; n < N; ++n) {
+        // The row's odd last 32 values: four words, the rest zeros (their
+        // starts are zeros too).
+        __m256i w = _mm256_zextsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[n] + u * 16)));
+        __m256 start = starts ? _mm256_loadu_ps(starts + u * 4) : _mm256_setzero_ps();
+        acc[n] = _mm256_fmadd_ps(wordDot(wordBits<Signed>(w), xr + u * 32, start),
+                                 halves(scaleOf(n, u), 0.0f), acc[n]);
+      }
+    for (int n = 0; n < N; ++n)
+      acc[n] = _mm256_add_ps(acc[n], acc1[n]);
+  }
+
+  /// y[i * ldy + r] for rows [r0, r1) of 4-bit blocks, a row at a time
+  /// (two rows side by side measured slower: the registers do not hold two
+  /// rows' chains).
   template <bool Signed>
   __attribute__((target("avx2,fma"))) void fusedWordsOf(const DotOperand &x, float *y, int64_t ldy,
                                                         int64_t r0, int64_t r1) const {
-    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
+    for (int64_t r = r0; r < r1; ++r)
+      wordRowsAt<Signed, 1>(x, y, ldy, {r});
+  }
+
+  /// The N rows `r` of fusedWordsOf, for every row of x.
+  template <bool Signed, int N>
+  __attribute__((target("avx2,fma"))) void wordRowsAt(const DotOperand &x, float *y, int64_t ldy,
+                                                      std::array<int64_t, N> r) const {
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
     int64_t units = cols / 32, ld = wordRowLength(cols);
-    const float *xq = x.permuted.data(), *sums = x.blockSums.data();
-    const uint8_t *data = data_.tensor.bytes();
-    for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t *row = data + r * cols / 2;
-      const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
-      const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
-      auto prefetch = [row](int64_t u) {
-        _mm_prefetch(reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes, _MM_HINT_T0);
-      };
-      for (int64_t i = 0; i < m; ++i) {
-        const float *xr = xq + i * ld;
-        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-        int64_t u = 0;
-        if (chunks % 2 == 0) {
-          for (int64_t b = 0; b < nb; ++b) {
-            __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-            int64_t end = u + chunks;
-            for (; u + 4 <= end; u += 4) {
-              prefetch(u);
-              s0 = _mm256_add_ps(s0, wordDotAt<Signed>(row, xr, u));
-              s1 = _mm256_add_ps(s1, wordDotAt<Signed>(row, xr, u + 2));
-            }
-            if (u < end) {
-              prefetch(u);
-              s0 = _mm256_add_ps(s0, wordDotAt<Signed>(row, xr, u));
-              u += 2;
-            }
-            acc0 = _mm256_fmadd_ps(_mm256_add_ps(s0, s1), _mm256_set1_ps(sc[b]), acc0);
-          }
-        } else {
-          auto scaleOf = [&](int64_t unit) { return chunks == 1 ? sc[unit] : sc[unit / chunks]; };
-          for (; u + 4 <= units; u += 4) {
-            prefetch(u);
-            __m256 h0 = halves(scaleOf(u), scaleOf(u + 1));
-            __m256 h1 = halves(scaleOf(u + 2), scaleOf(u + 3));
-            acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), h0, acc0);
-            acc1 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u + 2), h1, acc1);
-          }
-          if (u + 2 <= units) {
-            __m256 h0 = halves(scaleOf(u), scaleOf(u + 1));
-            acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), h0, acc0);
-            u += 2;
-          }
-          if (u < units) {
-            // The row's odd last 32 values: four words, the rest zeros.
-            __m256i w = _mm256_zextsi128_si256(
-                _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
-            acc1 = _mm256_fmadd_ps(wordDot<Signed>(w, xr + u * 32), halves(scaleOf(u), 0.0f), acc1);
-          }
-        }
-        float r_ = hsum(_mm256_add_ps(acc0, acc1));
-        if (off)
-          for (int64_t k = 0; k < nb; ++k)
-            r_ -= off[k] * sc[k] * sums[i * nb + k];
-        y[i * ldy + r] = r_;
+    const uint8_t *rows[N];
+    const float *sc[N], *off[N];
+    for (int n = 0; n < N; ++n) {
+      int64_t p = (r[n] / matrix_.rowBlock) * nb;
+      rows[n] = data_.tensor.bytes() + r[n] * cols / 2;
+      sc[n] = scaleF_.data() + p;
+      off[n] = offsetF_.empty() ? nullptr : offsetF_.data() + p;
+    }
+    for (int64_t i = 0; i < x.m; ++i) {
+      __m256 acc[N];
+      for (int n = 0; n < N; ++n)
+        acc[n] = _mm256_setzero_ps();
+      const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
+      wordRows<Signed, N>(rows, sc, x.permuted.data() + i * ld, starts, units, chunks, acc);
+      for (int n = 0; n < N; ++n) {
+        // With offsets: (u - 8 - offset) * scale for int4, (u - offset) *
+        // scale for uint4.
+        float v = hsum(acc[n]);
+        if (off[n])
+          v -= offsetTerm(sc[n], off[n], Signed ? 8.0f : 0.0f, x.blockSums.data() + i * nb);
+        y[i * ldy + r[n]] = v;
       }
     }
   }

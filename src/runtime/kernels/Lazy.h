@@ -74,6 +74,7 @@ public:
     int fused = 0;                ///< which fused kernel reads it; 0: none
     std::vector<float> permuted;  ///< m rows of cols values, when the kernel needs them
     std::vector<float> blockSums; ///< m rows of one sum per column block
+    std::vector<float> starts;    ///< m rows of where the kernel's sums start
   };
   /// x (m rows of `cols` values, ldx apart) for dotRows with W = this value
   /// seen as [numElements / cols, cols].

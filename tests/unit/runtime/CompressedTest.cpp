@@ -298,6 +298,46 @@ TEST(Compressed, Fp16ModeMatchesExpandThenMultiply) {
   }
 }
 
+TEST(Compressed, Int4ReadAsUint4KeepsTheErrorOfItsSum) {
+  // The AVX2 word kernel reads int4 q as u = q + 8 and takes 8 * sum(x) off
+  // per word. With x far from zero mean the two sums cancel; the result
+  // stays within the rounding bound of a k-term fp32 sum of |x| * (|q| + 8)
+  // * scale, against the exact sum in double.
+  for (int iter = 0; iter < 20; ++iter) {
+    int64_t n = 8, k = std::vector<int64_t>{64, 1024, 4608}[rng.pick(0, 2)];
+    std::vector<int64_t> q = randomInts(n * k, -8, 7);
+    std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
+    for (float &v : sc)
+      v = halfToFloat(floatToHalf(rng.uniform(0.01f, 0.2f)));
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(DType::I4, q, {n, k})}, {"scale", constF16(sc, {n, k / 32})}},
+                    DType::F16, {n, k});
+    Value *x = b.input("x", DType::F32, {1, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {1, n}));
+    std::vector<float> xv(static_cast<size_t>(k));
+    for (float &v : xv)
+      v = rng.uniform(0.5f, 1.5f);
+    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {1, k})}};
+    for (runtime::KernelIsa isa : kernelIsas()) {
+      IsaGuard guard(isa);
+      SCOPED_TRACE("k " + std::to_string(k) + " isa " + isaName(isa));
+      Tensor got = run(b, in, true)[0];
+      for (int64_t r = 0; r < n; ++r) {
+        double exact = 0, bound = 0;
+        for (int64_t c = 0; c < k; ++c) {
+          double s = sc[static_cast<size_t>(r * (k / 32) + c / 32)];
+          double qv = static_cast<double>(q[static_cast<size_t>(r * k + c)]);
+          exact += qv * s * xv[static_cast<size_t>(c)];
+          bound += (std::fabs(qv) + 8) * s * xv[static_cast<size_t>(c)];
+        }
+        double tol = static_cast<double>(k) * 0x1p-24 * bound;
+        EXPECT_NEAR(got.floatAt(r), exact, tol) << "row " << r;
+      }
+    }
+  }
+}
+
 TEST(Compressed, DecodedRowsSumAsFp16RowsOnEveryIsa) {
   // A compressed weight without a fused kernel (here a 2-bit palette), and
   // any compressed weight in fp16 mode, is decoded a row at a time and
