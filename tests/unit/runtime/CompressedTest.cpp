@@ -298,13 +298,43 @@ TEST(Compressed, Fp16ModeMatchesExpandThenMultiply) {
   }
 }
 
+TEST(Compressed, BlocksOf32WithoutOffsetsMatchOnEveryIsa) {
+  // export_llm's 4w form (int4, one scale per 32 inputs, no offsets) takes
+  // the word kernels (16 lanes on AVX-512, 8 on AVX2); rows of 1-3 blocks
+  // past a whole group are read with masks or a half group.
+  for (int iter = 0; iter < 60; ++iter) {
+    int64_t n = std::vector<int64_t>{1, 5, 16}[rng.pick(0, 2)],
+            k = std::vector<int64_t>{32, 64, 96, 160, 224, 256, 288, 1024}[rng.pick(0, 7)];
+    int64_t m = rng.pick(1, 4);
+    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
+    ProgramBuilder b;
+    Value *w = b.op(
+        "constexpr_blockwise_shift_scale",
+        {{"data", packed(dt, randomInts(n * k, dt == DType::I4 ? -8 : 0, dt == DType::I4 ? 7 : 15),
+                         {n, k})},
+         {"scale", floats(DType::F16, {n, k / 32}, 0.01f, 0.2f)}},
+        DType::F16, {n, k});
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
+    runtime::TensorMap in = {{"x", randomInput({m, k})}};
+    Tensor want = run(b, in, false)[0];
+    for (runtime::KernelIsa isa : kernelIsas()) {
+      IsaGuard guard(isa);
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k) + " m " + std::to_string(m) + " isa " + isaName(isa));
+      expectClose(run(b, in, true)[0], want, k);
+      expectClose(run(b, in, true, runtime::Precision::FP32, 2)[0], want, k);
+    }
+  }
+}
+
 TEST(Compressed, Int4ReadAsUint4KeepsTheErrorOfItsSum) {
   // The AVX2 word kernel reads int4 q as u = q + 8 and takes 8 * sum(x) off
   // per word. With x far from zero mean the two sums cancel; the result
   // stays within the rounding bound of a k-term fp32 sum of |x| * (|q| + 8)
   // * scale, against the exact sum in double.
   for (int iter = 0; iter < 20; ++iter) {
-    int64_t n = 8, k = std::vector<int64_t>{64, 1024, 4608}[rng.pick(0, 2)];
+    int64_t n = 8, k = std::vector<int64_t>{64, 96, 160, 1024, 4608}[rng.pick(0, 4)];
     std::vector<int64_t> q = randomInts(n * k, -8, 7);
     std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
     for (float &v : sc)
