@@ -111,7 +111,6 @@ __attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b
 /// fp32 values as simd::dot512 reads them.
 struct F32Row512 {
   const float *a;
-  void prefetch(int64_t) const {}
   __attribute__((target("avx512f"))) __m512 load16(int64_t c) const {
     return _mm512_loadu_ps(a + c);
   }

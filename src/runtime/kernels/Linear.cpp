@@ -156,13 +156,9 @@ __attribute__((target("avx2,fma,f16c"))) void gemvHalfAvx2(const uint16_t *w, co
   }
 }
 
-/// A row of fp16 weights as simd::dot512 reads it. No software prefetch:
-/// on the AVX-512 machine measured (Zen 4) the hardware prefetcher alone
-/// streams faster; kPrefetchBytes ahead made the LFM2-350M-shaped fp16 step
-/// 1.27x slower on one thread and 1.11x on two.
+/// A row of fp16 weights as simd::dot512 reads it.
 struct HalfRow512 {
   const uint16_t *w;
-  void prefetch(int64_t) const {}
   __attribute__((target("avx512f"))) __m512 load16(int64_t c) const {
     return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256((const __m256i *)(w + c)));
   }
