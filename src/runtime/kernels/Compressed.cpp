@@ -38,7 +38,6 @@
 #include "support/IntMath.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -542,19 +541,19 @@ private:
   }
 
   /// sum over the row's blocks b of scale[b] * (offset[b] + bias) * sum of
-  /// x over b (no offsets: the bias alone).
+  /// x over b.
   __attribute__((target("avx2,fma"))) float offsetTerm(const float *sc, const float *off,
                                                        float bias, const float *sums) const {
     int64_t nb = matrix_.colBlocks, b = 0;
     __m256 acc = _mm256_setzero_ps(), vb = _mm256_set1_ps(bias);
     for (; b + 8 <= nb; b += 8) {
-      __m256 e = off ? _mm256_add_ps(_mm256_loadu_ps(off + b), vb) : vb;
+      __m256 e = _mm256_add_ps(_mm256_loadu_ps(off + b), vb);
       acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(sc + b), e), _mm256_loadu_ps(sums + b),
                             acc);
     }
     float t = hsum(acc);
     for (; b < nb; ++b)
-      t += sc[b] * ((off ? off[b] : 0.0f) + bias) * sums[b];
+      t += sc[b] * (off[b] + bias) * sums[b];
     return t;
   }
 
@@ -566,110 +565,81 @@ private:
       fusedWordsOf<false>(x, y, ldy, r0, r1);
   }
 
-  /// acc[n] (eight lanes) += the scaled dot products of rows[n] (4-bit
-  /// blocks of `chunks` 32-value units, scales sc[n]) with xr, permuted by
-  /// permuteForWords, each lane's sums started at `starts` (or 0), for N rows
-  /// read side by side: 64 values (32 bytes) per wordDot. Blocks of an even
-  /// number of units: a block's groups are summed, then scaled. Odd (1, the
-  /// usual group size of 32 values, or more): each word group's halves take
-  /// their blocks' scales.
-  template <bool Signed, int N>
-  __attribute__((target("avx2,fma"))) static inline void
-  wordRows(const uint8_t *const *rows, const float *const *sc, const float *xr, const float *starts,
-           int64_t units, int64_t chunks, __m256 *acc) {
-    // One prefetch per 64 bytes (4 units) of each row.
-    auto prefetch = [rows](int64_t u) {
-      for (int n = 0; n < N; ++n)
-        _mm_prefetch(reinterpret_cast<const char *>(rows[n] + u * 16) + kPrefetchBytes,
-                     _MM_HINT_T0);
+  /// Eight lanes whose sum is the scaled dot product of a row of 4-bit
+  /// blocks of `chunks` 32-value units (scales sc) with xr, permuted by
+  /// permuteForWords, each lane's sums started at `starts` (or 0): 64 values
+  /// (32 bytes) per wordDot, two groups per step into two accumulators.
+  /// Blocks of an even number of units: a block's groups are summed, then
+  /// scaled. Odd (1, the usual group size of 32 values, or more): each word
+  /// group's halves take their blocks' scales. (Two rows side by side, which
+  /// the fp16 rows gain from, measured slower: the registers do not hold two
+  /// rows' chains.)
+  template <bool Signed>
+  __attribute__((target("avx2,fma"))) static inline __m256
+  wordRow(const uint8_t *row, const float *sc, const float *xr, const float *starts, int64_t units,
+          int64_t chunks) {
+    // One prefetch per 64 bytes (4 units) of the row.
+    auto prefetch = [row](int64_t u) {
+      _mm_prefetch(reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes, _MM_HINT_T0);
     };
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t u = 0;
     if (chunks % 2 == 0) {
       for (int64_t b = 0; u < units; ++b) {
-        __m256 s[N];
-        for (int n = 0; n < N; ++n)
-          s[n] = _mm256_setzero_ps();
+        __m256 s = _mm256_setzero_ps();
         for (int64_t end = u + chunks; u < end; u += 2) {
           if ((u & 3) == 0)
             prefetch(u);
-          for (int n = 0; n < N; ++n)
-            s[n] = _mm256_add_ps(s[n], wordDotAt<Signed>(rows[n], xr, starts, u));
+          s = _mm256_add_ps(s, wordDotAt<Signed>(row, xr, starts, u));
         }
-        for (int n = 0; n < N; ++n)
-          acc[n] = _mm256_fmadd_ps(s[n], _mm256_set1_ps(sc[n][b]), acc[n]);
+        acc0 = _mm256_fmadd_ps(s, _mm256_set1_ps(sc[b]), acc0);
       }
-      return;
+      return acc0;
     }
-    auto scaleOf = [&](int n, int64_t unit) {
-      return chunks == 1 ? sc[n][unit] : sc[n][unit / chunks];
-    };
-    __m256 acc1[N];
-    for (int n = 0; n < N; ++n)
-      acc1[n] = _mm256_setzero_ps();
+    auto scaleOf = [&](int64_t unit) { return chunks == 1 ? sc[unit] : sc[unit / chunks]; };
     for (; u + 4 <= units; u += 4) {
       prefetch(u);
-      for (int n = 0; n < N; ++n) {
-        acc[n] = _mm256_fmadd_ps(wordDotAt<Signed>(rows[n], xr, starts, u),
-                                 halves(scaleOf(n, u), scaleOf(n, u + 1)), acc[n]);
-        acc1[n] = _mm256_fmadd_ps(wordDotAt<Signed>(rows[n], xr, starts, u + 2),
-                                  halves(scaleOf(n, u + 2), scaleOf(n, u + 3)), acc1[n]);
-      }
+      acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, starts, u),
+                             halves(scaleOf(u), scaleOf(u + 1)), acc0);
+      acc1 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, starts, u + 2),
+                             halves(scaleOf(u + 2), scaleOf(u + 3)), acc1);
     }
-    for (; u + 2 <= units; u += 2)
-      for (int n = 0; n < N; ++n)
-        acc[n] = _mm256_fmadd_ps(wordDotAt<Signed>(rows[n], xr, starts, u),
-                                 halves(scaleOf(n, u), scaleOf(n, u + 1)), acc[n]);
-    if (u < units)
-      for (int n = 0; n < N; ++n) {
-        // The row's odd last 32 values: four words, the rest zeros (their
-        // starts are zeros too).
-        __m256i w = _mm256_zextsi128_si256(
-            _mm_loadu_si128(reinterpret_cast<const __m128i *>(rows[n] + u * 16)));
-        __m256 start = starts ? _mm256_loadu_ps(starts + u * 4) : _mm256_setzero_ps();
-        acc[n] = _mm256_fmadd_ps(wordDot(wordBits<Signed>(w), xr + u * 32, start),
-                                 halves(scaleOf(n, u), 0.0f), acc[n]);
-      }
-    for (int n = 0; n < N; ++n)
-      acc[n] = _mm256_add_ps(acc[n], acc1[n]);
+    if (u + 2 <= units) {
+      acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, starts, u),
+                             halves(scaleOf(u), scaleOf(u + 1)), acc0);
+      u += 2;
+    }
+    if (u < units) {
+      // The row's odd last 32 values: four words, the rest zeros (their
+      // starts are zeros too).
+      __m256i w =
+          _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
+      __m256 start = starts ? _mm256_loadu_ps(starts + u * 4) : _mm256_setzero_ps();
+      acc1 = _mm256_fmadd_ps(wordDot(wordBits<Signed>(w), xr + u * 32, start),
+                             halves(scaleOf(u), 0.0f), acc1);
+    }
+    return _mm256_add_ps(acc0, acc1);
   }
 
-  /// y[i * ldy + r] for rows [r0, r1) of 4-bit blocks, a row at a time
-  /// (two rows side by side measured slower: the registers do not hold two
-  /// rows' chains).
+  /// y[i * ldy + r] for rows [r0, r1) of 4-bit blocks, a row at a time.
   template <bool Signed>
   __attribute__((target("avx2,fma"))) void fusedWordsOf(const DotOperand &x, float *y, int64_t ldy,
                                                         int64_t r0, int64_t r1) const {
-    for (int64_t r = r0; r < r1; ++r)
-      wordRowsAt<Signed, 1>(x, y, ldy, {r});
-  }
-
-  /// The N rows `r` of fusedWordsOf, for every row of x.
-  template <bool Signed, int N>
-  __attribute__((target("avx2,fma"))) void wordRowsAt(const DotOperand &x, float *y, int64_t ldy,
-                                                      std::array<int64_t, N> r) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
     int64_t units = cols / 32, ld = wordRowLength(cols);
-    const uint8_t *rows[N];
-    const float *sc[N], *off[N];
-    for (int n = 0; n < N; ++n) {
-      int64_t p = (r[n] / matrix_.rowBlock) * nb;
-      rows[n] = data_.tensor.bytes() + r[n] * cols / 2;
-      sc[n] = scaleF_.data() + p;
-      off[n] = offsetF_.empty() ? nullptr : offsetF_.data() + p;
-    }
-    for (int64_t i = 0; i < x.m; ++i) {
-      __m256 acc[N];
-      for (int n = 0; n < N; ++n)
-        acc[n] = _mm256_setzero_ps();
-      const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
-      wordRows<Signed, N>(rows, sc, x.permuted.data() + i * ld, starts, units, chunks, acc);
-      for (int n = 0; n < N; ++n) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t p = (r / matrix_.rowBlock) * nb;
+      const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
+      const float *sc = scaleF_.data() + p;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
+        float v = hsum(wordRow<Signed>(row, sc, x.permuted.data() + i * ld, starts, units, chunks));
         // With offsets: (u - 8 - offset) * scale for int4, (u - offset) *
         // scale for uint4.
-        float v = hsum(acc[n]);
-        if (off[n])
-          v -= offsetTerm(sc[n], off[n], Signed ? 8.0f : 0.0f, x.blockSums.data() + i * nb);
-        y[i * ldy + r[n]] = v;
+        if (!offsetF_.empty())
+          v -= offsetTerm(sc, offsetF_.data() + p, Signed ? 8.0f : 0.0f,
+                          x.blockSums.data() + i * nb);
+        y[i * ldy + r] = v;
       }
     }
   }
