@@ -195,10 +195,14 @@ void permuteForWords(const float *x, int64_t n, float *xq, int64_t words = 8) {
   }
 }
 
+/// The sign bit of each of a 32-bit word's eight nibbles: int4 q xor 8 is
+/// q + 8 as uint4.
+constexpr int kNibbleSignBits = static_cast<int>(0x88888888u);
+
 /// The words of int4 data as uint4 of the values plus 8; uint4 unchanged.
 template <bool Signed> __attribute__((target("avx2"))) inline __m256i wordBits(__m256i w) {
   if constexpr (Signed)
-    return _mm256_xor_si256(w, _mm256_set1_epi32(static_cast<int>(0x88888888u)));
+    return _mm256_xor_si256(w, _mm256_set1_epi32(kNibbleSignBits));
   else
     return w;
 }
@@ -491,18 +495,16 @@ protected:
       x.permuted.resize(static_cast<size_t>(x.m * ld));
       for (int64_t i = 0; i < x.m; ++i)
         permuteForWords(x.x + i * x.ldx, cols, x.permuted.data() + i * ld, words);
+      // The word kernels read int4 as uint4 of the values plus 8: without
+      // offsets each lane's sum starts at -8 times its x; with offsets, 8 is
+      // added to them.
+      if (dt == DType::I4 && offsetF_.empty()) {
+        x.starts.resize(static_cast<size_t>(x.m * (ld / 8)));
+        for (int64_t i = 0; i < x.m; ++i)
+          wordStarts(x.x + i * x.ldx, cols, x.starts.data() + i * (ld / 8), words);
+      }
     }
-    // The word kernel reads int4 as uint4 of the values plus 8: without
-    // offsets each lane's sum starts at -8 times its x; with offsets, 8 is
-    // added to them. The AVX-512 nibble kernel takes offsets into its
-    // per-block tables.
-    if ((x.fused == kFusedWords || x.fused == kFusedWords512) && dt == DType::I4 &&
-        offsetF_.empty()) {
-      int64_t words = x.fused == kFusedWords ? 8 : 16, ls = wordRowLength(cols, words) / 8;
-      x.starts.resize(static_cast<size_t>(x.m * ls));
-      for (int64_t i = 0; i < x.m; ++i)
-        wordStarts(x.x + i * x.ldx, cols, x.starts.data() + i * ls, words);
-    }
+    // The AVX-512 nibble kernel takes offsets into its per-block tables.
     if (!offsetF_.empty() && x.fused != kFusedNibbles512) {
       x.blockSums.resize(static_cast<size_t>(x.m * nb));
       for (int64_t i = 0; i < x.m; ++i)
@@ -652,7 +654,7 @@ private:
                __m512 acc) {
     const __m512i quads = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     if constexpr (Signed)
-      w = _mm512_xor_si512(w, _mm512_set1_epi32(static_cast<int>(0x88888888u)));
+      w = _mm512_xor_si512(w, _mm512_set1_epi32(kNibbleSignBits));
     __m512 start = starts ? _mm512_loadu_ps(starts + u * 4) : _mm512_setzero_ps();
     return _mm512_fmadd_ps(wordDot512(w, xq + u * 32, start), _mm512_permutexvar_ps(quads, scales),
                            acc);

@@ -198,6 +198,24 @@ void expectClose(const Tensor &got, const Tensor &want, int64_t k) {
     ASSERT_NEAR(got.floatAt(i), want.floatAt(i), tol) << "element " << i;
 }
 
+/// linear(x, w) for random x of m rows, w of shape [n, k] built in `b`: the
+/// in-place kernels of every ISA, on one thread and on `threads`, against
+/// expand-then-multiply.
+void expectLinearMatchesOnEveryIsa(ProgramBuilder &b, Value *w, int64_t n, int64_t k, int64_t m,
+                                   const std::string &what, int threads) {
+  Value *x = b.input("x", DType::F32, {m, k});
+  b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
+  runtime::TensorMap in = {{"x", randomInput({m, k})}};
+  Tensor want = run(b, in, false)[0];
+  for (runtime::KernelIsa isa : kernelIsas()) {
+    IsaGuard guard(isa);
+    SCOPED_TRACE(what + " n " + std::to_string(n) + " k " + std::to_string(k) + " m " +
+                 std::to_string(m) + " isa " + isaName(isa));
+    expectClose(run(b, in, true)[0], want, k);
+    expectClose(run(b, in, true, runtime::Precision::FP32, threads)[0], want, k);
+  }
+}
+
 TEST(Compressed, LinearMatchesExpandThenMultiply) {
   for (int iter = 0; iter < 160; ++iter) {
     int64_t n = std::vector<int64_t>{1, 3, 16, 17, 64}[rng.pick(0, 4)];
@@ -206,17 +224,7 @@ TEST(Compressed, LinearMatchesExpandThenMultiply) {
     ProgramBuilder b;
     std::string what;
     Value *w = compressedWeight(b, {n, k}, what);
-    Value *x = b.input("x", DType::F32, {m, k});
-    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
-    runtime::TensorMap in = {{"x", randomInput({m, k})}};
-    Tensor want = run(b, in, false)[0];
-    for (runtime::KernelIsa isa : kernelIsas()) {
-      IsaGuard guard(isa);
-      SCOPED_TRACE(what + " n " + std::to_string(n) + " k " + std::to_string(k) + " m " +
-                   std::to_string(m) + " isa " + isaName(isa));
-      expectClose(run(b, in, true)[0], want, k);
-      expectClose(run(b, in, true, runtime::Precision::FP32, 3)[0], want, k);
-    }
+    expectLinearMatchesOnEveryIsa(b, w, n, k, m, what, 3);
   }
 }
 
@@ -314,17 +322,7 @@ TEST(Compressed, BlocksOf32WithoutOffsetsMatchOnEveryIsa) {
                          {n, k})},
          {"scale", floats(DType::F16, {n, k / 32}, 0.01f, 0.2f)}},
         DType::F16, {n, k});
-    Value *x = b.input("x", DType::F32, {m, k});
-    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
-    runtime::TensorMap in = {{"x", randomInput({m, k})}};
-    Tensor want = run(b, in, false)[0];
-    for (runtime::KernelIsa isa : kernelIsas()) {
-      IsaGuard guard(isa);
-      SCOPED_TRACE(std::string(dtypeName(dt)) + " n " + std::to_string(n) + " k " +
-                   std::to_string(k) + " m " + std::to_string(m) + " isa " + isaName(isa));
-      expectClose(run(b, in, true)[0], want, k);
-      expectClose(run(b, in, true, runtime::Precision::FP32, 2)[0], want, k);
-    }
+    expectLinearMatchesOnEveryIsa(b, w, n, k, m, std::string(dtypeName(dt)), 2);
   }
 }
 
