@@ -17,8 +17,8 @@
 //
 //   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--no-spin]
-//                [--steps N] [--isa portable|avx2|best] --benchmark_filter=step
-//                --benchmark_format=json
+//                [--steps N] [--isa portable|avx2|best] [--prefetch auto|on|off]
+//                --benchmark_filter=step --benchmark_format=json
 //
 //===----------------------------------------------------------------------===//
 #include "io/ModelIO.h"
@@ -250,9 +250,20 @@ int main(int argc, char **argv) {
                   << "'\n";
         return 2;
       }
+    } else if (a == "--prefetch") {
+      // Whether the AVX-512 kernels prefetch their weight rows (default: as
+      // the CPU's choice, runtime::kernelPrefetches()).
+      std::string on = value();
+      if (on == "on" || on == "off")
+        runtime::setKernelPrefetchForTesting(on == "on");
+      else if (on != "auto") {
+        std::cerr << "anefit-bench: --prefetch: expected auto, on or off, found '" << on << "'\n";
+        return 2;
+      }
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz|random] [--threads N] "
-                   "[--no-spin] [--steps N] [--isa portable|avx2|best] [--benchmark_* flags]\n";
+                   "[--no-spin] [--steps N] [--isa portable|avx2|best] [--prefetch auto|on|off] "
+                   "[--benchmark_* flags]\n";
       return 0;
     } else {
       std::cerr << "anefit-bench: unknown argument '" << a << "'\n";

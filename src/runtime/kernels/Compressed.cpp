@@ -523,8 +523,7 @@ protected:
     else if (x.fused == kFusedWords)
       fusedWords(isSigned, x, y, ldy, r0, r1);
     else if (x.fused == kFusedWords512)
-      isSigned ? fusedWords512Of<true>(x, y, ldy, r0, r1)
-               : fusedWords512Of<false>(x, y, ldy, r0, r1);
+      fusedWords512(isSigned, x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
 #endif
@@ -646,6 +645,16 @@ private:
     }
   }
 
+  void fusedWords512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                     int64_t r1) const {
+    if (kernelPrefetches())
+      isSigned ? fusedWords512Of<true, true>(x, y, ldy, r0, r1)
+               : fusedWords512Of<false, true>(x, y, ldy, r0, r1);
+    else
+      isSigned ? fusedWords512Of<true, false>(x, y, ldy, r0, r1)
+               : fusedWords512Of<false, false>(x, y, ldy, r0, r1);
+  }
+
   /// acc + the four blocks of the word group `w` at unit u (scales: the
   /// blocks' four in lanes 0-3), for fusedWords512Of.
   template <bool Signed>
@@ -663,8 +672,10 @@ private:
   /// Rows [r0, r1) of 4-bit blocks of 32 values without offsets, 128 values
   /// (64 bytes, four blocks) per wordDot512: lane group b takes block b's
   /// scale. A row's last 1-3 blocks are read with masks (zeros past the row:
-  /// x and the starts are zeros there too).
-  template <bool Signed>
+  /// x and the starts are zeros there too). With Prefetch, each 64-byte line
+  /// is prefetched kPrefetchBytes ahead (kernelPrefetches(): 1.45x on an
+  /// Intel core streaming from memory).
+  template <bool Signed, bool Prefetch>
   __attribute__((target("avx512f"))) void
   fusedWords512Of(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
@@ -678,6 +689,11 @@ private:
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
         int64_t u = 0;
         for (; u + 8 <= units; u += 8) {
+          if constexpr (Prefetch) {
+            const char *next = reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes;
+            _mm_prefetch(next, _MM_HINT_T0);
+            _mm_prefetch(next + 64, _MM_HINT_T0);
+          }
           acc0 = wordGroup512<Signed>(_mm512_loadu_si512(row + u * 16), xq, starts, u,
                                       _mm512_castps128_ps512(_mm_loadu_ps(sc + u)), acc0);
           acc1 = wordGroup512<Signed>(_mm512_loadu_si512(row + u * 16 + 64), xq, starts, u + 4,

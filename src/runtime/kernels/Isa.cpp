@@ -9,6 +9,21 @@ namespace anefit::runtime {
 namespace {
 
 std::optional<KernelIsa> forcedIsa;
+std::optional<bool> forcedPrefetch;
+
+/// True on a CPU whose vendor string is AMD's.
+bool cpuIsAmd() {
+#if defined(__x86_64__)
+  static const bool yes = [] {
+    unsigned eax, ebx, ecx, edx;
+    return __get_cpuid(0, &eax, &ebx, &ecx, &edx) && ebx == signature_AMD_ebx &&
+           ecx == signature_AMD_ecx && edx == signature_AMD_edx;
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
 
 } // namespace
 
@@ -37,6 +52,10 @@ bool cpuHasAvx512() {
 }
 
 void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
+
+bool kernelPrefetches() { return forcedPrefetch.value_or(!(cpuIsAmd() && cpuHasAvx512())); }
+
+void setKernelPrefetchForTesting(std::optional<bool> on) { forcedPrefetch = on; }
 
 KernelIsa kernelIsa() {
   KernelIsa best = cpuHasAvx512() ? KernelIsa::Avx512

@@ -4,6 +4,8 @@
 // CPU has (AVX-512, AVX2 with FMA and F16C, or portable C++), unless a test or
 // a benchmark caps it. Every vector kernel asks kernelIsa() at the call, so a
 // capped run takes the portable or AVX2 paths on any machine that has them.
+// Whether the AVX-512 kernels prefetch their weight stream in software is
+// chosen here too, by CPU, from what was measured on each.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -24,5 +26,20 @@ void setKernelIsaForTesting(std::optional<KernelIsa> isa);
 bool cpuHasAvx2();
 /// True when the CPU runs the AVX-512 kernels (AVX-512 F, BW, VL).
 bool cpuHasAvx512();
+
+/// Whether the AVX-512 weight kernels (fp16 rows, int4/uint4 words) prefetch
+/// the rows they stream, a few KB ahead, unless a test or a benchmark chose.
+/// Measured on decode-sized products that stream weights from memory:
+///   - Intel (a Xeon of 2023, Emerald Rapids): the hardware prefetcher alone
+///     leaves a core at 55-60 % of its read bandwidth; with the prefetch the
+///     fp16 rows reach 90 % or more (1.6x) and the int4 words 1.45x.
+///   - AMD Zen 4: the hardware prefetcher alone streams faster; the prefetch
+///     made an LFM2-350M-shaped fp16 step 1.27x slower on one thread.
+/// So: off on AMD CPUs with AVX-512 (Zen 4 and later), on everywhere else.
+/// The AVX2 kernels always prefetch (tuned on an AVX2-only EPYC, +5-15 %).
+bool kernelPrefetches();
+/// Makes the AVX-512 kernels prefetch or not; std::nullopt goes back to the
+/// CPU's choice. Results do not depend on it.
+void setKernelPrefetchForTesting(std::optional<bool> on);
 
 } // namespace anefit::runtime

@@ -86,10 +86,11 @@ int64_t rowGrain(int64_t rows, int64_t cols, double bytesPerElement) {
 }
 
 #if defined(__x86_64__)
-/// How far ahead of the weight stream the AVX2 kernels prefetch, in bytes:
+/// How far ahead of the weight stream the fp16 kernels prefetch, in bytes:
 /// past the next 4 KB page, whose first lines the hardware prefetcher does
 /// not fetch early (+5-15 % bandwidth on long rows on the AVX2-only machine
-/// measured).
+/// measured; the AVX-512 rows where kernelPrefetches(): on an Intel core
+/// 2-8 KB ahead gave the same rate, 1.6x none).
 constexpr int64_t kPrefetchBytes = 6144;
 
 /// y[n] = dot(x, W_n) for N fp16 rows of k values, read side by side: each
@@ -163,17 +164,23 @@ struct HalfRow512 {
     return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256((const __m256i *)(w + c)));
   }
   float at(int64_t c) const { return halfToFloat(w[c]); }
+  /// The line kPrefetchBytes past the 32 values at c (64 bytes, a line).
+  void prefetch(int64_t c) const {
+    _mm_prefetch(reinterpret_cast<const char *>(w + c) + kPrefetchBytes, _MM_HINT_T0);
+  }
 };
 
-/// The same with 16 lanes, summed as dotF32 sums (simd::dot512).
-__attribute__((target("avx512f"))) void gemvHalfAvx512(const uint16_t *w, const float *x,
-                                                       int64_t ldx, int64_t m, float *y,
-                                                       int64_t ldy, int64_t k, int64_t r0,
-                                                       int64_t r1) {
+/// The same with 16 lanes, summed as dotF32 sums (simd::dot512); the rows
+/// prefetched where kernelPrefetches() says (an Intel core streams 1.6x
+/// faster with it, a Zen 4 core slower).
+template <bool Prefetch>
+__attribute__((target("avx512f"))) void
+gemvHalfAvx512(const uint16_t *w, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
+               int64_t k, int64_t r0, int64_t r1) {
   for (int64_t r = r0; r < r1; ++r) {
     HalfRow512 row{w + r * k};
     for (int64_t i = 0; i < m; ++i)
-      y[i * ldy + r] = simd::dot512(row, x + i * ldx, k);
+      y[i * ldy + r] = simd::dot512<Prefetch>(row, x + i * ldx, k);
   }
 }
 #endif
@@ -193,7 +200,9 @@ void matmulWeightT(const float *x, const Tensor &w, float *out, int64_t m, int64
     }
 #if defined(__x86_64__)
     if (w.dtype() == DType::F16 && kernelIsa() != KernelIsa::Portable) {
-      auto *gemv = kernelIsa() == KernelIsa::Avx512 ? gemvHalfAvx512 : gemvHalfAvx2;
+      auto *gemv = kernelIsa() != KernelIsa::Avx512 ? gemvHalfAvx2
+                   : kernelPrefetches()             ? gemvHalfAvx512<true>
+                                                    : gemvHalfAvx512<false>;
       parallelFor(n, grain, [&](int64_t r0, int64_t r1) {
         gemv(w.data<uint16_t>(), x, k, m, out, ldo, k, r0, r1);
       });

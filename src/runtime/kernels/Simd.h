@@ -48,16 +48,17 @@ __attribute__((target("avx512f"))) inline float sum512(__m512 v) {
 /// it: two accumulators of 16 lanes over 32 values a step, sum512, then the
 /// last k % 32 values fused one by one in order. `w` reads the weights:
 /// w.load16(c) (16 values from c as fp32, with a target attribute of its
-/// own) and w.at(c) (one). No software prefetch: on the AVX-512 machine
-/// measured (Zen 4) the hardware prefetcher alone streams faster; one
-/// kPrefetchBytes ahead made the LFM2-350M-shaped fp16 step 1.27x slower on
-/// one thread and 1.11x on two.
-template <class Weights>
+/// own) and w.at(c) (one); with Prefetch, w.prefetch(c) once a step (a
+/// weight stream read from memory; kernelPrefetches() says whether). The
+/// order of summation is the same either way.
+template <bool Prefetch = false, class Weights>
 __attribute__((target("avx512f"))) inline float dot512(const Weights &w, const float *x,
                                                        int64_t k) {
   __m512 a0 = _mm512_setzero_ps(), a1 = a0;
   int64_t c = 0;
   for (; c + 32 <= k; c += 32) {
+    if constexpr (Prefetch)
+      w.prefetch(c);
     a0 = _mm512_fmadd_ps(w.load16(c), _mm512_loadu_ps(x + c), a0);
     a1 = _mm512_fmadd_ps(w.load16(c + 16), _mm512_loadu_ps(x + c + 16), a1);
   }

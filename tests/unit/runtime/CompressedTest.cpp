@@ -404,6 +404,51 @@ TEST(Compressed, DecodedRowsSumAsFp16RowsOnEveryIsa) {
   }
 }
 
+TEST(Compressed, Avx512RowsPrefetchedOrNotGiveTheSameBits) {
+  // Whether the AVX-512 kernels prefetch is chosen by CPU (on for Intel, off
+  // for Zen 4): both paths run here, on any AVX-512 machine, and must give
+  // the same bits: fp16 rows, and int4/uint4 blocks of 32 (the word kernel),
+  // on rows long enough to prefetch past their end, on one and two threads.
+  if (!runtime::cpuHasAvx512())
+    GTEST_SKIP() << "this CPU has no AVX-512: its kernels do not run here";
+  IsaGuard isa(runtime::KernelIsa::Avx512);
+  for (int iter = 0; iter < 24; ++iter) {
+    int64_t n = std::vector<int64_t>{1, 5, 33}[rng.pick(0, 2)],
+            k = std::vector<int64_t>{32, 288, 1024, 4096}[rng.pick(0, 3)];
+    int64_t m = rng.pick(1, 4);
+    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
+    ProgramBuilder b;
+    Value *x = b.input("x", DType::F32, {m, k});
+    Value *words = b.op(
+        "constexpr_blockwise_shift_scale",
+        {{"data", packed(dt, randomInts(n * k, dt == DType::I4 ? -8 : 0, dt == DType::I4 ? 7 : 15),
+                         {n, k})},
+         {"scale", floats(DType::F16, {n, k / 32}, 0.01f, 0.2f)}},
+        DType::F16, {n, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", words}}, DType::F32, {m, n}));
+    b.output(b.op("linear", {{"x", x}, {"weight", floats(DType::F16, {n, k}, -1.0f, 1.0f)}},
+                  DType::F32, {m, n}));
+    runtime::TensorMap in = {{"x", randomInput({m, k})}};
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " n " + std::to_string(n) + " k " +
+                   std::to_string(k) + " m " + std::to_string(m) + " threads " +
+                   std::to_string(threads));
+      std::vector<Tensor> on, off;
+      {
+        PrefetchGuard guard(true);
+        on = run(b, in, true, runtime::Precision::FP32, threads);
+      }
+      {
+        PrefetchGuard guard(false);
+        off = run(b, in, true, runtime::Precision::FP32, threads);
+      }
+      for (size_t o = 0; o < on.size(); ++o)
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_EQ(on[o].floatAt(i), off[o].floatAt(i)) << "output " << o << " element " << i;
+    }
+  }
+}
+
 TEST(Compressed, ExpandedOnceAndKeptWithinTheBudget) {
   // A compressed weight read by an op that cannot decode it (add) is
   // expanded at the first run and kept; with no budget it is expanded at

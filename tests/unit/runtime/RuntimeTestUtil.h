@@ -86,6 +86,15 @@ struct IsaGuard {
   IsaGuard &operator=(const IsaGuard &) = delete;
 };
 
+/// Makes the AVX-512 kernels prefetch their weight rows, or not, for its
+/// scope (runtime::kernelPrefetches() chooses by CPU otherwise).
+struct PrefetchGuard {
+  explicit PrefetchGuard(bool on) { runtime::setKernelPrefetchForTesting(on); }
+  ~PrefetchGuard() { runtime::setKernelPrefetchForTesting(std::nullopt); }
+  PrefetchGuard(const PrefetchGuard &) = delete;
+  PrefetchGuard &operator=(const PrefetchGuard &) = delete;
+};
+
 inline const char *isaName(runtime::KernelIsa isa) {
   switch (isa) {
   case runtime::KernelIsa::Portable:
