@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""The weight kernels alone: one `linear` of a decode step (one row of x) per weight form and ISA.
+
+A decode step is a chain of matrix-vector products; its speed is the speed of
+the kernel that reads each weight form. This benchmark isolates them: for each
+form (the forms of bench/run_lfm2_350m.py: fp16 rows, int4 blockwise with one
+fp16 scale per 32 inputs, a 16-entry fp16 palette per 16 output channels) it
+builds two programs of chained square linears and times one step of each with
+anefit-bench, on each instruction set the CPU runs:
+
+  stream   distinct weights, 1 GB or more of stored bytes in all: past any
+           last-level cache, so the rate is the one a full-size export sees
+  cache    one weight of about 1 MB stored, used by every linear: it stays
+           in the core's L2 cache, so the rate is the kernel's own
+           instruction rate
+
+and prints the stored weight bytes each reads per second, the stream rate
+against the read bandwidth anefit-bench measures in the same run (the bound),
+and the stream rate against the cache rate (how much the memory costs the
+kernel). The forms, ISAs and places run in turn, round after round, so a drift
+of the machine's speed touches all of them.
+
+    python3 bench/linear_kernels.py --bench build/bench/anefit-bench \\
+        [--forms fp16,int4,lut4] [--isas avx2,best] [--threads 1] [--rounds 3]
+
+An ISA may carry how the AVX-512 kernels prefetch (anefit-bench --prefetch):
+`--isas avx2,best/on,best/off` compares the CPU's choice both ways.
+
+Only numpy is needed to build the programs.
+"""
+
+import argparse
+import os
+import statistics
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import isa as machine_isa  # noqa: E402
+from run_lfm2_350m import Emitter, WeightFile, emit_weight, read_bandwidth, run_json  # noqa: E402
+from scratch import scratch_dir  # noqa: E402
+
+STREAM_BYTES = 1 << 30  # stored weight bytes a streaming step reads, at least
+STREAM_K = 4096         # a streaming linear's weight is STREAM_K x STREAM_K
+CACHE_BYTES = 1 << 20   # the cached weight's stored bytes, about (half a core's L2 or less)
+CACHE_LINEARS = 256
+STORED_BITS = {"fp16": 16.0, "int4": 4.0 + 16.0 / 32, "lut4": 4.0}
+
+
+def build(workdir, form, k, linears, distinct):
+    """model.mil of `linears` chained [1, k] -> [1, k] linears; returns the weight bytes a step
+    reads. The weight is normal with std 1/sqrt(k), so the values neither grow nor fade."""
+    read = linears * k * k * STORED_BITS[form] / 8
+    if os.path.exists(os.path.join(workdir, "model.mil")):
+        return read  # built by an earlier run into the same --workdir
+    os.makedirs(os.path.join(workdir, "weights"), exist_ok=True)
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal([k, k], dtype=np.float32) / np.sqrt(k)).astype(np.float16)
+    wf = WeightFile(os.path.join(workdir, "weights", "weight.bin"))
+    e = Emitter(wf)
+    x = "%x"
+    weight = None
+    for i in range(linears):
+        if distinct or weight is None:
+            weight = emit_weight(e, {f"w{i}": w}, f"w{i}", form, True)
+        x = e.op([1, k], "fp32", f"linear(x={x}, weight={weight})")
+    wf.close()
+    text = f"main[CoreML8](%x: {Emitter.ty([1, k], 'fp32')}) {{\n  block0() {{\n"
+    text += "\n".join(e.lines) + f"\n  }} -> ({x})\n}}\n"
+    with open(os.path.join(workdir, "model.mil"), "w") as f:
+        f.write(text)
+    return read
+
+
+def bench_linear(bench, model, threads, steps, variant):
+    """Wall ms per step of anefit-bench on `model` with random inputs; `variant` is an ISA as
+    anefit-bench --isa takes it, optionally /auto, /on or /off for its --prefetch."""
+    isa, _, prefetch = variant.partition("/")
+    r = run_json([bench, "--model", model, "--inputs", "random", "--threads", str(threads),
+                  "--steps", str(steps), "--isa", isa, "--prefetch", prefetch or "auto",
+                  "--benchmark_filter=^step", "--benchmark_format=json"])
+    return r["benchmarks"][0]["real_time"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bench", default=os.environ.get("ANEFIT_BENCH", "build/bench/anefit-bench"))
+    ap.add_argument("--forms", default="fp16,int4,lut4")
+    ap.add_argument("--isas", default="avx2,best",
+                    help="kernel instruction sets, as anefit-bench --isa takes them")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=4, help="timed steps per round")
+    ap.add_argument("--workdir", help="where to build the programs (default: a temp dir); "
+                    "a later run with the same --workdir reuses them")
+    args = ap.parse_args()
+    forms, isas = args.forms.split(","), args.isas.split(",")
+    for f in forms:
+        if f not in STORED_BITS:
+            sys.exit(f"linear_kernels: unknown form '{f}' "
+                     f"(expected one of {', '.join(STORED_BITS)})")
+    workdir = args.workdir or scratch_dir("anefit-linear-")
+    models = {}
+    for form in forms:
+        per = STREAM_K * STREAM_K * STORED_BITS[form] / 8
+        count = max(1, int(-(-STREAM_BYTES // per)))
+        d = os.path.join(workdir, form + "-stream")
+        models[form, "stream"] = (os.path.join(d, "model.mil"),
+                                  build(d, form, STREAM_K, count, True))
+        d = os.path.join(workdir, form + "-cache")
+        k = int((CACHE_BYTES * 8 / STORED_BITS[form]) ** 0.5) // 32 * 32
+        models[form, "cache"] = (os.path.join(d, "model.mil"),
+                                 build(d, form, k, CACHE_LINEARS, False))
+    bound, _ = read_bandwidth(args.bench, threads=args.threads)
+    times = {(form, place, isa): [] for (form, place) in models for isa in isas}
+    for _ in range(args.rounds):
+        for (form, place), (path, _) in models.items():
+            for isa in isas:
+                times[form, place, isa].append(
+                    bench_linear(args.bench, path, args.threads, args.steps, isa))
+    bound = max(bound, read_bandwidth(args.bench, threads=args.threads)[0])
+    print(f"machine: {machine_isa()}")
+    print(f"one linear of one row of x, {args.threads} thread(s), {args.rounds} rounds of "
+          f"{args.steps} steps, medians; read bandwidth (the bound) {bound:.1f} GB/s")
+    print(f"{'form':6} {'isa':10} {'stream GB/s':>11} {'% of bound':>10} {'cache GB/s':>10} "
+          f"{'stream/cache':>12}")
+    for form in forms:
+        for isa in isas:
+            rate = {}
+            for place in ("stream", "cache"):
+                ms = statistics.median(times[form, place, isa])
+                rate[place] = models[form, place][1] / (ms * 1e-3) / 1e9
+            print(f"{form:6} {isa:10} {rate['stream']:11.1f} {100 * rate['stream'] / bound:9.0f}% "
+                  f"{rate['cache']:10.1f} {rate['stream'] / rate['cache']:12.2f}")
+
+
+if __name__ == "__main__":
+    main()
