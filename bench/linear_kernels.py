@@ -8,11 +8,12 @@ fp16 scale per 32 inputs, a 16-entry fp16 palette per 16 output channels) it
 builds two programs of chained square linears and times one step of each with
 anefit-bench, on each instruction set the CPU runs:
 
-  stream   distinct weights, 1 GB or more of stored bytes in all: past any
-           last-level cache, so the rate is the one a full-size export sees
-  cache    one weight of about 1 MB stored, used by every linear: it stays
-           in the core's L2 cache, so the rate is the kernel's own
-           instruction rate
+  stream   distinct weights, 1 GB or more of stored bytes in all
+           (--stream-mb): past any last-level cache, so the rate is the one
+           a full-size export sees
+  cache    one weight of about 1 MB stored (--cache-kb), used by every
+           linear: it stays in the core's L2 cache, so the rate is the
+           kernel's own instruction rate
 
 and prints the stored weight bytes each reads per second, the stream rate
 against the read bandwidth anefit-bench measures in the same run (the bound),
@@ -41,9 +42,7 @@ from machine import isa as machine_isa  # noqa: E402
 from run_lfm2_350m import Emitter, WeightFile, emit_weight, read_bandwidth, run_json  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
 
-STREAM_BYTES = 1 << 30  # stored weight bytes a streaming step reads, at least
 STREAM_K = 4096         # a streaming linear's weight is STREAM_K x STREAM_K
-CACHE_BYTES = 1 << 20   # the cached weight's stored bytes, about (half a core's L2 or less)
 CACHE_LINEARS = 256
 STORED_BITS = {"fp16": 16.0, "int4": 4.0 + 16.0 / 32, "lut4": 4.0}
 
@@ -92,9 +91,18 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=4, help="timed steps per round")
+    ap.add_argument("--stream-mb", type=int, default=1024,
+                    help="stored weight MB a streaming step reads, at least")
+    ap.add_argument("--cache-kb", type=int, default=1024,
+                    help="stored KB of the cached weight, about (half a core's L2 or less)")
+    ap.add_argument("--stream-k", type=int, default=STREAM_K,
+                    help="a streaming linear's weight is K x K (a multiple of 32)")
     ap.add_argument("--workdir", help="where to build the programs (default: a temp dir); "
                     "a later run with the same --workdir reuses them")
     args = ap.parse_args()
+    if args.stream_k < 32 or args.stream_k % 32 or args.stream_mb < 1 or args.cache_kb < 1:
+        sys.exit("linear_kernels: --stream-k takes a positive multiple of 32, --stream-mb and "
+                 "--cache-kb positive sizes")
     forms, isas = args.forms.split(","), args.isas.split(",")
     for f in forms:
         if f not in STORED_BITS:
@@ -103,13 +111,13 @@ def main():
     workdir = args.workdir or scratch_dir("anefit-linear-")
     models = {}
     for form in forms:
-        per = STREAM_K * STREAM_K * STORED_BITS[form] / 8
-        count = max(1, int(-(-STREAM_BYTES // per)))
-        d = os.path.join(workdir, form + "-stream")
-        models[form, "stream"] = (os.path.join(d, "model.mil"),
-                                  build(d, form, STREAM_K, count, True))
-        d = os.path.join(workdir, form + "-cache")
-        k = int((CACHE_BYTES * 8 / STORED_BITS[form]) ** 0.5) // 32 * 32
+        sk = args.stream_k
+        per = sk * sk * STORED_BITS[form] / 8
+        count = max(1, int(-(-(args.stream_mb << 20) // per)))
+        d = os.path.join(workdir, f"{form}-stream-{sk}-{count}")
+        models[form, "stream"] = (os.path.join(d, "model.mil"), build(d, form, sk, count, True))
+        k = max(32, int(((args.cache_kb << 10) * 8 / STORED_BITS[form]) ** 0.5) // 32 * 32)
+        d = os.path.join(workdir, f"{form}-cache-{k}")
         models[form, "cache"] = (os.path.join(d, "model.mil"),
                                  build(d, form, k, CACHE_LINEARS, False))
     bound, _ = read_bandwidth(args.bench, threads=args.threads)
