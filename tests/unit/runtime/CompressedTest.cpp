@@ -306,6 +306,17 @@ TEST(Compressed, Fp16ModeMatchesExpandThenMultiply) {
   }
 }
 
+/// export_llm's 4w form of an [n, k] weight: random int4 or uint4 data
+/// (dt), one random fp16 scale per 32 inputs, no offsets.
+Value *blocksOf32(ProgramBuilder &b, DType dt, int64_t n, int64_t k) {
+  bool isSigned = dt == DType::I4;
+  return b.op(
+      "constexpr_blockwise_shift_scale",
+      {{"data", packed(dt, randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15), {n, k})},
+       {"scale", floats(DType::F16, {n, k / 32}, 0.01f, 0.2f)}},
+      DType::F16, {n, k});
+}
+
 TEST(Compressed, BlocksOf32WithoutOffsetsMatchOnEveryIsa) {
   // export_llm's 4w form (int4, one scale per 32 inputs, no offsets) takes
   // the word kernels (16 lanes on AVX-512, 8 on AVX2); rows of 1-3 blocks
@@ -316,12 +327,7 @@ TEST(Compressed, BlocksOf32WithoutOffsetsMatchOnEveryIsa) {
     int64_t m = rng.pick(1, 4);
     DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
     ProgramBuilder b;
-    Value *w = b.op(
-        "constexpr_blockwise_shift_scale",
-        {{"data", packed(dt, randomInts(n * k, dt == DType::I4 ? -8 : 0, dt == DType::I4 ? 7 : 15),
-                         {n, k})},
-         {"scale", floats(DType::F16, {n, k / 32}, 0.01f, 0.2f)}},
-        DType::F16, {n, k});
+    Value *w = blocksOf32(b, dt, n, k);
     expectLinearMatchesOnEveryIsa(b, w, n, k, m, std::string(dtypeName(dt)), 2);
   }
 }
@@ -419,12 +425,7 @@ TEST(Compressed, Avx512RowsPrefetchedOrNotGiveTheSameBits) {
     DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
     ProgramBuilder b;
     Value *x = b.input("x", DType::F32, {m, k});
-    Value *words = b.op(
-        "constexpr_blockwise_shift_scale",
-        {{"data", packed(dt, randomInts(n * k, dt == DType::I4 ? -8 : 0, dt == DType::I4 ? 7 : 15),
-                         {n, k})},
-         {"scale", floats(DType::F16, {n, k / 32}, 0.01f, 0.2f)}},
-        DType::F16, {n, k});
+    Value *words = blocksOf32(b, dt, n, k);
     b.output(b.op("linear", {{"x", x}, {"weight", words}}, DType::F32, {m, n}));
     b.output(b.op("linear", {{"x", x}, {"weight", floats(DType::F16, {n, k}, -1.0f, 1.0f)}},
                   DType::F32, {m, n}));
