@@ -39,7 +39,8 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from machine import isa as machine_isa  # noqa: E402
-from run_lfm2_350m import Emitter, WeightFile, emit_weight, read_bandwidth, run_json  # noqa: E402
+from run_lfm2_350m import (Emitter, WeightFile, bench_step, emit_weight,  # noqa: E402
+                           read_bandwidth)
 from scratch import scratch_dir  # noqa: E402
 
 STREAM_K = 4096         # a streaming linear's weight is STREAM_K x STREAM_K
@@ -76,10 +77,7 @@ def bench_linear(bench, model, threads, steps, variant):
     """Wall ms per step of anefit-bench on `model` with random inputs; `variant` is an ISA as
     anefit-bench --isa takes it, optionally /auto, /on or /off for its --prefetch."""
     isa, _, prefetch = variant.partition("/")
-    r = run_json([bench, "--model", model, "--inputs", "random", "--threads", str(threads),
-                  "--steps", str(steps), "--isa", isa, "--prefetch", prefetch or "auto",
-                  "--benchmark_filter=^step", "--benchmark_format=json"])
-    return r["benchmarks"][0]["real_time"]
+    return bench_step(bench, model, "random", threads, steps, isa, prefetch or "auto")[0]
 
 
 def main():

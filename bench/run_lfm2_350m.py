@@ -545,12 +545,13 @@ def run_json(cmd):
     return json.loads(out.stdout)
 
 
-def bench_step(bench, model, feed_npz, threads, steps, isa):
+def bench_step(bench, model, feed_npz, threads, steps, isa, prefetch="auto"):
     """Wall and CPU ms per step (mean of `steps`), peak RSS and the model's bytes mapped with
-    2 MB pages, of anefit-bench on one model."""
+    2 MB pages, of anefit-bench on one model (feed_npz may be "random"; prefetch is
+    anefit-bench's --prefetch)."""
     r = run_json([bench, "--model", model, "--inputs", feed_npz, "--threads", str(threads),
-                  "--steps", str(steps), "--isa", isa, "--benchmark_filter=^step",
-                  "--benchmark_format=json"])
+                  "--steps", str(steps), "--isa", isa, "--prefetch", prefetch,
+                  "--benchmark_filter=^step", "--benchmark_format=json"])
     b = r["benchmarks"][0]
     return b["real_time"], b["cpu_time"], b["peak_rss_bytes"], b.get("pmd_mapped_bytes", 0)
 
