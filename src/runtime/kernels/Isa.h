@@ -31,8 +31,8 @@ bool cpuHasAvx512();
 /// the rows they stream, a few KB ahead, unless a test or a benchmark chose.
 /// Measured on decode-sized products that stream weights from memory:
 ///   - Intel (a Xeon of 2023, Emerald Rapids): the hardware prefetcher alone
-///     leaves a core at 55-60 % of its read bandwidth; with the prefetch the
-///     fp16 rows reach 90 % or more (1.6x) and the int4 words 1.45x.
+///     leaves a core at 55-65 % of its read bandwidth on fp16 rows; with the
+///     prefetch they reach 87-97 % (1.4-1.6x a step), the int4 words 1.4-1.5x.
 ///   - AMD Zen 4: the hardware prefetcher alone streams faster; the prefetch
 ///     made an LFM2-350M-shaped fp16 step 1.27x slower on one thread.
 /// So: off on AMD CPUs with AVX-512 (Zen 4 and later), on everywhere else.
