@@ -11,6 +11,8 @@
 
 #include "support/DType.h"
 
+#include <algorithm>
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -65,6 +67,16 @@ __attribute__((target("avx2,f16c"))) void roundToHalfF16C(float *p, int64_t n) {
 #endif
 
 } // namespace
+
+void toHalfRoundingN(float *p, uint16_t *half, int64_t n) {
+  // Blocks small enough that the halves are read back from L1.
+  constexpr int64_t kBlock = 2048;
+  for (int64_t i = 0; i < n; i += kBlock) {
+    int64_t m = std::min(kBlock, n - i);
+    floatToHalfN(p + i, half + i, m);
+    halfToFloatN(half + i, p + i, m);
+  }
+}
 
 void halfToFloatN(const uint16_t *src, float *dst, int64_t n) {
 #if defined(__x86_64__)

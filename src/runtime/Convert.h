@@ -17,5 +17,7 @@ void halfToFloatN(const uint16_t *src, float *dst, int64_t n);
 void floatToHalfN(const float *src, uint16_t *dst, int64_t n);
 /// p[i] = halfToFloat(floatToHalf(p[i])): fp32 values rounded to fp16 in place.
 void roundToHalfN(float *p, int64_t n);
+/// half[i] = floatToHalf(p[i]), and p rounded as roundToHalfN does.
+void toHalfRoundingN(float *p, uint16_t *half, int64_t n);
 
 } // namespace anefit::runtime

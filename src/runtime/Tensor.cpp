@@ -92,6 +92,31 @@ private:
 
 } // namespace
 
+/// The bytes of an owned tensor. `half`, when set, is the fp16 form of the
+/// fp32 values toHalfRoundingInPlace made, equal to them but in `dirty`:
+/// runs [begin, end) of elements written since through mutableBytesForBox.
+struct OwnedBuffer {
+  struct HalfMirror {
+    Tensor half;
+    std::vector<std::pair<int64_t, int64_t>> dirty;
+  };
+  /// More runs than this, and a full conversion is as cheap.
+  static constexpr size_t kMaxDirtyRuns = 1 << 16;
+
+  void *p;
+  size_t bytes;
+  std::unique_ptr<HalfMirror> mirror;
+
+  OwnedBuffer(void *p, size_t bytes) : p(p), bytes(bytes) {}
+  OwnedBuffer(const OwnedBuffer &) = delete;
+  OwnedBuffer &operator=(const OwnedBuffer &) = delete;
+  ~OwnedBuffer() {
+    mirror.reset();
+    BufferPool::get().give(p, bytes);
+    MemoryBudget::release(bytes);
+  }
+};
+
 int64_t numElementsOf(const Shape &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -276,10 +301,13 @@ Tensor Tensor::allocate(DType dtype, Shape shape, bool zero) {
     std::memset(p, 0, alloc);
   else if (alloc > bytes) // the tail past the data, so no uninitialized byte is ever read
     std::memset(static_cast<uint8_t *>(p) + bytes, 0, alloc - bytes);
-  t.owner_ = std::shared_ptr<void>(p, [alloc](void *q) {
-    BufferPool::get().give(q, alloc);
+  try {
+    t.owner_ = std::make_shared<OwnedBuffer>(p, alloc);
+  } catch (...) {
+    BufferPool::get().give(p, alloc);
     MemoryBudget::release(alloc);
-  });
+    throw;
+  }
   t.data_ = static_cast<const uint8_t *>(p);
   t.owned_ = true;
   return t;
@@ -348,11 +376,44 @@ Tensor Tensor::fromBool(std::vector<bool> values, Shape shape) {
   return t;
 }
 
+OwnedBuffer *Tensor::ownedBuffer() const {
+  return owned_ ? static_cast<OwnedBuffer *>(const_cast<void *>(owner_.get())) : nullptr;
+}
+
 uint8_t *Tensor::mutableBytes() {
   // Borrowed bytes may be a read-only mapping; kernels only write results
   // they allocated themselves.
   if (!owned_)
     throw std::logic_error("write to a borrowed tensor");
+  if (OwnedBuffer *b = ownedBuffer())
+    b->mirror.reset();
+  return const_cast<uint8_t *>(data_);
+}
+
+uint8_t *Tensor::mutableBytesForBox(int64_t offset, const Shape &lengths,
+                                    const std::vector<int64_t> &strides) {
+  OwnedBuffer *b = ownedBuffer();
+  if (!b || !b->mirror || dtype_ != DType::F32)
+    return mutableBytes();
+  auto &dirty = b->mirror->dirty;
+  // Elements from the start of the buffer; runs along the last dim when it
+  // is contiguous, else one per element.
+  int64_t base = (data_ - static_cast<const uint8_t *>(b->p)) / 4 + offset;
+  int64_t rank = static_cast<int64_t>(lengths.size());
+  int64_t inner = rank && strides.back() == 1 ? lengths.back() : 1;
+  int64_t runs = inner ? numElementsOf(lengths) / inner : 0;
+  if (dirty.size() + static_cast<size_t>(runs) > OwnedBuffer::kMaxDirtyRuns)
+    return mutableBytes();
+  int64_t outer = inner == 1 ? rank : rank - 1;
+  std::vector<int64_t> at(static_cast<size_t>(outer), 0);
+  for (int64_t r = 0; r < runs; ++r) {
+    int64_t e = base;
+    for (int64_t d = 0; d < outer; ++d)
+      e += at[d] * strides[d];
+    dirty.emplace_back(e, e + inner);
+    for (int64_t d = outer - 1; d >= 0 && ++at[d] == lengths[d]; --d)
+      at[d] = 0;
+  }
   return const_cast<uint8_t *>(data_);
 }
 
@@ -449,19 +510,32 @@ std::vector<int64_t> Tensor::toInts() const {
 Tensor Tensor::toHalfRoundingInPlace() {
   if (dtype_ != DType::F32 || lazy_ || !ownsUniquely())
     throw std::logic_error("toHalfRoundingInPlace: expected an fp32 tensor owned alone");
+  OwnedBuffer *buf = ownedBuffer();
+  float *self = reinterpret_cast<float *>(const_cast<uint8_t *>(data_));
+  // The mirror covers the whole buffer: this tensor must start at it.
+  bool whole = data_ == buf->p;
+  auto readOnly = [this](const Tensor &half) {
+    return borrow(DType::F16, shape_, half.bytes(), half.owner_);
+  };
+  auto &m = buf->mirror;
+  bool inside = m && std::all_of(m->dirty.begin(), m->dirty.end(),
+                                 [this](const auto &run) { return run.second <= numElements_; });
+  if (whole && inside && m->half.ownsUniquely() && m->half.shape_ == shape_) {
+    auto *half = reinterpret_cast<uint16_t *>(const_cast<uint8_t *>(m->half.data_));
+    for (auto [b, e] : m->dirty)
+      toHalfRoundingN(self + b, half + b, e - b);
+    m->dirty.clear();
+    return readOnly(m->half);
+  }
   Tensor out = empty(DType::F16, shape_);
   auto *half = reinterpret_cast<uint16_t *>(out.mutableBytes());
-  float *self = mutableData<float>();
-  // Blocks small enough that the halves are read back from L1.
-  constexpr int64_t kBlock = 2048;
-  parallelFor(numElements_, int64_t(1) << 16, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; i += kBlock) {
-      int64_t n = std::min(kBlock, e - i);
-      floatToHalfN(self + i, half + i, n);
-      halfToFloatN(half + i, self + i, n);
-    }
-  });
-  return out;
+  parallelFor(numElements_, int64_t(1) << 16,
+              [&](int64_t b, int64_t e) { toHalfRoundingN(self + b, half + b, e - b); });
+  if (!whole)
+    return out;
+  m = std::make_unique<OwnedBuffer::HalfMirror>();
+  m->half = std::move(out);
+  return readOnly(m->half);
 }
 
 Tensor Tensor::convertTo(DType to) const {

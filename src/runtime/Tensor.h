@@ -35,6 +35,7 @@ std::vector<int64_t> stridesOf(const Shape &shape);
 inline constexpr uint64_t kMaxTensorBytes = uint64_t(16) << 30;
 
 class Tensor;
+struct OwnedBuffer;
 
 /// The interpreter's memory budget: the bytes of tensor buffers alive at
 /// once. Every buffer is charged in Tensor's one allocation path before it is
@@ -147,6 +148,12 @@ public:
   /// Writable bytes; only for owned tensors (kernel results being filled).
   template <typename T> T *mutableData() { return reinterpret_cast<T *>(mutableBytes()); }
   uint8_t *mutableBytes();
+  /// mutableBytes for a write of the elements offset + sum_d i_d * strides[d]
+  /// (0 <= i_d < lengths[d]) alone: the fp16 form toHalfRoundingInPlace keeps
+  /// of these bytes stays, and only the box is converted again next time
+  /// (mutableBytes drops it: any element may change).
+  uint8_t *mutableBytesForBox(int64_t offset, const Shape &lengths,
+                              const std::vector<int64_t> &strides);
 
   /// The same bytes seen with another shape of the same element count.
   Tensor reshaped(Shape shape) const;
@@ -168,13 +175,19 @@ public:
   /// convertTo(F16) of an fp32 tensor this one owns alone, which in the same
   /// pass has its own values rounded to fp16 (each becomes the fp32 of its
   /// fp16 value): the two forms a host keeps of an fp16 output it writes
-  /// back into an fp32 buffer, for one read of the values.
+  /// back into an fp32 buffer, for one read of the values. The fp16 tensor
+  /// is read-only and kept with these bytes: when no one else holds it by
+  /// the next call, and the bytes were written since only through
+  /// mutableBytesForBox, that call converts just the boxes written (a KV
+  /// cache carried from step to step: the rows a step added, not the cache).
   Tensor toHalfRoundingInPlace();
   /// An owned copy.
   Tensor clone() const;
 
 private:
   static Tensor allocate(DType dtype, Shape shape, bool zero);
+  /// The storage allocate() made, for an owned tensor; null otherwise.
+  OwnedBuffer *ownedBuffer() const;
 
   DType dtype_ = DType::F32;
   Shape shape_;

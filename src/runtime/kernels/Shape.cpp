@@ -429,8 +429,9 @@ void sliceUpdateOp(KernelContext &ctx) {
   std::vector<int64_t> strides;
   sliceView(x.shape(), s, offset, strides);
   Tensor out = ctx.takeOrCopy("x");
-  copyStrided(update.bytes(), out.mutableBytes(), elemBytes(x), s.length, stridesOf(s.length), 0,
-              strides, offset);
+  // Only the slice changes: a carried KV cache keeps its fp16 form but for it.
+  copyStrided(update.bytes(), out.mutableBytesForBox(offset, s.length, strides), elemBytes(x),
+              s.length, stridesOf(s.length), 0, strides, offset);
   ctx.setOutput(0, std::move(out));
 }
 

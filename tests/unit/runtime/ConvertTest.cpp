@@ -19,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 using namespace anefit;
@@ -134,6 +135,68 @@ TEST(Convert, HalvingInPlaceGivesBothFormsOfTheScalar) {
   Tensor shared = t;
   EXPECT_THROW(t.toHalfRoundingInPlace(), std::logic_error);
   EXPECT_THROW(h.toHalfRoundingInPlace(), std::logic_error);
+}
+
+/// Both forms of `want` (fp32 values before rounding): t rounded, h its fp16.
+void expectBothForms(const Tensor &t, const Tensor &h, const std::vector<float> &want,
+                     const std::string &when) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    uint16_t bits = floatToHalf(want[i]);
+    ASSERT_EQ(h.data<uint16_t>()[i], bits) << when << ", element " << i;
+    float wr = halfToFloat(bits);
+    ASSERT_EQ(bitsOf(t.data<float>()[i]), bitsOf(wr)) << when << ", element " << i;
+  }
+}
+
+TEST(Convert, HalvingAgainConvertsTheBoxesWrittenSinceAndNothingElse) {
+  // A KV cache [heads 4, positions 6, dim 5] carried from step to step: each
+  // step writes one position of every head (a strided box) and hands the
+  // cache out as fp16 again. The fp16 form is kept with the cache and only
+  // the box converted, unless someone still holds it or the cache was
+  // written some other way; every form is the full conversion's, bit for bit.
+  std::vector<float> hard = hardFloats();
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<size_t> pick(0, hard.size() - 1);
+  Shape shape = {4, 6, 5};
+  std::vector<float> want(120);
+  for (float &v : want)
+    v = hard[pick(rng)];
+  Tensor t = Tensor::fromF32(want, shape);
+  Tensor h = t.toHalfRoundingInPlace();
+  EXPECT_FALSE(h.isOwned()) << "the fp16 form is read-only: it is kept with the cache";
+  expectBothForms(t, h, want, "first");
+  const uint8_t *kept = h.bytes();
+  auto writePosition = [&](int64_t pos, int64_t stride, int64_t count) {
+    float *p =
+        reinterpret_cast<float *>(t.mutableBytesForBox(pos * 5, {4, 1, count}, {30, 5, stride}));
+    for (int64_t head = 0; head < 4; ++head)
+      for (int64_t j = 0; j < count; ++j) {
+        int64_t e = head * 30 + pos * 5 + j * stride;
+        p[e] = want[static_cast<size_t>(e)] = hard[pick(rng)];
+      }
+  };
+  for (int64_t pos = 0; pos < 6; ++pos) {
+    h = Tensor();
+    writePosition(pos, pos % 2 ? 1 : 2, pos % 2 ? 5 : 3);
+    h = t.toHalfRoundingInPlace();
+    EXPECT_EQ(h.bytes(), kept) << "position " << pos << ": the kept fp16 form was not reused";
+    expectBothForms(t, h, want, "position " + std::to_string(pos));
+  }
+  // Held by the caller: a new fp16 tensor, the held one unchanged.
+  Tensor held = h;
+  std::vector<uint16_t> before(held.data<uint16_t>(), held.data<uint16_t>() + 120);
+  writePosition(3, 1, 5);
+  h = t.toHalfRoundingInPlace();
+  EXPECT_NE(h.bytes(), held.bytes());
+  expectBothForms(t, h, want, "while the last was held");
+  EXPECT_EQ(std::vector<uint16_t>(held.data<uint16_t>(), held.data<uint16_t>() + 120), before);
+  // Written without a box: every element is converted again.
+  held = h = Tensor();
+  float *p = t.mutableData<float>();
+  for (size_t i = 0; i < want.size(); i += 7)
+    p[i] = want[i] = hard[pick(rng)];
+  h = t.toHalfRoundingInPlace();
+  expectBothForms(t, h, want, "after a write of any element");
 }
 
 } // namespace

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 using namespace anefit;
 using namespace anefit::runtime;
@@ -480,4 +481,45 @@ main[CoreML7](%u: (1, 3, fp32)(Tensor), %buf: (1, 3, fp32)(Tensor)) {
     for (const NamedTensor &nt : outs)
       EXPECT_FALSE(nt.widened.valid()) << nt.name;
   }
+}
+
+TEST(Stepper, AnFp16CacheCarriedStepByStepIsTheFullConversionEachStep) {
+  // An export's KV cache: fp32 buffer in, one row written by slice_update,
+  // fp16 out and copied back. A caller that drops each step's outputs lets
+  // the stepper convert only the row written; one that keeps them all makes
+  // it convert everything each step. Both see the same bits.
+  auto m = parse(R"(
+main[CoreML7](%row: (1, int32)(Tensor), %u: (1, 8, fp32)(Tensor), %cache: (5, 8, fp32)(Tensor)) {
+  block0() {
+    %old: (1, 8, fp32)(Tensor) = gather(x=%cache, indices=%row, axis=0, name="old")
+    %new: (1, 8, fp32)(Tensor) = add(x=%old, y=%u, name="new")
+    %zero: (1, int32)(Tensor) = const(val=[0], name="zero")
+    %begin: (2, int32)(Tensor) = concat(values=(%row, %zero), axis=0, interleave=False, name="begin")
+    %eight: (1, int32)(Tensor) = const(val=[8], name="eight")
+    %one: (1, int32)(Tensor) = const(val=[1], name="one")
+    %r1: (1, int32)(Tensor) = add(x=%row, y=%one, name="r1")
+    %end: (2, int32)(Tensor) = concat(values=(%r1, %eight), axis=0, interleave=False, name="end")
+    %n: (5, 8, fp32)(Tensor) = slice_update(x=%cache, update=%new, begin=%begin, end=%end, name="n")
+    %h: (5, 8, fp16)(Tensor) = cast(x=%n, dtype="fp16", name="h")
+  } -> (%h)
+}
+)");
+  const Function &fn = *m->program->functions.front();
+  Stepper dropping(fn, {{"h", "cache", std::nullopt, "test"}});
+  Stepper keeping(fn, {{"h", "cache", std::nullopt, "test"}});
+  std::vector<std::vector<NamedTensor>> kept;
+  for (int k = 0; k < 12; ++k) {
+    std::vector<float> u(8);
+    for (size_t i = 0; i < u.size(); ++i)
+      u[i] = 0.1f * static_cast<float>(k + 1) + 1e-3f * static_cast<float>(i) + 3e-5f;
+    TensorMap in = {{"row", Tensor::fromI32({(k * 3) % 5}, {1})},
+                    {"u", Tensor::fromF32(u, {1, 8})}};
+    Tensor fast = output(dropping.step(in), "h").clone();
+    kept.push_back(keeping.step(in));
+    const Tensor &full = output(kept.back(), "h");
+    ASSERT_EQ(fast.numBytes(), full.numBytes());
+    EXPECT_EQ(std::memcmp(fast.bytes(), full.bytes(), fast.numBytes()), 0) << "step " << k;
+  }
+  // Rows were written several times over: the values are sums of rounded sums.
+  EXPECT_NE(output(kept.back(), "h").floatAt(0), 0.0f);
 }
