@@ -208,12 +208,15 @@ template <bool Signed> __attribute__((target("avx2"))) inline __m256i wordBits(_
 }
 
 /// Eight lanes whose sum is start + dot(u, x) over the 64 values of the
-/// words `w` (lane j: words j's values), xq permuted by permuteForWords. Two
-/// chains of four products (four chains of two measured no faster: the
-/// kernel is bound by its instructions, not by the chains' latency).
+/// words `w` (lane j: words j's values), xq permuted by permuteForWords; with
+/// FromZero, dot(u, x) alone (start unread: a register fewer). Two chains of
+/// four products (four chains of two measured no faster: the kernel is
+/// bound by its instructions, not by the chains' latency).
+template <bool FromZero = false>
 __attribute__((target("avx2,fma"))) inline __m256 wordDot(__m256i w, const float *xq,
-                                                          __m256 start) {
-  __m256 a = _mm256_fmadd_ps(wordSlot<0>(w), _mm256_loadu_ps(xq), start);
+                                                          __m256 start = __m256()) {
+  __m256 a = FromZero ? _mm256_mul_ps(wordSlot<0>(w), _mm256_loadu_ps(xq))
+                      : _mm256_fmadd_ps(wordSlot<0>(w), _mm256_loadu_ps(xq), start);
   __m256 b = _mm256_mul_ps(wordSlot<1>(w), _mm256_loadu_ps(xq + 8));
   a = _mm256_fmadd_ps(wordSlot<2>(w), _mm256_loadu_ps(xq + 16), a);
   b = _mm256_fmadd_ps(wordSlot<3>(w), _mm256_loadu_ps(xq + 24), b);
@@ -245,6 +248,15 @@ __attribute__((target("avx2,fma"))) inline __m256 wordDotAt(const uint8_t *row, 
   return wordDot(
       wordBits<Signed>(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + unit * 16))),
       xq + unit * 32, starts ? _mm256_loadu_ps(starts + unit * 4) : _mm256_setzero_ps());
+}
+
+/// wordDotAt of sums started at zero.
+template <bool Signed>
+__attribute__((target("avx2,fma"))) inline __m256 wordDotAt(const uint8_t *row, const float *xq,
+                                                            int64_t unit) {
+  return wordDot<true>(
+      wordBits<Signed>(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + unit * 16))),
+      xq + unit * 32);
 }
 
 /// wordSlot with 16 lanes.
@@ -496,9 +508,15 @@ protected:
       for (int64_t i = 0; i < x.m; ++i)
         permuteForWords(x.x + i * x.ldx, cols, x.permuted.data() + i * ld, words);
       // The word kernels read int4 as uint4 of the values plus 8: without
-      // offsets each lane's sum starts at -8 times its x; with offsets, 8 is
-      // added to them.
-      if (dt == DType::I4 && offsetF_.empty()) {
+      // offsets each lane's sum starts at -8 times its x (AVX2 blocks of 32:
+      // 8 times each block's sum is taken off once per row); with offsets, 8
+      // is added to them.
+      bool by32 = x.fused == kFusedWords && matrix_.colBlock == 32;
+      if (dt == DType::I4 && offsetF_.empty() && by32) {
+        x.blockSums.resize(static_cast<size_t>(x.m * nb));
+        for (int64_t i = 0; i < x.m; ++i)
+          blockSums(x.x + i * x.ldx, x.blockSums.data() + i * nb);
+      } else if (dt == DType::I4 && offsetF_.empty()) {
         x.starts.resize(static_cast<size_t>(x.m * (ld / 8)));
         for (int64_t i = 0; i < x.m; ++i)
           wordStarts(x.x + i * x.ldx, cols, x.starts.data() + i * (ld / 8), words);
@@ -542,19 +560,19 @@ private:
   }
 
   /// sum over the row's blocks b of scale[b] * (offset[b] + bias) * sum of
-  /// x over b.
+  /// x over b (offsets null: zeros).
   __attribute__((target("avx2,fma"))) float offsetTerm(const float *sc, const float *off,
                                                        float bias, const float *sums) const {
     int64_t nb = matrix_.colBlocks, b = 0;
     __m256 acc = _mm256_setzero_ps(), vb = _mm256_set1_ps(bias);
     for (; b + 8 <= nb; b += 8) {
-      __m256 e = _mm256_add_ps(_mm256_loadu_ps(off + b), vb);
+      __m256 e = off ? _mm256_add_ps(_mm256_loadu_ps(off + b), vb) : vb;
       acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(sc + b), e), _mm256_loadu_ps(sums + b),
                             acc);
     }
     float t = hsum(acc);
     for (; b < nb; ++b)
-      t += sc[b] * (off[b] + bias) * sums[b];
+      t += sc[b] * ((off ? off[b] : 0.0f) + bias) * sums[b];
     return t;
   }
 
@@ -622,19 +640,62 @@ private:
     return _mm256_add_ps(acc0, acc1);
   }
 
+  /// wordRow for blocks of 32 values (export_llm's 4w form) started at zero:
+  /// a word group holds two blocks, and the four scales of two groups are
+  /// loaded at once and spread over the groups' halves by two in-lane
+  /// permutes. Per 64 values the loop so adds one permute to the eight masks,
+  /// converts and FMAs (the general loop: two scalar loads, two shuffles and
+  /// an insert, and the load of the starts).
+  template <bool Signed>
+  __attribute__((target("avx2,fma"))) static inline __m256
+  wordRow32(const uint8_t *row, const float *sc, const float *xr, int64_t units) {
+    const __m256i first = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i second = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+    int64_t u = 0;
+    for (; u + 4 <= units; u += 4) {
+      _mm_prefetch(reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes, _MM_HINT_T0);
+      __m256 s = _mm256_broadcast_ps(reinterpret_cast<const __m128 *>(sc + u));
+      acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), _mm256_permutevar_ps(s, first), acc0);
+      acc1 =
+          _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u + 2), _mm256_permutevar_ps(s, second), acc1);
+    }
+    if (u + 2 <= units) {
+      acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), halves(sc[u], sc[u + 1]), acc0);
+      u += 2;
+    }
+    if (u < units) {
+      __m256i w =
+          _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
+      acc1 = _mm256_fmadd_ps(wordDot<true>(wordBits<Signed>(w), xr + u * 32), halves(sc[u], 0.0f),
+                             acc1);
+    }
+    return _mm256_add_ps(acc0, acc1);
+  }
+
   /// y[i * ldy + r] for rows [r0, r1) of 4-bit blocks, a row at a time.
   template <bool Signed>
   __attribute__((target("avx2,fma"))) void fusedWordsOf(const DotOperand &x, float *y, int64_t ldy,
                                                         int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
     int64_t units = cols / 32, ld = wordRowLength(cols);
+    bool by32 = chunks == 1 && offsetF_.empty();
     for (int64_t r = r0; r < r1; ++r) {
       int64_t p = (r / matrix_.rowBlock) * nb;
       const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
       const float *sc = scaleF_.data() + p;
       for (int64_t i = 0; i < x.m; ++i) {
+        const float *xr = x.permuted.data() + i * ld;
+        if (by32) {
+          // int4 read as u = q + 8: 8 * scale * sum(x) of each block off.
+          float v = hsum(wordRow32<Signed>(row, sc, xr, units));
+          if (Signed)
+            v -= offsetTerm(sc, nullptr, 8.0f, x.blockSums.data() + i * nb);
+          y[i * ldy + r] = v;
+          continue;
+        }
         const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
-        float v = hsum(wordRow<Signed>(row, sc, x.permuted.data() + i * ld, starts, units, chunks));
+        float v = hsum(wordRow<Signed>(row, sc, xr, starts, units, chunks));
         // With offsets: (u - 8 - offset) * scale for int4, (u - offset) *
         // scale for uint4.
         if (!offsetF_.empty())
