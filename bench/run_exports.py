@@ -17,7 +17,7 @@ tables of an export) counts as the one slice a step gathers.
 
     python3 bench/run_exports.py --bench build/bench/anefit-bench \\
         --anefit build/tools/anefit/anefit [--threads 1,2] [--spin on,off] \\
-        [--rounds 3] MODEL...
+        [--isa avx2|best] [--rounds 3] MODEL...
 
 The last column is how much of the file the page cache gives in 2 MB pages:
 the same export steps faster in them than in 4 KB pages (docs/run.md).
@@ -38,7 +38,8 @@ import statistics
 import subprocess
 import sys
 
-from run_lfm2_350m import read_bandwidth, run_json
+from machine import isa as machine_isa
+from run_lfm2_350m import bench_step, read_bandwidth
 
 DTYPE_BITS = {"fp16": 16, "fp32": 32, "int32": 32, "int16": 16, "uint16": 16, "int8": 8,
               "uint8": 8, "bool": 8, "int4": 4, "uint4": 4, "uint3": 3, "uint2": 2, "uint1": 1,
@@ -81,16 +82,6 @@ def weight_bytes_read(anefit, model):
     return read, stored
 
 
-def bench_step(bench, model, threads, steps, spin=True):
-    """Wall and CPU ms per step (mean of `steps`), peak RSS and the model's bytes mapped with
-    2 MB pages, of anefit-bench on one model."""
-    r = run_json([bench, "--model", model, "--inputs", "random", "--threads", str(threads),
-                  "--steps", str(steps), "--benchmark_filter=^step", "--benchmark_format=json"]
-                 + ([] if spin else ["--no-spin"]))
-    b = r["benchmarks"][0]
-    return b["real_time"], b["cpu_time"], b["peak_rss_bytes"], b.get("pmd_mapped_bytes", 0)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="+", help="models to step (.pte, .mlpackage, .mil)")
@@ -103,6 +94,9 @@ def main():
                          "than one thread")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per round, model, threads")
+    ap.add_argument("--isa", default="best",
+                    help="the kernels' instruction set (anefit-bench --isa portable|avx2|best): "
+                         "avx2 times the AVX2 kernels on an AVX-512 CPU")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     spins = [{"on": True, "off": False}[s] for s in args.spin.split(",")]
@@ -118,7 +112,8 @@ def main():
     for _ in range(args.rounds):
         for c in configs:
             for m in args.models:
-                ms, cms, peak, huge = bench_step(bench, m, c[0], args.steps, c[1])
+                ms, cms, peak, huge = bench_step(bench, m, "random", c[0], args.steps, args.isa,
+                                                 spin=c[1])
                 times[(m, c)].append(ms)
                 cpu[(m, c)].append(cms)
                 rss[m] = max(rss.get(m, 0), peak)
@@ -134,6 +129,7 @@ def main():
         print(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} CPUs")
     except OSError:
         pass
+    print(f"machine: {machine_isa()}; kernels: --isa {args.isa}")
     print(f"{args.rounds} rounds of {args.steps} steps, medians; wall ms/step and process CPU "
           f"ms/step")
     print(f"{'model':34s} {'thr':>3s} {'spin':>4s} {'ms/step':>8s} {'CPU ms':>7s} "

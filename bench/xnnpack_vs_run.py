@@ -32,7 +32,8 @@ import statistics
 import subprocess
 import sys
 
-from run_exports import bench_step, weight_bytes_read
+from run_exports import weight_bytes_read
+from run_lfm2_350m import bench_step
 from machine import isa
 from run_lfm2_350m import read_bandwidth
 
@@ -92,7 +93,7 @@ def main():
     for _ in range(args.rounds):
         for t in threads:
             for m in args.models:
-                times[(os.path.basename(m), t)].append(bench_step(bench, m, t, args.steps)[0])
+                times[(os.path.basename(m), t)].append(bench_step(bench, m, "random", t, args.steps)[0])
             times[(names[-1], t)].append(
                 xnnpack_step(args.executorch_python, args.xnnpack, t, args.warmup, args.steps))
     for t in threads:
