@@ -82,6 +82,14 @@ def weight_bytes_read(anefit, model):
     return read, stored
 
 
+def model_labels(models):
+    """Each model's file name, with its folder where two files share a name (an export_llm
+    file of each size)."""
+    names = [os.path.basename(m) for m in models]
+    return {m: os.path.join(os.path.basename(os.path.dirname(os.path.abspath(m))), n)
+            if names.count(n) > 1 else n for m, n in zip(models, names)}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("models", nargs="+", help="models to step (.pte, .mlpackage, .mil)")
@@ -105,6 +113,7 @@ def main():
     bench, anefit = os.path.abspath(args.bench), os.path.abspath(args.anefit)
 
     sizes = {m: weight_bytes_read(anefit, m) for m in args.models}
+    label = model_labels(args.models)
     passes = {t: [read_bandwidth(bench, threads=t)[0]] for t in threads}
     times = {(m, c): [] for m in args.models for c in configs}
     cpu = {(m, c): [] for m in args.models for c in configs}
@@ -142,7 +151,7 @@ def main():
             cms = statistics.median(cpu[(m, c)])
             read, stored = sizes[m]
             bound_ms = read / bounds[t] / 1e6
-            print(f"{os.path.basename(m)[:34]:34s} {t:3d} {'on' if c[1] else 'off':>4s} "
+            print(f"{label[m][-34:]:34s} {t:3d} {'on' if c[1] else 'off':>4s} "
                   f"{ms:8.1f} {cms:7.1f} {read / 1e6:10.0f} MB {read / ms / 1e6:6.1f} "
                   f"{100 * bound_ms / ms:9.0f}% {rss[m] / 2**20:5.0f} MiB "
                   f"{rss[m] / stored:9.2f}x {100 * pmd[m] / os.path.getsize(m):9.0f}%")
@@ -156,7 +165,7 @@ def main():
                 if c[0] != threads[-1]:
                     continue
                 pairs = [a / b for a, b in zip(times[(m, base[threads[0]])], times[(m, c)])]
-                print(f"{os.path.basename(m)}: {threads[-1]} threads (spin "
+                print(f"{label[m]}: {threads[-1]} threads (spin "
                       f"{'on' if c[1] else 'off'}) vs {threads[0]}: "
                       f"{statistics.median(pairs):.2f}x (median of round ratios)")
     if len(spins) > 1:
@@ -167,14 +176,14 @@ def main():
                 on, off = (t, True), (t, False)
                 wall = [b / a for a, b in zip(times[(m, on)], times[(m, off)])]
                 cpus = [b / a for a, b in zip(cpu[(m, on)], cpu[(m, off)])]
-                print(f"{os.path.basename(m)}, {t} threads, spin off vs on: wall "
+                print(f"{label[m]}, {t} threads, spin off vs on: wall "
                       f"{statistics.median(wall):.2f}x, CPU time {statistics.median(cpus):.2f}x "
                       f"(median of round ratios)")
     first = args.models[0]
     for m in args.models[1:]:
         for t in threads:
             pairs = [a / b for a, b in zip(times[(first, base[t])], times[(m, base[t])])]
-            print(f"{os.path.basename(first)} / {os.path.basename(m)}, {t} thread(s): "
+            print(f"{label[first]} / {label[m]}, {t} thread(s): "
                   f"{statistics.median(pairs):.2f}x (median of round ratios)")
     return 0
 
