@@ -508,22 +508,19 @@ protected:
       for (int64_t i = 0; i < x.m; ++i)
         permuteForWords(x.x + i * x.ldx, cols, x.permuted.data() + i * ld, words);
       // The word kernels read int4 as uint4 of the values plus 8: without
-      // offsets each lane's sum starts at -8 times its x (AVX2 blocks of 32:
-      // 8 times each block's sum is taken off once per row); with offsets, 8
-      // is added to them.
-      bool by32 = x.fused == kFusedWords && matrix_.colBlock == 32;
-      if (dt == DType::I4 && offsetF_.empty() && by32) {
-        x.blockSums.resize(static_cast<size_t>(x.m * nb));
-        for (int64_t i = 0; i < x.m; ++i)
-          blockSums(x.x + i * x.ldx, x.blockSums.data() + i * nb);
-      } else if (dt == DType::I4 && offsetF_.empty()) {
+      // offsets each lane's sum starts at -8 times its x, but for AVX2 blocks
+      // of 32 (wordRow32), whose lanes start at zero; with offsets, or lanes
+      // started at zero, 8 is taken off with the offsets through block sums.
+      bool fromZero = x.fused == kFusedWords && matrix_.colBlock == 32;
+      if (dt == DType::I4 && offsetF_.empty() && !fromZero) {
         x.starts.resize(static_cast<size_t>(x.m * (ld / 8)));
         for (int64_t i = 0; i < x.m; ++i)
           wordStarts(x.x + i * x.ldx, cols, x.starts.data() + i * (ld / 8), words);
       }
     }
     // The AVX-512 nibble kernel takes offsets into its per-block tables.
-    if (!offsetF_.empty() && x.fused != kFusedNibbles512) {
+    bool int4FromZero = dt == DType::I4 && x.fused == kFusedWords && x.starts.empty();
+    if ((!offsetF_.empty() || int4FromZero) && x.fused != kFusedNibbles512) {
       x.blockSums.resize(static_cast<size_t>(x.m * nb));
       for (int64_t i = 0; i < x.m; ++i)
         blockSums(x.x + i * x.ldx, x.blockSums.data() + i * nb);
@@ -589,7 +586,7 @@ private:
   /// permuteForWords, each lane's sums started at `starts` (or 0): 64 values
   /// (32 bytes) per wordDot, two groups per step into two accumulators.
   /// Blocks of an even number of units: a block's groups are summed, then
-  /// scaled. Odd (1, the usual group size of 32 values, or more): each word
+  /// scaled. Odd (3 or more; blocks of one unit take wordRow32): each word
   /// group's halves take their blocks' scales. (Two rows side by side, which
   /// the fp16 rows gain from, measured slower: the registers do not hold two
   /// rows' chains.)
@@ -615,7 +612,7 @@ private:
       }
       return acc0;
     }
-    auto scaleOf = [&](int64_t unit) { return chunks == 1 ? sc[unit] : sc[unit / chunks]; };
+    auto scaleOf = [&](int64_t unit) { return sc[unit / chunks]; };
     for (; u + 4 <= units; u += 4) {
       prefetch(u);
       acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, starts, u),
@@ -640,12 +637,13 @@ private:
     return _mm256_add_ps(acc0, acc1);
   }
 
-  /// wordRow for blocks of 32 values (export_llm's 4w form) started at zero:
-  /// a word group holds two blocks, and the four scales of two groups are
-  /// loaded at once and spread over the groups' halves by two in-lane
-  /// permutes. Per 64 values the loop so adds one permute to the eight masks,
-  /// converts and FMAs (the general loop: two scalar loads, two shuffles and
-  /// an insert, and the load of the starts).
+  /// wordRow for blocks of 32 values (export_llm's 4w form; the usual group
+  /// size), started at zero: a word group holds two blocks, and the four
+  /// scales of two groups are loaded at once and spread over the groups'
+  /// halves by two in-lane permutes. Per 64 values the loop so adds one
+  /// permute to the eight masks, converts and FMAs (the general loop: two
+  /// scalar loads, two shuffles and an insert, and the load of the starts).
+  /// int4's 8, and the offsets, are taken off through block sums.
   template <bool Signed>
   __attribute__((target("avx2,fma"))) static inline __m256
   wordRow32(const uint8_t *row, const float *sc, const float *xr, int64_t units) {
@@ -679,28 +677,22 @@ private:
                                                         int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
     int64_t units = cols / 32, ld = wordRowLength(cols);
-    bool by32 = chunks == 1 && offsetF_.empty();
+    // Lanes started at -8 times their x (x.starts) take int4's 8 off as they
+    // sum; otherwise it is taken off, with the offsets, through block sums:
+    // (u - 8 - offset) * scale for int4, (u - offset) * scale for uint4.
+    bool bySums = !offsetF_.empty() || (Signed && x.starts.empty());
     for (int64_t r = r0; r < r1; ++r) {
       int64_t p = (r / matrix_.rowBlock) * nb;
       const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
       const float *sc = scaleF_.data() + p;
+      const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + p;
       for (int64_t i = 0; i < x.m; ++i) {
         const float *xr = x.permuted.data() + i * ld;
-        if (by32) {
-          // int4 read as u = q + 8: 8 * scale * sum(x) of each block off.
-          float v = hsum(wordRow32<Signed>(row, sc, xr, units));
-          if (Signed)
-            v -= offsetTerm(sc, nullptr, 8.0f, x.blockSums.data() + i * nb);
-          y[i * ldy + r] = v;
-          continue;
-        }
         const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
-        float v = hsum(wordRow<Signed>(row, sc, xr, starts, units, chunks));
-        // With offsets: (u - 8 - offset) * scale for int4, (u - offset) *
-        // scale for uint4.
-        if (!offsetF_.empty())
-          v -= offsetTerm(sc, offsetF_.data() + p, Signed ? 8.0f : 0.0f,
-                          x.blockSums.data() + i * nb);
+        float v = hsum(chunks == 1 ? wordRow32<Signed>(row, sc, xr, units)
+                                   : wordRow<Signed>(row, sc, xr, starts, units, chunks));
+        if (bySums)
+          v -= offsetTerm(sc, off, Signed ? 8.0f : 0.0f, x.blockSums.data() + i * nb);
         y[i * ldy + r] = v;
       }
     }
