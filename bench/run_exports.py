@@ -102,7 +102,7 @@ def main():
                          "than one thread")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per round, model, threads")
-    ap.add_argument("--isa", default="best",
+    ap.add_argument("--isa", default="best", choices=["portable", "avx2", "best"],
                     help="the kernels' instruction set (anefit-bench --isa portable|avx2|best): "
                          "avx2 times the AVX2 kernels on an AVX-512 CPU")
     args = ap.parse_args()
