@@ -21,8 +21,9 @@
 //     per call, makes each product u * x exactly. No shuffles, two
 //     instructions per 8 values besides the FMA. int4 is read as uint4 of
 //     the value plus 8 (one xor per word flips every nibble's sign bit).
-//     Blocks multiply their partial sums by the block's scale; offsets, and
-//     int4's 8, are taken off through per-block sums of x. With AVX-512,
+//     Blocks multiply their partial sums by the block's scale (blocks of 32
+//     read fp16 scales in the model file, no fp32 copy); offsets, and int4's
+//     8, are taken off through per-block sums of x. With AVX-512,
 //     blocks of 32 without offsets (export_llm's 4w) take the same kernel
 //     with 16 lanes, 128 values per load, measured faster than the nibble
 //     tables below on the AVX-512 machine measured (Zen 4).
@@ -40,6 +41,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 
 namespace anefit::runtime {
 
@@ -288,6 +290,40 @@ __attribute__((target("avx2"))) inline __m256 halves(float lo, float hi) {
   return _mm256_setr_m128(_mm_set1_ps(lo), _mm_set1_ps(hi));
 }
 
+// Block scales as the kernels read them: fp32 (converted once, kept with the
+// value) or fp16 (read where the model file has them, widened by F16C).
+inline float scaleAsFloat(float s) { return s; }
+inline float scaleAsFloat(uint16_t s) { return halfToFloat(s); }
+
+/// Scales [0, 4) in lanes 0-3 and again in lanes 4-7.
+__attribute__((target("avx2"))) inline __m256 scaleQuads(const float *sc) {
+  return _mm256_broadcast_ps(reinterpret_cast<const __m128 *>(sc));
+}
+__attribute__((target("avx2,f16c"))) inline __m256 scaleQuads(const uint16_t *sc) {
+  __m128 s = _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(sc)));
+  return _mm256_setr_m128(s, s);
+}
+
+/// Scales [0, 8).
+__attribute__((target("avx2"))) inline __m256 scaleOctet(const float *sc) {
+  return _mm256_loadu_ps(sc);
+}
+__attribute__((target("avx2,f16c"))) inline __m256 scaleOctet(const uint16_t *sc) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(sc)));
+}
+
+/// Scales [0, n) (n <= 4) in lanes 0-3, zeros after.
+__attribute__((target("avx2"))) inline __m128 scaleQuad(const float *sc, int64_t n) {
+  float t[4] = {};
+  std::memcpy(t, sc, static_cast<size_t>(n) * sizeof(float));
+  return _mm_loadu_ps(t);
+}
+__attribute__((target("avx2,f16c"))) inline __m128 scaleQuad(const uint16_t *sc, int64_t n) {
+  uint16_t t[8] = {};
+  std::memcpy(t, sc, static_cast<size_t>(n) * sizeof(uint16_t));
+  return _mm_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(t)));
+}
+
 /// A 16-entry fp16 palette as two pshufb tables: the low and the high byte
 /// of each entry.
 struct HalfPalette {
@@ -446,8 +482,8 @@ public:
         scale_(std::move(scale)), offset_(std::move(offset)), blocks_(std::move(blocks)),
         rows_(this->shape(), blocks_), matrix_(matrixBlocks(this->shape(), blocks_)) {
     int64_t nb = numElementsOf(blocks_);
-    scaleF_.resize(static_cast<size_t>(nb));
-    loadAsFloat(scale_, 0, nb, scaleF_.data());
+    if (scale_.dtype() == DType::F16)
+      scaleHalf_ = reinterpret_cast<const uint16_t *>(scale_.bytes());
     if (offset_.valid()) {
       offsetF_.resize(static_cast<size_t>(nb));
       loadAsFloat(offset_, 0, nb, offsetF_.data());
@@ -470,7 +506,7 @@ protected:
       for (int64_t k = 0; k < end;) {
         int64_t blk = (c + k) / rows_.lastBlock;
         int64_t stop = std::min(end, (blk + 1) * rows_.lastBlock - c);
-        float sc = scaleF_[base + blk], of = offsetF_.empty() ? 0.0f : offsetF_[base + blk];
+        float sc = scaleAt(base + blk), of = offsetF_.empty() ? 0.0f : offsetF_[base + blk];
         for (float *d = dst + i + k, *e2 = dst + i + stop; d < e2; ++d)
           *d = (*d - of) * sc;
         k = stop;
@@ -558,27 +594,30 @@ private:
 
   /// sum over the row's blocks b of scale[b] * (offset[b] + bias) * sum of
   /// x over b (offsets null: zeros).
-  __attribute__((target("avx2,fma"))) float offsetTerm(const float *sc, const float *off,
-                                                       float bias, const float *sums) const {
+  template <typename S>
+  __attribute__((target("avx2,fma,f16c"))) float offsetTerm(const S *sc, const float *off,
+                                                            float bias, const float *sums) const {
     int64_t nb = matrix_.colBlocks, b = 0;
     __m256 acc = _mm256_setzero_ps(), vb = _mm256_set1_ps(bias);
     for (; b + 8 <= nb; b += 8) {
       __m256 e = off ? _mm256_add_ps(_mm256_loadu_ps(off + b), vb) : vb;
-      acc = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_loadu_ps(sc + b), e), _mm256_loadu_ps(sums + b),
-                            acc);
+      acc = _mm256_fmadd_ps(_mm256_mul_ps(scaleOctet(sc + b), e), _mm256_loadu_ps(sums + b), acc);
     }
     float t = hsum(acc);
     for (; b < nb; ++b)
-      t += sc[b] * ((off ? off[b] : 0.0f) + bias) * sums[b];
+      t += scaleAsFloat(sc[b]) * ((off ? off[b] : 0.0f) + bias) * sums[b];
     return t;
   }
 
+  /// Blocks of 32 with fp16 scales read them in place; others read fp32.
   void fusedWords(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                   int64_t r1) const {
-    if (isSigned)
-      fusedWordsOf<true>(x, y, ldy, r0, r1);
+    if (scaleHalf_ && matrix_.colBlock == 32)
+      isSigned ? fusedWordsOf<true>(scaleHalf_, x, y, ldy, r0, r1)
+               : fusedWordsOf<false>(scaleHalf_, x, y, ldy, r0, r1);
     else
-      fusedWordsOf<false>(x, y, ldy, r0, r1);
+      isSigned ? fusedWordsOf<true>(scaleFloats(), x, y, ldy, r0, r1)
+               : fusedWordsOf<false>(scaleFloats(), x, y, ldy, r0, r1);
   }
 
   /// Eight lanes whose sum is the scaled dot product of a row of 4-bit
@@ -644,37 +683,40 @@ private:
   /// permute to the eight masks, converts and FMAs (the general loop: two
   /// scalar loads, two shuffles and an insert, and the load of the starts).
   /// int4's 8, and the offsets, are taken off through block sums.
-  template <bool Signed>
-  __attribute__((target("avx2,fma"))) static inline __m256
-  wordRow32(const uint8_t *row, const float *sc, const float *xr, int64_t units) {
+  template <bool Signed, typename S>
+  __attribute__((target("avx2,fma,f16c"))) static inline __m256
+  wordRow32(const uint8_t *row, const S *sc, const float *xr, int64_t units) {
     const __m256i first = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     const __m256i second = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
     __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
     int64_t u = 0;
     for (; u + 4 <= units; u += 4) {
       _mm_prefetch(reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes, _MM_HINT_T0);
-      __m256 s = _mm256_broadcast_ps(reinterpret_cast<const __m128 *>(sc + u));
+      __m256 s = scaleQuads(sc + u);
       acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), _mm256_permutevar_ps(s, first), acc0);
       acc1 =
           _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u + 2), _mm256_permutevar_ps(s, second), acc1);
     }
     if (u + 2 <= units) {
-      acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u), halves(sc[u], sc[u + 1]), acc0);
+      acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u),
+                             halves(scaleAsFloat(sc[u]), scaleAsFloat(sc[u + 1])), acc0);
       u += 2;
     }
     if (u < units) {
       __m256i w =
           _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
-      acc1 = _mm256_fmadd_ps(wordDot<true>(wordBits<Signed>(w), xr + u * 32), halves(sc[u], 0.0f),
-                             acc1);
+      acc1 = _mm256_fmadd_ps(wordDot<true>(wordBits<Signed>(w), xr + u * 32),
+                             halves(scaleAsFloat(sc[u]), 0.0f), acc1);
     }
     return _mm256_add_ps(acc0, acc1);
   }
 
-  /// y[i * ldy + r] for rows [r0, r1) of 4-bit blocks, a row at a time.
-  template <bool Signed>
-  __attribute__((target("avx2,fma"))) void fusedWordsOf(const DotOperand &x, float *y, int64_t ldy,
-                                                        int64_t r0, int64_t r1) const {
+  /// y[i * ldy + r] for rows [r0, r1) of 4-bit blocks, a row at a time; the
+  /// scales read as S (fp16 only for blocks of 32, see fusedWords).
+  template <bool Signed, typename S>
+  __attribute__((target("avx2,fma,f16c"))) void fusedWordsOf(const S *scales, const DotOperand &x,
+                                                             float *y, int64_t ldy, int64_t r0,
+                                                             int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
     int64_t units = cols / 32, ld = wordRowLength(cols);
     // Lanes started at -8 times their x (x.starts) take int4's 8 off as they
@@ -684,13 +726,19 @@ private:
     for (int64_t r = r0; r < r1; ++r) {
       int64_t p = (r / matrix_.rowBlock) * nb;
       const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
-      const float *sc = scaleF_.data() + p;
+      const S *sc = scales + p;
       const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + p;
       for (int64_t i = 0; i < x.m; ++i) {
         const float *xr = x.permuted.data() + i * ld;
-        const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
-        float v = hsum(chunks == 1 ? wordRow32<Signed>(row, sc, xr, units)
-                                   : wordRow<Signed>(row, sc, xr, starts, units, chunks));
+        __m256 lanes;
+        if constexpr (std::is_same_v<S, float>) {
+          const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
+          lanes = chunks == 1 ? wordRow32<Signed>(row, sc, xr, units)
+                              : wordRow<Signed>(row, sc, xr, starts, units, chunks);
+        } else {
+          lanes = wordRow32<Signed>(row, sc, xr, units);
+        }
+        float v = hsum(lanes);
         if (bySums)
           v -= offsetTerm(sc, off, Signed ? 8.0f : 0.0f, x.blockSums.data() + i * nb);
         y[i * ldy + r] = v;
@@ -698,44 +746,65 @@ private:
     }
   }
 
+  /// Blocks of 32 with fp16 scales read them in place.
   void fusedWords512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                      int64_t r1) const {
-    if (kernelPrefetches())
-      isSigned ? fusedWords512Of<true, true>(x, y, ldy, r0, r1)
-               : fusedWords512Of<false, true>(x, y, ldy, r0, r1);
+    if (scaleHalf_)
+      fusedWords512Of(scaleHalf_, isSigned, x, y, ldy, r0, r1);
     else
-      isSigned ? fusedWords512Of<true, false>(x, y, ldy, r0, r1)
-               : fusedWords512Of<false, false>(x, y, ldy, r0, r1);
+      fusedWords512Of(scaleFloats(), isSigned, x, y, ldy, r0, r1);
   }
 
-  /// acc + the four blocks of the word group `w` at unit u (scales: the
-  /// blocks' four in lanes 0-3), for fusedWords512Of.
+  template <typename S>
+  void fusedWords512Of(const S *scales, bool isSigned, const DotOperand &x, float *y, int64_t ldy,
+                       int64_t r0, int64_t r1) const {
+    if (kernelPrefetches())
+      isSigned ? fusedWords512Of<true, true>(scales, x, y, ldy, r0, r1)
+               : fusedWords512Of<false, true>(scales, x, y, ldy, r0, r1);
+    else
+      isSigned ? fusedWords512Of<true, false>(scales, x, y, ldy, r0, r1)
+               : fusedWords512Of<false, false>(scales, x, y, ldy, r0, r1);
+  }
+
+  /// Scales [0, 8) in lanes 0-7.
+  __attribute__((target("avx512f,f16c"))) static inline __m512 scaleOctet512(const float *sc) {
+    return _mm512_castps256_ps512(_mm256_loadu_ps(sc));
+  }
+  __attribute__((target("avx512f,f16c"))) static inline __m512 scaleOctet512(const uint16_t *sc) {
+    return _mm512_castps256_ps512(
+        _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(sc))));
+  }
+
+  /// acc + the four blocks of the word group `w` at unit u, lane group b
+  /// times scales[b], for fusedWords512Of.
   template <bool Signed>
   __attribute__((target("avx512f"))) static inline __m512
   wordGroup512(__m512i w, const float *xq, const float *starts, int64_t u, __m512 scales,
                __m512 acc) {
-    const __m512i quads = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     if constexpr (Signed)
       w = _mm512_xor_si512(w, _mm512_set1_epi32(kNibbleSignBits));
     __m512 start = starts ? _mm512_loadu_ps(starts + u * 4) : _mm512_setzero_ps();
-    return _mm512_fmadd_ps(wordDot512(w, xq + u * 32, start), _mm512_permutexvar_ps(quads, scales),
-                           acc);
+    return _mm512_fmadd_ps(wordDot512(w, xq + u * 32, start), scales, acc);
   }
 
   /// Rows [r0, r1) of 4-bit blocks of 32 values without offsets, 128 values
   /// (64 bytes, four blocks) per wordDot512: lane group b takes block b's
-  /// scale. A row's last 1-3 blocks are read with masks (zeros past the row:
-  /// x and the starts are zeros there too). With Prefetch, each 64-byte line
-  /// is prefetched kPrefetchBytes ahead (kernelPrefetches(): 1.45x on an
-  /// Intel core streaming from memory).
-  template <bool Signed, bool Prefetch>
-  __attribute__((target("avx512f"))) void
-  fusedWords512Of(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+  /// scale (the eight scales of two groups loaded at once, as S). A row's
+  /// last 1-3 blocks are read with masks (zeros past the row: x and the
+  /// starts are zeros there too). With Prefetch, each 64-byte line is
+  /// prefetched kPrefetchBytes ahead (kernelPrefetches(): 1.45x on an Intel
+  /// core streaming from memory).
+  template <bool Signed, bool Prefetch, typename S>
+  __attribute__((target("avx512f,f16c"))) void fusedWords512Of(const S *scales, const DotOperand &x,
+                                                               float *y, int64_t ldy, int64_t r0,
+                                                               int64_t r1) const {
+    const __m512i first = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(4));
     int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
     int64_t ld = wordRowLength(cols, 16);
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
-      const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
+      const S *sc = scales + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < x.m; ++i) {
         const float *xq = x.permuted.data() + i * ld;
         const float *starts = x.starts.empty() ? nullptr : x.starts.data() + i * (ld / 8);
@@ -747,17 +816,18 @@ private:
             _mm_prefetch(next, _MM_HINT_T0);
             _mm_prefetch(next + 64, _MM_HINT_T0);
           }
+          __m512 s = scaleOctet512(sc + u);
           acc0 = wordGroup512<Signed>(_mm512_loadu_si512(row + u * 16), xq, starts, u,
-                                      _mm512_castps128_ps512(_mm_loadu_ps(sc + u)), acc0);
+                                      _mm512_permutexvar_ps(first, s), acc0);
           acc1 = wordGroup512<Signed>(_mm512_loadu_si512(row + u * 16 + 64), xq, starts, u + 4,
-                                      _mm512_castps128_ps512(_mm_loadu_ps(sc + u + 4)), acc1);
+                                      _mm512_permutexvar_ps(second, s), acc1);
         }
         for (; u < units; u += 4) {
           int64_t left = std::min<int64_t>(4, units - u);
           __mmask16 words = static_cast<__mmask16>((1u << (4 * left)) - 1);
-          __mmask16 blocks = static_cast<__mmask16>((1u << left) - 1);
-          acc0 = wordGroup512<Signed>(_mm512_maskz_loadu_epi32(words, row + u * 16), xq, starts, u,
-                                      _mm512_maskz_loadu_ps(blocks, sc + u), acc0);
+          acc0 = wordGroup512<Signed>(
+              _mm512_maskz_loadu_epi32(words, row + u * 16), xq, starts, u,
+              _mm512_permutexvar_ps(first, _mm512_castps128_ps512(scaleQuad(sc + u, left))), acc0);
         }
         y[i * ldy + r] = sum512(_mm512_add_ps(acc0, acc1));
       }
@@ -785,7 +855,7 @@ private:
     const uint8_t *data = data_.tensor.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data + r * cols / 2;
-      const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
+      const float *sc = scaleFloats() + (r / matrix_.rowBlock) * nb;
       const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
@@ -815,7 +885,7 @@ private:
     const uint8_t *data = data_.tensor.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data + r * cols;
-      const float *sc = scaleF_.data() + (r / matrix_.rowBlock) * nb;
+      const float *sc = scaleFloats() + (r / matrix_.rowBlock) * nb;
       const float *off = offsetF_.empty() ? nullptr : offsetF_.data() + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = x.x + i * x.ldx;
@@ -836,12 +906,34 @@ private:
   }
 #endif
 
+  /// Block scale i as fp32.
+  float scaleAt(int64_t i) const {
+    return scaleHalf_ ? halfToFloat(scaleHalf_[i]) : scaleFloats()[i];
+  }
+
+  /// The scales as fp32, converted at the first call and kept (fp16 scales
+  /// are so held twice: only the kernels that do not read fp16 call this).
+  const float *scaleFloats() const {
+    std::call_once(scaleOnce_, [this] {
+      int64_t nb = numElementsOf(blocks_);
+      scaleF_.resize(static_cast<size_t>(nb));
+      loadAsFloat(scale_, 0, nb, scaleF_.data());
+    });
+    return scaleF_.data();
+  }
+
   Source data_;
   Tensor scale_, offset_;
   Shape blocks_;
   RowMap rows_;
   MatrixBlocks matrix_;
-  std::vector<float> scaleF_, offsetF_;
+  /// fp16 scales where the model has them: the word kernels for blocks of 32
+  /// read them there (an fp32 copy is twice their size: 143 MB of the 4w
+  /// LFM2.5-1.2B export's peak resident memory, read again every step).
+  const uint16_t *scaleHalf_ = nullptr;
+  mutable std::once_flag scaleOnce_;
+  mutable std::vector<float> scaleF_;
+  std::vector<float> offsetF_;
 };
 
 //===----------------------------------------------------------------------===//

@@ -332,6 +332,50 @@ TEST(Compressed, BlocksOf32WithoutOffsetsMatchOnEveryIsa) {
   }
 }
 
+TEST(Compressed, Fp16ScalesReadInPlaceGiveTheBitsOfTheirFp32Values) {
+  // Blocks of 32 read fp16 scales where the model has them (no fp32 copy);
+  // every other form reads fp32. The same values stored either way give the
+  // same bits, on every ISA, with and without offsets, for every block
+  // count a row can end on (k / 32 = 1..9).
+  for (int iter = 0; iter < 48; ++iter) {
+    int64_t n = std::vector<int64_t>{1, 6, 17}[rng.pick(0, 2)], k = 32 * rng.pick(1, 9);
+    int64_t m = rng.pick(1, 4);
+    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
+    bool isSigned = dt == DType::I4, offset = rng.pick(0, 3) == 0;
+    std::vector<int64_t> q = randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<int64_t> off = randomInts(n * (k / 32), isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
+    for (float &v : sc)
+      v = halfToFloat(floatToHalf(rng.uniform(-0.2f, 0.2f)));
+    runtime::TensorMap in = {{"x", randomInput({m, k})}};
+    std::vector<Tensor> outs;
+    for (bool half : {true, false}) {
+      ProgramBuilder b;
+      std::vector<Arg> args = {
+          {"data", packed(dt, q, {n, k})},
+          {"scale", half ? constF16(sc, {n, k / 32}) : constF32(sc, {n, k / 32})}};
+      if (offset)
+        args.push_back({"offset", packed(dt, off, {n, k / 32})});
+      DType wt = half ? DType::F16 : DType::F32;
+      Value *w = b.op("constexpr_blockwise_shift_scale", std::move(args), wt, {n, k});
+      Value *x = b.input("x", DType::F32, {m, k});
+      b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
+      for (runtime::KernelIsa isa : kernelIsas()) {
+        IsaGuard guard(isa);
+        outs.push_back(run(b, in, true)[0]);
+      }
+    }
+    size_t isas = outs.size() / 2;
+    for (size_t j = 0; j < isas; ++j) {
+      SCOPED_TRACE(std::string(dtypeName(dt)) + (offset ? " offset" : "") + " n " +
+                   std::to_string(n) + " k " + std::to_string(k) + " m " + std::to_string(m) +
+                   " isa " + isaName(kernelIsas()[j]));
+      for (int64_t i = 0; i < m * n; ++i)
+        ASSERT_EQ(outs[j].floatAt(i), outs[isas + j].floatAt(i)) << "element " << i;
+    }
+  }
+}
+
 TEST(Compressed, Int4ReadAsUint4KeepsTheErrorOfItsSum) {
   // The AVX2 word kernel reads int4 q as u = q + 8 and takes 8 * sum(x) off
   // per word. With x far from zero mean the two sums cancel; the result
