@@ -17,7 +17,7 @@
 //
 //   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--no-spin]
-//                [--steps N] [--isa portable|avx2|best] [--prefetch auto|on|off]
+//                [--steps N] [--isa portable|avx2|avx512|avx512vnni|best] [--prefetch auto|on|off]
 //                --benchmark_filter=step --benchmark_format=json
 //
 //===----------------------------------------------------------------------===//
@@ -241,13 +241,13 @@ int main(int argc, char **argv) {
     else if (a == "--isa") {
       // The weight kernels' instruction set (default: the best the CPU has).
       std::string isa = value();
-      if (isa == "portable")
-        runtime::setKernelIsaForTesting(runtime::KernelIsa::Portable);
-      else if (isa == "avx2")
-        runtime::setKernelIsaForTesting(runtime::KernelIsa::Avx2);
+      std::optional<runtime::KernelIsa> named = runtime::kernelIsaNamed(isa);
+      if (named)
+        runtime::setKernelIsaForTesting(*named);
       else if (isa != "best") {
-        std::cerr << "anefit-bench: --isa: expected portable, avx2 or best, found '" << isa
-                  << "'\n";
+        std::cerr << "anefit-bench: --isa: expected portable, avx2, avx512, avx512vnni or best, "
+                     "found '"
+                  << isa << "'\n";
         return 2;
       }
     } else if (a == "--prefetch") {
@@ -262,7 +262,8 @@ int main(int argc, char **argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz|random] [--threads N] "
-                   "[--no-spin] [--steps N] [--isa portable|avx2|best] [--prefetch auto|on|off] "
+                   "[--no-spin] [--steps N] [--isa portable|avx2|avx512|avx512vnni|best] "
+                   "[--prefetch auto|on|off] "
                    "[--benchmark_* flags]\n";
       return 0;
     } else {

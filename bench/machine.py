@@ -2,6 +2,10 @@
 
 import platform
 
+# anefit-bench --isa: the kernels' instruction sets (runtime/kernels/Isa.h), and
+# "best", the CPU's own.
+KERNEL_ISAS = ["portable", "avx2", "avx512", "avx512vnni", "best"]
+
 
 def isa():
     """The widest x86 vector extension the CPU reports (or the machine's architecture)."""
@@ -13,7 +17,7 @@ def isa():
         pass
     words = set(flags.split())
     if "avx512f" in words:
-        return "AVX-512 (avx512f)"
+        return "AVX-512 (avx512f" + (", avx512_vnni)" if "avx512_vnni" in words else ")")
     if "avx2" in words:
         return "AVX2 (" + ", ".join(f for f in ("fma", "f16c") if f in words) + "), no AVX-512"
     return platform.machine()

@@ -17,7 +17,7 @@ tables of an export) counts as the one slice a step gathers.
 
     python3 bench/run_exports.py --bench build/bench/anefit-bench \\
         --anefit build/tools/anefit/anefit [--threads 1,2] [--spin on,off] \\
-        [--isa avx2|best] [--rounds 3] MODEL...
+        [--isa avx2|avx512|best] [--rounds 3] MODEL...
 
 The last column is how much of the file the page cache gives in 2 MB pages:
 the same export steps faster in them than in 4 KB pages (docs/run.md).
@@ -38,7 +38,7 @@ import statistics
 import subprocess
 import sys
 
-from machine import isa as machine_isa
+from machine import KERNEL_ISAS, isa as machine_isa
 from run_lfm2_350m import bench_step, read_bandwidth
 
 DTYPE_BITS = {"fp16": 16, "fp32": 32, "int32": 32, "int16": 16, "uint16": 16, "int8": 8,
@@ -102,9 +102,9 @@ def main():
                          "than one thread")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=5, help="timed steps per round, model, threads")
-    ap.add_argument("--isa", default="best", choices=["portable", "avx2", "best"],
-                    help="the kernels' instruction set (anefit-bench --isa portable|avx2|best): "
-                         "avx2 times the AVX2 kernels on an AVX-512 CPU")
+    ap.add_argument("--isa", default="best", choices=KERNEL_ISAS,
+                    help="the kernels' instruction set (anefit-bench --isa): avx2 times the AVX2 "
+                         "kernels on an AVX-512 CPU, avx512 the AVX-512 ones without VNNI")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     spins = [{"on": True, "off": False}[s] for s in args.spin.split(",")]

@@ -61,6 +61,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from machine import KERNEL_ISAS  # noqa: E402
 from scratch import scratch_dir  # noqa: E402
 
 D, LAYERS, FFN, VOCAB = 1024, 16, 4608, 65536
@@ -583,7 +584,7 @@ def main():
     ap.add_argument("--workdir", help="where to build the models (default: a temp dir, removed at exit)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-baseline", action="store_true", help="skip PyTorch eager")
-    ap.add_argument("--isa", default="best", choices=["best", "avx2", "portable"],
+    ap.add_argument("--isa", default="best", choices=KERNEL_ISAS,
                     help="instruction set of anefit's weight kernels (default: the best the CPU has)")
     args = ap.parse_args()
     forms = args.forms.split(",")

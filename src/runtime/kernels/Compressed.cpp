@@ -27,6 +27,9 @@
 //     blocks of 32 without offsets (export_llm's 4w) take the same kernel
 //     with 16 lanes, 128 values per load, measured faster than the nibble
 //     tables below on the AVX-512 machine measured (Zen 4).
+//   int4/uint4 blocks of 32 without offsets, AVX-512 VNNI: x put on an
+//     integer grid per block and multiplied in 8-bit dot products, summed
+//     exactly in integers (see digitsForWords512).
 //   16-entry fp16 palettes: two byte-table shuffles per 16 nibbles give the
 //     fp16 values, F16C widens them; x is permuted once per call to the
 //     order the nibbles come in (per 32 values: the even ones, then the odd).
@@ -42,6 +45,7 @@
 #include <cmath>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 namespace anefit::runtime {
 
@@ -153,7 +157,7 @@ struct Source {
 
 /// The fused kernels a DotOperand is prepared for.
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
-              kFusedWords512 = 5;
+              kFusedWords512 = 5, kFusedDigits512 = 6;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -195,6 +199,14 @@ void permuteForWords(const float *x, int64_t n, float *xq, int64_t words = 8) {
       for (int64_t j = 0; j < words; ++j)
         xq[c + k * words + j] = j < have ? x[c + 8 * j + k] * scales[k] : 0.0f;
   }
+}
+
+/// Prefetches the two 64-byte lines kPrefetchBytes past p (128 bytes of a
+/// row the AVX-512 kernels stream).
+inline void prefetchAhead128(const uint8_t *p) {
+  const char *next = reinterpret_cast<const char *>(p) + kPrefetchBytes;
+  _mm_prefetch(next, _MM_HINT_T0);
+  _mm_prefetch(next + 64, _MM_HINT_T0);
 }
 
 /// The sign bit of each of a 32-bit word's eight nibbles: int4 q xor 8 is
@@ -282,6 +294,99 @@ __attribute__((target("avx512f"))) inline __m512 wordDot512(__m512i w, const flo
   a = _mm512_fmadd_ps(wordSlot512<6>(w), _mm512_loadu_ps(xq + 96), a);
   b = _mm512_fmadd_ps(wordSlot512<7>(w), _mm512_loadu_ps(xq + 112), b);
   return _mm512_add_ps(a, b);
+}
+
+// The 8-bit dot product kernel (AVX-512 VNNI) for 4-bit blocks of 32: x is
+// put on a per-block integer grid and the products of the grid values with
+// the 4-bit values are summed exactly, in integers.
+//   - Block b's grid step is 2^(e - 21), e the exponent of the block's
+//     largest |x| (at least -100): each x becomes the nearest multiple n of
+//     the step, |n| <= 2^22, off by at most half a step (2^-22 of that
+//     largest |x|, the spacing of fp32 values near it).
+//   - n is written as three signed bytes, n = 65536 h + 256 m + l, and
+//     VPDPBUSD multiplies each byte array by the 4-bit values (unsigned
+//     bytes) four at a time into 32-bit lanes: lane p of a 64-byte group
+//     sums values 8p..8p+7 (the low nibbles against the even values' bytes,
+//     the high nibbles against the odd ones'). 65536 h + 256 m + l of a
+//     lane is its exact integer sum (|sum| < 2^31), converted to fp32 once
+//     and scaled by the block's scale times its step.
+//   - int4 is read as uint4 of the value plus 8 (the sign bit of each
+//     nibble flipped) and each lane starts at -8 times its n: exact too.
+// Compared with fp32 FMAs over the exact x, each product is off by at most
+// |q| * scale * step / 2 and nothing else is rounded until a block's sum:
+// the error is of the size of fp32 accumulation's own.
+
+/// Bytes of one group of 128 values (64 packed bytes) of digitsForWords512:
+/// h, m and l of the even values, then of the odd ones, 64 bytes each.
+constexpr int64_t kDigitGroupBytes = 384;
+
+/// x (n values, n a multiple of 32) on its blocks' grids, for
+/// fusedDigits512Of: per group of 128 values kDigitGroupBytes of digits and
+/// 16 lane starts (int4: -8 times the sum of each lane's n; uint4: zeros),
+/// and a step per block; groups rounded up (zeros past n). False, writing
+/// nothing further, when x holds an infinity or a NaN (their products are
+/// not integers: the fp32 kernel takes that x).
+bool digitsForWords512(const float *x, int64_t n, bool isSigned, int8_t *digits, int32_t *starts,
+                       float *steps) {
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      return false;
+  int64_t groups = ceilDiv<int64_t>(n, 128);
+  std::fill(digits, digits + groups * kDigitGroupBytes, int8_t(0));
+  std::fill(starts, starts + groups * 16, 0);
+  std::fill(steps, steps + groups * 4, 0.0f);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float *xb = x + b * 32;
+    float big = 0;
+    for (int64_t i = 0; i < 32; ++i)
+      big = std::max(big, std::fabs(xb[i]));
+    int e = big > 0 ? std::max(std::ilogb(big), -100) : 0;
+    steps[b] = std::ldexp(1.0f, e - 21);
+    float inv = std::ldexp(1.0f, 21 - e);
+    int8_t *g = digits + (b / 4) * kDigitGroupBytes;
+    int64_t base = (b % 4) * 32; // the block's first value in its group
+    for (int64_t i = 0; i < 32; ++i) {
+      auto v = static_cast<int32_t>(std::nearbyint(xb[i] * inv));
+      if (isSigned)
+        starts[(b / 4) * 16 + (base + i) / 8] -= 8 * v;
+      int32_t lo = ((v + 128) & 255) - 128;
+      v = (v - lo) / 256;
+      int32_t mid = ((v + 128) & 255) - 128;
+      int32_t hi = (v - mid) / 256;
+      int64_t j = base + i, at = (j & 1) * 192 + (j >> 1);
+      g[at] = static_cast<int8_t>(hi);
+      g[at + 64] = static_cast<int8_t>(mid);
+      g[at + 128] = static_cast<int8_t>(lo);
+    }
+  }
+  return true;
+}
+
+/// The 16 exact integer lane sums of one 64-byte group `w` (digits `d`,
+/// lane starts `start`): see digitsForWords512.
+template <bool Signed>
+__attribute__((target("avx512f,avx512bw,avx512vnni"))) inline __m512i
+digitGroup512(__m512i w, const int8_t *d, __m512i start) {
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512i lo, hi;
+  if constexpr (Signed) {
+    // (nibble & 0xF) ^ 8 in one instruction: 0x6A is A & B ^ C.
+    const __m512i eight = _mm512_set1_epi8(8);
+    lo = _mm512_ternarylogic_epi32(w, low4, eight, 0x6A);
+    hi = _mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 4), low4, eight, 0x6A);
+  } else {
+    lo = _mm512_and_si512(w, low4);
+    hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), low4);
+  }
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i h = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, _mm512_loadu_si512(d)), hi,
+                                  _mm512_loadu_si512(d + 192));
+  __m512i m = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, _mm512_loadu_si512(d + 64)), hi,
+                                  _mm512_loadu_si512(d + 256));
+  __m512i l = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(start, lo, _mm512_loadu_si512(d + 128)), hi,
+                                  _mm512_loadu_si512(d + 320));
+  __m512i t = _mm512_add_epi32(_mm512_slli_epi32(h, 8), m);
+  return _mm512_add_epi32(_mm512_slli_epi32(t, 8), l);
 }
 
 /// A vector of `lo` in lanes 0-3 and `hi` in lanes 4-7: the scales of the
@@ -525,7 +630,7 @@ protected:
     if ((nibbles && matrix_.colBlock % 32) || (bytes && matrix_.colBlock % 16) ||
         (!nibbles && !bytes))
       return;
-    bool avx512 = kernelIsa() == KernelIsa::Avx512;
+    bool avx512 = kernelIsa() >= KernelIsa::Avx512;
     // AVX-512, blocks of 32 without offsets (the export_llm 4w form): the
     // word kernel with 16 lanes, measured faster than the nibble tables.
     bool words512 = avx512 && matrix_.colBlock == 32 && offsetF_.empty();
@@ -534,6 +639,9 @@ protected:
               : avx512   ? kFusedNibbles512
                          : kFusedWords;
     int64_t cols = x.cols, nb = matrix_.colBlocks;
+    if (x.fused == kFusedWords512 && kernelIsa() == KernelIsa::Avx512Vnni &&
+        prepareDigits(x, dt == DType::I4))
+      return;
     if (x.fused == kFusedNibbles512) {
       x.permuted.resize(static_cast<size_t>(x.m * cols));
       for (int64_t i = 0; i < x.m; ++i)
@@ -575,6 +683,8 @@ protected:
       fusedWords(isSigned, x, y, ldy, r0, r1);
     else if (x.fused == kFusedWords512)
       fusedWords512(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedDigits512)
+      fusedDigits512(isSigned, x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
 #endif
@@ -746,24 +856,33 @@ private:
     }
   }
 
-  /// Blocks of 32 with fp16 scales read them in place.
-  void fusedWords512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
-                     int64_t r1) const {
-    if (scaleHalf_)
-      fusedWords512Of(scaleHalf_, isSigned, x, y, ldy, r0, r1);
+  /// Calls run(signed, prefetch, scales) for the AVX-512 kernels of blocks
+  /// of 32: signed and prefetch as std::bool_constant (the data's sign, the
+  /// CPU's prefetch choice), scales where the model has them if fp16.
+  template <typename Run> void blocksOf32Kernel(bool isSigned, Run run) const {
+    auto withScales = [&](auto isSignedTag, auto prefetchTag) {
+      if (scaleHalf_)
+        run(isSignedTag, prefetchTag, scaleHalf_);
+      else
+        run(isSignedTag, prefetchTag, scaleFloats());
+    };
+    auto withPrefetch = [&](auto isSignedTag) {
+      if (kernelPrefetches())
+        withScales(isSignedTag, std::true_type{});
+      else
+        withScales(isSignedTag, std::false_type{});
+    };
+    if (isSigned)
+      withPrefetch(std::true_type{});
     else
-      fusedWords512Of(scaleFloats(), isSigned, x, y, ldy, r0, r1);
+      withPrefetch(std::false_type{});
   }
 
-  template <typename S>
-  void fusedWords512Of(const S *scales, bool isSigned, const DotOperand &x, float *y, int64_t ldy,
-                       int64_t r0, int64_t r1) const {
-    if (kernelPrefetches())
-      isSigned ? fusedWords512Of<true, true>(scales, x, y, ldy, r0, r1)
-               : fusedWords512Of<false, true>(scales, x, y, ldy, r0, r1);
-    else
-      isSigned ? fusedWords512Of<true, false>(scales, x, y, ldy, r0, r1)
-               : fusedWords512Of<false, false>(scales, x, y, ldy, r0, r1);
+  void fusedWords512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                     int64_t r1) const {
+    blocksOf32Kernel(isSigned, [&](auto sg, auto pf, const auto *scales) {
+      fusedWords512Of<decltype(sg)::value, decltype(pf)::value>(scales, x, y, ldy, r0, r1);
+    });
   }
 
   /// Scales [0, 8) in lanes 0-7.
@@ -811,11 +930,8 @@ private:
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
         int64_t u = 0;
         for (; u + 8 <= units; u += 8) {
-          if constexpr (Prefetch) {
-            const char *next = reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes;
-            _mm_prefetch(next, _MM_HINT_T0);
-            _mm_prefetch(next + 64, _MM_HINT_T0);
-          }
+          if constexpr (Prefetch)
+            prefetchAhead128(row + u * 16);
           __m512 s = scaleOctet512(sc + u);
           acc0 = wordGroup512<Signed>(_mm512_loadu_si512(row + u * 16), xq, starts, u,
                                       _mm512_permutexvar_ps(first, s), acc0);
@@ -828,6 +944,85 @@ private:
           acc0 = wordGroup512<Signed>(
               _mm512_maskz_loadu_epi32(words, row + u * 16), xq, starts, u,
               _mm512_permutexvar_ps(first, _mm512_castps128_ps512(scaleQuad(sc + u, left))), acc0);
+        }
+        y[i * ldy + r] = sum512(_mm512_add_ps(acc0, acc1));
+      }
+    }
+  }
+
+  /// x on its blocks' grids for fusedDigits512Of; false (x untouched) when
+  /// x holds an infinity or a NaN.
+  bool prepareDigits(DotOperand &x, bool isSigned) const {
+    int64_t groups = ceilDiv<int64_t>(x.cols, 128);
+    x.digits.resize(static_cast<size_t>(x.m * groups * kDigitGroupBytes));
+    x.digitStarts.resize(static_cast<size_t>(x.m * groups * 16));
+    x.steps.resize(static_cast<size_t>(x.m * groups * 4));
+    for (int64_t i = 0; i < x.m; ++i)
+      if (!digitsForWords512(
+              x.x + i * x.ldx, x.cols, isSigned, x.digits.data() + i * groups * kDigitGroupBytes,
+              x.digitStarts.data() + i * groups * 16, x.steps.data() + i * groups * 4)) {
+        x.digits.clear(), x.digitStarts.clear(), x.steps.clear();
+        return false;
+      }
+    x.fused = kFusedDigits512;
+    return true;
+  }
+
+  void fusedDigits512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                      int64_t r1) const {
+    blocksOf32Kernel(isSigned, [&](auto sg, auto pf, const auto *scales) {
+      fusedDigits512Of<decltype(sg)::value, decltype(pf)::value>(scales, x, y, ldy, r0, r1);
+    });
+  }
+
+  /// Rows [r0, r1) of 4-bit blocks of 32 values without offsets through the
+  /// 8-bit dot products (digitsForWords512): 128 values (64 bytes, four
+  /// blocks) per digitGroup512, whose 16 lane sums are converted once and
+  /// scaled by their block's scale times its grid step; the loop and its
+  /// masked tail are those of fusedWords512Of.
+  template <bool Signed, bool Prefetch, typename S>
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,f16c"))) void
+  fusedDigits512Of(const S *scales, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                   int64_t r1) const {
+    const __m512i first = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
+    const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(4));
+    int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
+    int64_t groups = ceilDiv<int64_t>(cols, 128);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
+      const S *sc = scales + (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const int8_t *dg = x.digits.data() + i * groups * kDigitGroupBytes;
+        const int32_t *st = x.digitStarts.data() + i * groups * 16;
+        const float *step = x.steps.data() + i * groups * 4;
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+        int64_t u = 0;
+        for (; u + 8 <= units; u += 8) {
+          if constexpr (Prefetch)
+            prefetchAhead128(row + u * 16);
+          __m512 s = _mm512_mul_ps(scaleOctet512(sc + u),
+                                   _mm512_castps256_ps512(_mm256_loadu_ps(step + u)));
+          int64_t g = u / 4;
+          __m512i t0 =
+              digitGroup512<Signed>(_mm512_loadu_si512(row + u * 16), dg + g * kDigitGroupBytes,
+                                    _mm512_loadu_si512(st + g * 16));
+          __m512i t1 = digitGroup512<Signed>(_mm512_loadu_si512(row + u * 16 + 64),
+                                             dg + (g + 1) * kDigitGroupBytes,
+                                             _mm512_loadu_si512(st + (g + 1) * 16));
+          acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t0), _mm512_permutexvar_ps(first, s), acc0);
+          acc1 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t1), _mm512_permutexvar_ps(second, s), acc1);
+        }
+        for (; u < units; u += 4) {
+          // The last 1-3 blocks: bytes past the row read as zeros (their
+          // digits and starts are zeros too), scales past it as zeros.
+          int64_t left = std::min<int64_t>(4, units - u), g = u / 4;
+          __mmask16 words = static_cast<__mmask16>((1u << (4 * left)) - 1);
+          __m128 s = _mm_mul_ps(scaleQuad(sc + u, left), _mm_loadu_ps(step + u));
+          __m512i t =
+              digitGroup512<Signed>(_mm512_maskz_loadu_epi32(words, row + u * 16),
+                                    dg + g * kDigitGroupBytes, _mm512_loadu_si512(st + g * 16));
+          acc0 = _mm512_fmadd_ps(_mm512_cvtepi32_ps(t),
+                                 _mm512_permutexvar_ps(first, _mm512_castps128_ps512(s)), acc0);
         }
         y[i * ldy + r] = sum512(_mm512_add_ps(acc0, acc1));
       }
@@ -1022,7 +1217,7 @@ protected:
 #if defined(__x86_64__)
     if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32)
       return;
-    if (kernelIsa() == KernelIsa::Avx512)
+    if (kernelIsa() >= KernelIsa::Avx512)
       x.fused = kFusedNibbles512;
     else if (!halfPalettes_.empty())
       x.fused = kFusedNibbles;

@@ -51,6 +51,41 @@ bool cpuHasAvx512() {
 #endif
 }
 
+bool cpuHasAvx512Vnni() {
+#if defined(__x86_64__)
+  // CPUID leaf 7, ECX bit 11 (AVX512_VNNI).
+  static const bool yes = [] {
+    unsigned eax, ebx, ecx, edx;
+    return cpuHasAvx512() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 11));
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+const char *kernelIsaName(KernelIsa isa) {
+  switch (isa) {
+  case KernelIsa::Portable:
+    return "portable";
+  case KernelIsa::Avx2:
+    return "avx2";
+  case KernelIsa::Avx512:
+    return "avx512";
+  case KernelIsa::Avx512Vnni:
+    return "avx512vnni";
+  }
+  return "?";
+}
+
+std::optional<KernelIsa> kernelIsaNamed(std::string_view name) {
+  for (KernelIsa isa :
+       {KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512, KernelIsa::Avx512Vnni})
+    if (name == kernelIsaName(isa))
+      return isa;
+  return std::nullopt;
+}
+
 void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
 
 bool kernelPrefetches() { return forcedPrefetch.value_or(!(cpuIsAmd() && cpuHasAvx512())); }
@@ -58,9 +93,10 @@ bool kernelPrefetches() { return forcedPrefetch.value_or(!(cpuIsAmd() && cpuHasA
 void setKernelPrefetchForTesting(std::optional<bool> on) { forcedPrefetch = on; }
 
 KernelIsa kernelIsa() {
-  KernelIsa best = cpuHasAvx512() ? KernelIsa::Avx512
-                   : cpuHasAvx2() ? KernelIsa::Avx2
-                                  : KernelIsa::Portable;
+  KernelIsa best = cpuHasAvx512Vnni() ? KernelIsa::Avx512Vnni
+                   : cpuHasAvx512()   ? KernelIsa::Avx512
+                   : cpuHasAvx2()     ? KernelIsa::Avx2
+                                      : KernelIsa::Portable;
   return forcedIsa && *forcedIsa < best ? *forcedIsa : best;
 }
 

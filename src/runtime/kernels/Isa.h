@@ -1,7 +1,8 @@
 //===- Isa.h - The instruction set the kernels use --------------*- C++ -*-===//
 //
 // The one place the weight kernels' instruction set is chosen: the best the
-// CPU has (AVX-512, AVX2 with FMA and F16C, or portable C++), unless a test or
+// CPU has (AVX-512 with or without VNNI, AVX2 with FMA and F16C, or portable
+// C++), unless a test or
 // a benchmark caps it. Every vector kernel asks kernelIsa() at the call, so a
 // capped run takes the portable or AVX2 paths on any machine that has them.
 // Whether the AVX-512 kernels prefetch their weight stream in software is
@@ -11,12 +12,14 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 
 namespace anefit::runtime {
 
 /// Instruction sets of the kernels (fp16 rows, fused compressed rows, dot
-/// products, fp16 conversions), in increasing order.
-enum class KernelIsa { Portable, Avx2, Avx512 };
+/// products, fp16 conversions), in increasing order. Avx512Vnni is AVX-512
+/// with its 8-bit dot products (VNNI), which the int4/uint4 blocks of 32 take.
+enum class KernelIsa { Portable, Avx2, Avx512, Avx512Vnni };
 /// The set the kernels use: the best this CPU has, unless a test chose one.
 KernelIsa kernelIsa();
 /// Makes the kernels use `isa` (capped at what the CPU has); tests compare
@@ -26,8 +29,14 @@ void setKernelIsaForTesting(std::optional<KernelIsa> isa);
 bool cpuHasAvx2();
 /// True when the CPU runs the AVX-512 kernels (AVX-512 F, BW, VL).
 bool cpuHasAvx512();
+/// True when the CPU also has AVX-512 VNNI.
+bool cpuHasAvx512Vnni();
+/// The name `anefit-bench --isa` and the tests give `isa` ("portable",
+/// "avx2", "avx512", "avx512vnni"), and the set of a name (nullopt: none).
+const char *kernelIsaName(KernelIsa isa);
+std::optional<KernelIsa> kernelIsaNamed(std::string_view name);
 
-/// Whether the AVX-512 weight kernels (fp16 rows, int4/uint4 words) prefetch
+/// Whether the AVX-512 weight kernels (fp16 rows, int4/uint4 blocks of 32) prefetch
 /// the rows they stream, a few KB ahead, unless a test or a benchmark chose.
 /// Measured on decode-sized products that stream weights from memory:
 ///   - Intel (a Xeon of 2023, Emerald Rapids): the hardware prefetcher alone

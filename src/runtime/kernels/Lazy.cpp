@@ -123,7 +123,7 @@ struct F32Row512 {
 float dotF32(const float *a, const float *b, int64_t n) {
 #if defined(__x86_64__)
   // Each ISA sums as its fp16 row kernel does (Linear.cpp).
-  if (kernelIsa() == KernelIsa::Avx512)
+  if (kernelIsa() >= KernelIsa::Avx512)
     return simd::dot512(F32Row512{a}, b, n);
   if (kernelIsa() == KernelIsa::Avx2)
     return dotAvx2(a, b, n);

@@ -75,6 +75,12 @@ public:
     std::vector<float> permuted;  ///< m rows of cols values, when the kernel needs them
     std::vector<float> blockSums; ///< m rows of one sum per column block
     std::vector<float> starts;    ///< m rows of where the kernel's sums start
+    /// For the 8-bit dot product kernels: m rows of x on a per-block integer
+    /// grid, as signed bytes, with the lanes' integer starts and each
+    /// block's grid step.
+    std::vector<int8_t> digits;
+    std::vector<int32_t> digitStarts;
+    std::vector<float> steps;
   };
   /// x (m rows of `cols` values, ldx apart) for dotRows with W = this value
   /// seen as [numElements / cols, cols].

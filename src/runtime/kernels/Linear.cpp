@@ -200,9 +200,9 @@ void matmulWeightT(const float *x, const Tensor &w, float *out, int64_t m, int64
     }
 #if defined(__x86_64__)
     if (w.dtype() == DType::F16 && kernelIsa() != KernelIsa::Portable) {
-      auto *gemv = kernelIsa() != KernelIsa::Avx512 ? gemvHalfAvx2
-                   : kernelPrefetches()             ? gemvHalfAvx512<true>
-                                                    : gemvHalfAvx512<false>;
+      auto *gemv = kernelIsa() < KernelIsa::Avx512 ? gemvHalfAvx2
+                   : kernelPrefetches()            ? gemvHalfAvx512<true>
+                                                   : gemvHalfAvx512<false>;
       parallelFor(n, grain, [&](int64_t r0, int64_t r1) {
         gemv(w.data<uint16_t>(), x, k, m, out, ldo, k, r0, r1);
       });

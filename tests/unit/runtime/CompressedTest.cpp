@@ -13,6 +13,9 @@
 
 #include "runtime/kernels/Lazy.h"
 
+#include <bit>
+#include <limits>
+#include <optional>
 #include <random>
 
 using namespace anefit;
@@ -376,6 +379,118 @@ TEST(Compressed, Fp16ScalesReadInPlaceGiveTheBitsOfTheirFp32Values) {
   }
 }
 
+TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
+  // With AVX-512 VNNI, blocks of 32 put x on a grid per block (step 2^(e -
+  // 21), e the exponent of the block's largest |x|, at least -100) and sum
+  // the products exactly in integers. Against the exact sum in double, each
+  // row stays within half a step per |q| * scale, plus the rounding of a
+  // k-term fp32 sum; the other kernels stay within the second term alone.
+  // x spans 1e-38 to 1e30 between blocks and 2^-30 inside one; x holding an
+  // infinity or a NaN takes the fp32 kernel, bit for bit.
+  for (int iter = 0; iter < 24; ++iter) {
+    int64_t n = 5, k = 32 * rng.pick(1, 12);
+    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
+    bool isSigned = dt == DType::I4;
+    std::vector<int64_t> q = randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
+    for (float &v : sc)
+      v = halfToFloat(floatToHalf(rng.uniform(-0.2f, 0.2f)));
+    std::vector<float> xv(static_cast<size_t>(k));
+    for (int64_t b = 0; b < k / 32; ++b) {
+      float mag = std::vector<float>{1e-38f, 1e-30f, 3e-5f, 1.0f, 7e12f, 1e30f}[rng.pick(0, 5)];
+      for (int64_t i = 0; i < 32; ++i)
+        xv[static_cast<size_t>(b * 32 + i)] =
+            mag * rng.uniform(-1.0f, 1.0f) * (rng.pick(0, 3) == 0 ? 0x1p-30f : 1.0f);
+    }
+    bool nonFinite = iter % 6 == 5;
+    if (nonFinite)
+      xv[static_cast<size_t>(rng.pick(0, k - 1))] =
+          rng.pick(0, 1) ? std::numeric_limits<float>::infinity() : std::nanf("");
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(dt, q, {n, k})}, {"scale", constF16(sc, {n, k / 32})}},
+                    DType::F16, {n, k});
+    Value *x = b.input("x", DType::F32, {1, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {1, n}));
+    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {1, k})}};
+    std::optional<Tensor> avx512;
+    for (runtime::KernelIsa isa : kernelIsas()) {
+      IsaGuard guard(isa);
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " k " + std::to_string(k) + " isa " + isaName(isa));
+      Tensor got = run(b, in, true)[0];
+      if (isa == runtime::KernelIsa::Avx512)
+        avx512 = got;
+      if (nonFinite) {
+        if (isa == runtime::KernelIsa::Avx512Vnni) {
+          for (int64_t r = 0; r < n; ++r)
+            ASSERT_EQ(std::bit_cast<uint32_t>(got.floatAt(r)),
+                      std::bit_cast<uint32_t>(avx512->floatAt(r)))
+                << "row " << r;
+        }
+        continue;
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        double exact = 0, mag = 0, grid = 0;
+        for (int64_t blk = 0; blk < k / 32; ++blk) {
+          double s = sc[static_cast<size_t>(r * (k / 32) + blk)], big = 0, sumQ = 0;
+          for (int64_t c = blk * 32; c < blk * 32 + 32; ++c) {
+            double qv = static_cast<double>(q[static_cast<size_t>(r * k + c)]);
+            double xc = xv[static_cast<size_t>(c)];
+            exact += qv * s * xc;
+            mag += (std::fabs(qv) + 8) * std::fabs(s * xc);
+            big = std::max(big, std::fabs(xc));
+            sumQ += std::fabs(qv);
+          }
+          int e = big > 0 ? std::max(std::ilogb(big), -100) : 0;
+          grid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 22);
+        }
+        double tol = static_cast<double>(k) * 0x1p-24 * mag + grid + 1e-44;
+        EXPECT_NEAR(got.floatAt(r), exact, tol) << "row " << r;
+      }
+    }
+  }
+}
+
+TEST(Compressed, Avx512VnniPutsEachBlockOnItsGridAndSumsExactly) {
+  if (!runtime::cpuHasAvx512Vnni())
+    GTEST_SKIP() << "this CPU has no AVX-512 VNNI: its kernel does not run here";
+  IsaGuard isa(runtime::KernelIsa::Avx512Vnni);
+  // One block whose largest |x| is 1 (grid step 2^-21); every other x is
+  // 7/16 of a step above a grid point 4j + 2 steps (exact in fp32). On the
+  // right grid each rounds down to 4j + 2, and the sum of the products is
+  // an integer small enough that every later rounding is exact: the row is
+  // exactly sum(q * n) * scale * step. A coarser grid, or another rounding,
+  // gives other n.
+  for (int iter = 0; iter < 20; ++iter) {
+    DType dt = iter % 2 ? DType::I4 : DType::U4;
+    bool isSigned = dt == DType::I4;
+    std::vector<int64_t> q = randomInts(32, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<int64_t> n(32);
+    std::vector<float> xv(32);
+    const double step = 0x1p-21;
+    n[0] = int64_t(1) << 21, xv[0] = 1.0f;
+    q[0] = rng.pick(isSigned ? -3 : 0, 3); // |sum| < 2^23 steps: exact in fp32
+    for (size_t i = 1; i < 32; ++i) {
+      n[i] = (4 * rng.pick(0, 1023) + 2) * (rng.pick(0, 1) ? 1 : -1);
+      double off = n[i] > 0 ? 7.0 / 16 : -7.0 / 16;
+      xv[i] = static_cast<float>((static_cast<double>(n[i]) + off) * step);
+    }
+    float sc = 0.125f;
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(dt, q, {1, 32})}, {"scale", constF16({sc}, {1, 1})}},
+                    DType::F16, {1, 32});
+    Value *x = b.input("x", DType::F32, {1, 32});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {1, 1}));
+    double sum = 0;
+    for (size_t i = 0; i < 32; ++i)
+      sum += static_cast<double>(q[i] * n[i]);
+    float got = run(b, {{"x", Tensor::fromF32(xv, {1, 32})}}, true)[0].floatAt(0);
+    SCOPED_TRACE(dtypeName(dt));
+    ASSERT_EQ(got, static_cast<float>(sum * sc * step));
+  }
+}
+
 TEST(Compressed, Int4ReadAsUint4KeepsTheErrorOfItsSum) {
   // The AVX2 word kernel reads int4 q as u = q + 8 and takes 8 * sum(x) off
   // per word. With x far from zero mean the two sums cancel; the result
@@ -457,12 +572,13 @@ TEST(Compressed, DecodedRowsSumAsFp16RowsOnEveryIsa) {
 TEST(Compressed, Avx512RowsPrefetchedOrNotGiveTheSameBits) {
   // Whether the AVX-512 kernels prefetch is chosen by CPU (on for Intel, off
   // for Zen 4): both paths run here, on any AVX-512 machine, and must give
-  // the same bits: fp16 rows, and int4/uint4 blocks of 32 (the word kernel),
-  // on rows long enough to prefetch past their end, on one and two threads.
+  // the same bits: fp16 rows, and int4/uint4 blocks of 32 (the word kernel,
+  // and the 8-bit dot product one where the CPU has VNNI), on rows long
+  // enough to prefetch past their end, on one and two threads.
   if (!runtime::cpuHasAvx512())
     GTEST_SKIP() << "this CPU has no AVX-512: its kernels do not run here";
-  IsaGuard isa(runtime::KernelIsa::Avx512);
   for (int iter = 0; iter < 24; ++iter) {
+    IsaGuard isa(iter % 2 ? runtime::KernelIsa::Avx512 : runtime::KernelIsa::Avx512Vnni);
     int64_t n = std::vector<int64_t>{1, 5, 33}[rng.pick(0, 2)],
             k = std::vector<int64_t>{32, 288, 1024, 4096}[rng.pick(0, 3)];
     int64_t m = rng.pick(1, 4);

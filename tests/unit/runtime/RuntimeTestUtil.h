@@ -75,6 +75,8 @@ inline std::vector<runtime::KernelIsa> kernelIsas() {
     v.push_back(runtime::KernelIsa::Avx2);
   if (runtime::cpuHasAvx512())
     v.push_back(runtime::KernelIsa::Avx512);
+  if (runtime::cpuHasAvx512Vnni())
+    v.push_back(runtime::KernelIsa::Avx512Vnni);
   return v;
 }
 
@@ -95,17 +97,7 @@ struct PrefetchGuard {
   PrefetchGuard &operator=(const PrefetchGuard &) = delete;
 };
 
-inline const char *isaName(runtime::KernelIsa isa) {
-  switch (isa) {
-  case runtime::KernelIsa::Portable:
-    return "portable";
-  case runtime::KernelIsa::Avx2:
-    return "avx2";
-  case runtime::KernelIsa::Avx512:
-    return "avx512";
-  }
-  return "?";
-}
+inline const char *isaName(runtime::KernelIsa isa) { return runtime::kernelIsaName(isa); }
 
 /// One parameter of an op under construction: a value or a constant.
 struct Arg {
