@@ -396,9 +396,14 @@ __attribute__((target("avx2"))) inline __m256 halves(float lo, float hi) {
 }
 
 // Block scales as the kernels read them: fp32 (converted once, kept with the
-// value) or fp16 (read where the model file has them, widened by F16C).
-inline float scaleAsFloat(float s) { return s; }
-inline float scaleAsFloat(uint16_t s) { return halfToFloat(s); }
+// value) or fp16 (read where the model file has them, widened by F16C; a
+// file's fp16 data need not be 2-byte aligned, so one is read by memcpy).
+inline float scaleAsFloat(const float *s) { return *s; }
+inline float scaleAsFloat(const uint16_t *s) {
+  uint16_t h;
+  std::memcpy(&h, s, sizeof h);
+  return halfToFloat(h);
+}
 
 /// Scales [0, 4) in lanes 0-3 and again in lanes 4-7.
 __attribute__((target("avx2"))) inline __m256 scaleQuads(const float *sc) {
@@ -715,7 +720,7 @@ private:
     }
     float t = hsum(acc);
     for (; b < nb; ++b)
-      t += scaleAsFloat(sc[b]) * ((off ? off[b] : 0.0f) + bias) * sums[b];
+      t += scaleAsFloat(sc + b) * ((off ? off[b] : 0.0f) + bias) * sums[b];
     return t;
   }
 
@@ -809,14 +814,14 @@ private:
     }
     if (u + 2 <= units) {
       acc0 = _mm256_fmadd_ps(wordDotAt<Signed>(row, xr, u),
-                             halves(scaleAsFloat(sc[u]), scaleAsFloat(sc[u + 1])), acc0);
+                             halves(scaleAsFloat(sc + u), scaleAsFloat(sc + u + 1)), acc0);
       u += 2;
     }
     if (u < units) {
       __m256i w =
           _mm256_zextsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
       acc1 = _mm256_fmadd_ps(wordDot<true>(wordBits<Signed>(w), xr + u * 32),
-                             halves(scaleAsFloat(sc[u]), 0.0f), acc1);
+                             halves(scaleAsFloat(sc + u), 0.0f), acc1);
     }
     return _mm256_add_ps(acc0, acc1);
   }
@@ -1103,7 +1108,7 @@ private:
 
   /// Block scale i as fp32.
   float scaleAt(int64_t i) const {
-    return scaleHalf_ ? halfToFloat(scaleHalf_[i]) : scaleFloats()[i];
+    return scaleHalf_ ? scaleAsFloat(scaleHalf_ + i) : scaleFloats()[i];
   }
 
   /// The scales as fp32, converted at the first call and kept (fp16 scales

@@ -86,7 +86,8 @@ float dotPortable(const float *a, const float *b, int64_t n) {
 }
 
 #if defined(__x86_64__)
-__attribute__((target("avx2,fma"))) float dotAvx2(const float *a, const float *b, int64_t n) {
+__attribute__((target("avx2,fma"))) inline float dotAvx2(const float *a, const float *b,
+                                                         int64_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
@@ -129,6 +130,37 @@ float dotF32(const float *a, const float *b, int64_t n) {
     return dotAvx2(a, b, n);
 #endif
   return dotPortable(a, b, n);
+}
+
+namespace {
+
+#if defined(__x86_64__)
+// dotsF32 per ISA: each row's dot product inlined, so consecutive rows' sums
+// overlap in the core and no call or ISA test comes between them.
+__attribute__((target("avx2,fma"))) void dotsAvx2(const float *a, const float *rows, int64_t ld,
+                                                  int64_t count, int64_t n, float *out) {
+  for (int64_t j = 0; j < count; ++j)
+    out[j] = dotAvx2(a, rows + j * ld, n);
+}
+
+__attribute__((target("avx512f"))) void dots512(const float *a, const float *rows, int64_t ld,
+                                                int64_t count, int64_t n, float *out) {
+  for (int64_t j = 0; j < count; ++j)
+    out[j] = simd::dot512(F32Row512{a}, rows + j * ld, n);
+}
+#endif
+
+} // namespace
+
+void dotsF32(const float *a, const float *rows, int64_t ld, int64_t count, int64_t n, float *out) {
+#if defined(__x86_64__)
+  if (kernelIsa() >= KernelIsa::Avx512)
+    return dots512(a, rows, ld, count, n, out);
+  if (kernelIsa() == KernelIsa::Avx2)
+    return dotsAvx2(a, rows, ld, count, n, out);
+#endif
+  for (int64_t j = 0; j < count; ++j)
+    out[j] = dotPortable(a, rows + j * ld, n);
 }
 
 namespace {

@@ -121,5 +121,7 @@ std::shared_ptr<const CompressedValue> compressedValueOf(KernelContext &ctx);
 
 /// dot(a, b) over n floats with the kernels' instruction set.
 float dotF32(const float *a, const float *b, int64_t n);
+/// out[j] = dotF32(a, rows + j * ld, n) for j < count, bit for bit.
+void dotsF32(const float *a, const float *rows, int64_t ld, int64_t count, int64_t n, float *out);
 
 } // namespace anefit::runtime

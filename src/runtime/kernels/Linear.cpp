@@ -649,15 +649,74 @@ void axpy(float a, const float *x, float *y, int64_t n) {
     y[i] += a * x[i];
 }
 
-/// scale * dot(q, k) over e values.
-inline float score(const float *q, const float *k, int64_t e, float scale) {
-  return scale * dotF32(q, k, e);
+/// scores[j] = scale * dot(q, K[j]) (dotF32) for the s rows of K whose mask
+/// byte mb[j * step] is set, -inf for the others (mb null: every row). The
+/// rows of each unmasked run go to dotsF32 together.
+void scoreRow(const float *q, const float *k, int64_t s, int64_t e, float scale, float *scores,
+              const uint8_t *mb = nullptr, int64_t step = 0) {
+  for (int64_t j = 0; j < s;) {
+    if (mb && !mb[j * step]) {
+      scores[j++] = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    int64_t end = j + 1;
+    while (end < s && (!mb || mb[end * step]))
+      ++end;
+    dotsF32(q, k + j * e, e, end - j, e, scores + j);
+    for (int64_t t = j; t < end; ++t)
+      scores[t] = scale * scores[t];
+    j = end;
+  }
 }
 
-/// scores[j] = scale * dot(q, K[j]) for the rows of K.
-void scoreRow(const float *q, const float *k, int64_t s, int64_t e, float scale, float *scores) {
+#if defined(__x86_64__)
+/// weightedRows with AVX2: each 64 (then 8) columns of out summed in
+/// registers over the rows, the same FMAs in the same order as axpy's.
+__attribute__((target("avx2,fma"))) void weightedRowsAvx2(const float *p, const float *v, int64_t s,
+                                                          int64_t n, float *out) {
+  int64_t c = 0;
+  for (; c + 64 <= n; c += 64) {
+    __m256 acc[8];
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t)
+      acc[t] = _mm256_loadu_ps(out + c + 8 * t);
+    for (int64_t j = 0; j < s; ++j) {
+      if (p[j] == 0.0f)
+        continue;
+      __m256 pj = _mm256_set1_ps(p[j]);
+      const float *row = v + j * n + c;
+#pragma GCC unroll 8
+      for (int t = 0; t < 8; ++t)
+        acc[t] = _mm256_fmadd_ps(pj, _mm256_loadu_ps(row + 8 * t), acc[t]);
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < 8; ++t)
+      _mm256_storeu_ps(out + c + 8 * t, acc[t]);
+  }
+  for (; c + 8 <= n; c += 8) {
+    __m256 acc = _mm256_loadu_ps(out + c);
+    for (int64_t j = 0; j < s; ++j)
+      if (p[j] != 0.0f)
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * n + c), acc);
+    _mm256_storeu_ps(out + c, acc);
+  }
   for (int64_t j = 0; j < s; ++j)
-    scores[j] = score(q, k + j * e, e, scale);
+    if (p[j] != 0.0f)
+      for (int64_t i = c; i < n; ++i)
+        out[i] += p[j] * v[j * n + i];
+}
+#endif
+
+/// out[c] += sum over the rows j < s of V (n columns) of p[j] * V[j][c],
+/// rows whose p[j] is 0 skipped: axpy row after row, bit for bit.
+void weightedRows(const float *p, const float *v, int64_t s, int64_t n, float *out) {
+#if defined(__x86_64__)
+  if (kernelIsa() != KernelIsa::Portable)
+    return weightedRowsAvx2(p, v, s, n, out);
+#endif
+  for (int64_t j = 0; j < s; ++j)
+    if (p[j] != 0.0f)
+      axpy(p[j], v + j * n, out, n);
 }
 
 } // namespace
@@ -715,75 +774,88 @@ void sdpaOp(KernelContext &ctx) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const Tensor &k = *kp, &v = *vp;
   float *o = out.mutableData<float>();
-  parallelFor(numElementsOf(batch), 1, [&](int64_t b0, int64_t b1) {
-    float *scores = scratch(static_cast<size_t>(l * s), 1);
-    for (int64_t b = b0; b < b1; ++b) {
-      const float *qm = q.data<float>() + qo[b] * l * e, *km = batchMatrix(k, ko[b], s * e),
-                  *vm = batchMatrix(v, vo[b], s * ev);
-      // A boolean mask is applied as the scores are made: a masked key's
-      // score is -inf whatever its product, which is then not computed.
-      bool masked = false;
+  // Heads that read the same keys and values (grouped-query attention's
+  // repeated view) form a group. A decode-sized query (l <= 4) goes through
+  // a group's keys and values a block at a time for all its heads, so they
+  // are read from memory once, not once per head; each sum keeps its order.
+  int64_t heads = numElementsOf(batch), widest = 1;
+  std::vector<int64_t> groupStart;
+  for (int64_t b = 0; b < heads; ++b) {
+    bool same = b > 0 && l <= 4 &&
+                batchMatrix(k, ko[b], s * e) == batchMatrix(k, ko[b - 1], s * e) &&
+                batchMatrix(v, vo[b], s * ev) == batchMatrix(v, vo[b - 1], s * ev);
+    if (!same)
+      groupStart.push_back(b);
+    widest = std::max(widest, b + 1 - groupStart.back());
+  }
+  groupStart.push_back(heads);
+  bool boolMask = mask && mask->dtype() == DType::Bool;
+  // A boolean mask is applied as the decode scores are made: a masked key's
+  // score is -inf whatever its product, which is then not computed.
+  bool maskedInScores = boolMask && l <= 4 && l && s && e;
+  constexpr int64_t kKeyBlock = 64;
+  parallelFor(static_cast<int64_t>(groupStart.size()) - 1, 1, [&](int64_t g0, int64_t g1) {
+    float *scoresAll = scratch(static_cast<size_t>(widest * l * s), 1);
+    for (int64_t g = g0; g < g1; ++g) {
+      int64_t first = groupStart[g], last = groupStart[g + 1];
+      const float *km = batchMatrix(k, ko[first], s * e), *vm = batchMatrix(v, vo[first], s * ev);
+      auto scoresOf = [&](int64_t b) { return scoresAll + (b - first) * l * s; };
       if (!(l && s && e))
-        std::fill(scores, scores + l * s, 0.0f);
-      else if (l <= 4 && mask && mask->dtype() == DType::Bool) {
-        masked = true;
-        for (int64_t i = 0; i < l; ++i) {
-          const uint8_t *mb = mask->data<uint8_t>() + maskRow[b * l + i];
-          for (int64_t j = 0; j < s; ++j)
-            scores[i * s + j] = mb[j * maskStep] ? score(qm + i * e, km + j * e, e, scale) : ninf;
-        }
-      } else if (l <= 4)
-        for (int64_t i = 0; i < l; ++i)
-          scoreRow(qm + i * e, km, s, e, scale, scores + i * s);
+        std::fill(scoresAll, scoresAll + (last - first) * l * s, 0.0f);
+      else if (l <= 4)
+        for (int64_t kb = 0; kb < s; kb += kKeyBlock)
+          for (int64_t b = first; b < last; ++b)
+            for (int64_t i = 0; i < l; ++i)
+              scoreRow(q.data<float>() + (qo[b] * l + i) * e, km + kb * e,
+                       std::min(kKeyBlock, s - kb), e, scale, scoresOf(b) + i * s + kb,
+                       maskedInScores ? mask->data<uint8_t>() + maskRow[b * l + i] + kb * maskStep
+                                      : nullptr,
+                       maskStep);
       else
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)e, scale, qm,
-                    (int)e, km, (int)e, 0.0f, scores, (int)s);
-      for (int64_t i = 0; i < l; ++i) {
-        float *row = scores + i * s;
-        if (mask && !masked) {
-          int64_t mo = maskRow[b * l + i];
-          if (mask->dtype() == DType::Bool) {
-            const uint8_t *mb = mask->data<uint8_t>() + mo;
-            for (int64_t j = 0; j < s; ++j)
-              row[j] = mb[j * maskStep] ? row[j] : ninf;
-          } else if (mask->dtype() == DType::F32) {
-            const float *mf = mask->data<float>() + mo;
-            for (int64_t j = 0; j < s; ++j)
-              row[j] += mf[j * maskStep];
-          } else {
-            for (int64_t j = 0; j < s; ++j)
-              row[j] += mask->floatAt(mo + j * maskStep);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)l, (int)s, (int)e, scale,
+                    q.data<float>() + qo[first] * l * e, (int)e, km, (int)e, 0.0f, scoresAll,
+                    (int)s);
+      for (int64_t b = first; b < last; ++b)
+        for (int64_t i = 0; i < l; ++i) {
+          float *row = scoresOf(b) + i * s;
+          if (mask && !maskedInScores) {
+            int64_t mo = maskRow[b * l + i];
+            if (boolMask) {
+              const uint8_t *mb = mask->data<uint8_t>() + mo;
+              for (int64_t j = 0; j < s; ++j)
+                row[j] = mb[j * maskStep] ? row[j] : ninf;
+            } else if (mask->dtype() == DType::F32) {
+              const float *mf = mask->data<float>() + mo;
+              for (int64_t j = 0; j < s; ++j)
+                row[j] += mf[j * maskStep];
+            } else {
+              for (int64_t j = 0; j < s; ++j)
+                row[j] += mask->floatAt(mo + j * maskStep);
+            }
           }
+          float mx = ninf;
+          for (int64_t j = 0; j < s; ++j)
+            mx = std::max(mx, row[j]);
+          float sum = 0;
+          // exp(-inf - mx) is 0 for every mx the max can be: masked keys
+          // need no exp.
+          for (int64_t j = 0; j < s; ++j)
+            sum += (row[j] = mx == ninf || row[j] == ninf ? 0.0f : std::exp(row[j] - mx));
+          for (int64_t j = 0; j < s; ++j)
+            row[j] = sum > 0 ? row[j] / sum : 0.0f;
         }
-        float mx = ninf;
-        for (int64_t j = 0; j < s; ++j)
-          mx = std::max(mx, row[j]);
-        float sum = 0;
-        // exp(-inf - mx) is 0 for every mx the max can be: masked keys
-        // need no exp.
-        for (int64_t j = 0; j < s; ++j)
-          sum += (row[j] = mx == ninf || row[j] == ninf ? 0.0f : std::exp(row[j] - mx));
-        for (int64_t j = 0; j < s; ++j)
-          row[j] = sum > 0 ? row[j] / sum : 0.0f;
-      }
-      float *om = o + b * l * ev;
       if (!(l && ev && s))
         continue;
       if (l <= 4) {
-        // out_i = sum_j p_ij V_j, streaming V once.
-        for (int64_t i = 0; i < l; ++i) {
-          float *dst = om + i * ev;
-          const float *p = scores + i * s;
-          for (int64_t j = 0; j < s; ++j) {
-            float pj = p[j];
-            if (pj == 0.0f)
-              continue;
-            axpy(pj, vm + j * ev, dst, ev);
-          }
-        }
+        // out_i = sum_j p_ij V_j, streaming V once per group.
+        for (int64_t kb = 0; kb < s; kb += kKeyBlock)
+          for (int64_t b = first; b < last; ++b)
+            for (int64_t i = 0; i < l; ++i)
+              weightedRows(scoresOf(b) + i * s + kb, vm + kb * ev, std::min(kKeyBlock, s - kb), ev,
+                           o + (b * l + i) * ev);
       } else {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)l, (int)ev, (int)s, 1.0f,
-                    scores, (int)s, vm, (int)ev, 0.0f, om, (int)ev);
+                    scoresAll, (int)s, vm, (int)ev, 0.0f, o + first * l * ev, (int)ev);
       }
     }
   });

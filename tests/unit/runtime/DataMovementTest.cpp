@@ -500,46 +500,58 @@ TEST(DataMovement, ViewsNeverAliasWhatTheCallerSees) {
 
 TEST(DataMovement, RepeatedKeysReadByStrideEqualTheWrittenTile) {
   // GQA: K/V (1, kv, s, e) -> expand_dims -> tile -> reshape (1, kv*rep, s, e)
-  // -> attention and matmul. The tile stays lazy; making it a function
-  // output forces it dense; both runs must agree exactly.
+  // -> attention and matmul. The tile stays lazy (attention then takes the
+  // heads of a KV head together, a block of keys at a time); making it a
+  // function output forces it dense; both runs must agree exactly, with
+  // keys in one block or several and a boolean mask with runs across them.
   for (int64_t rep : {1, 2, 3})
-    for (bool blockTile : {false, true}) {
-      int64_t kv = 2, s = 5, e = 8, heads = kv * rep;
-      auto build = [&](ProgramBuilder &b, bool exposeTile) {
-        Value *q = b.input("q", DType::F32, {1, heads, 2, e});
-        Value *k = b.input("k", DType::F32, {1, kv, s, e});
-        Value *rk;
-        Value *tiled;
-        if (blockTile) {
-          // tile on the head dim itself: head h reads kv head h % kv
-          tiled = b.op("tile", {{"x", k}, {"reps", ints({1, rep, 1, 1})}}, DType::F32,
-                       {1, heads, s, e});
-          rk = tiled;
-        } else {
-          Value *ex =
-              b.op("expand_dims", {{"x", k}, {"axes", ints({2})}}, DType::F32, {1, kv, 1, s, e});
-          tiled = b.op("tile", {{"x", ex}, {"reps", ints({1, 1, rep, 1, 1})}}, DType::F32,
-                       {1, kv, rep, s, e});
-          rk = b.op("reshape", {{"x", tiled}, {"shape", ints({1, heads, s, e})}}, DType::F32,
-                    {1, heads, s, e});
-        }
-        b.output(b.op("scaled_dot_product_attention", {{"query", q}, {"key", rk}, {"value", rk}},
-                      DType::F32, {1, heads, 2, e}));
-        b.output(b.op("matmul", {{"x", q}, {"y", rk}, {"transpose_y", scalarBool(true)}},
-                      DType::F32, {1, heads, 2, s}));
-        if (exposeTile)
-          b.output(tiled);
-      };
-      ProgramBuilder lazy, dense;
-      build(lazy, false);
-      build(dense, true);
-      runtime::TensorMap in = {{"q", randomTensor(DType::F32, {1, heads, 2, e})},
-                               {"k", randomTensor(DType::F32, {1, kv, s, e})}};
-      auto a = runOnce(lazy, in), b = runOnce(dense, in);
-      SCOPED_TRACE("rep " + std::to_string(rep) + (blockTile ? " block" : " interleaved"));
-      expectSameBytes(a[0], b[0]);
-      expectSameBytes(a[1], b[1]);
-    }
+    for (bool blockTile : {false, true})
+      for (int64_t s : {5, 150}) {
+        int64_t kv = 2, e = 8, heads = kv * rep;
+        std::vector<bool> keep(static_cast<size_t>(2 * s));
+        for (size_t j = 0; j < keep.size(); ++j)
+          keep[j] = (j / 7) % 4 != 2;
+        auto build = [&](ProgramBuilder &b, bool exposeTile) {
+          Value *q = b.input("q", DType::F32, {1, heads, 2, e});
+          Value *k = b.input("k", DType::F32, {1, kv, s, e});
+          Value *rk;
+          Value *tiled;
+          if (blockTile) {
+            // tile on the head dim itself: head h reads kv head h % kv
+            tiled = b.op("tile", {{"x", k}, {"reps", ints({1, rep, 1, 1})}}, DType::F32,
+                         {1, heads, s, e});
+            rk = tiled;
+          } else {
+            Value *ex =
+                b.op("expand_dims", {{"x", k}, {"axes", ints({2})}}, DType::F32, {1, kv, 1, s, e});
+            tiled = b.op("tile", {{"x", ex}, {"reps", ints({1, 1, rep, 1, 1})}}, DType::F32,
+                         {1, kv, rep, s, e});
+            rk = b.op("reshape", {{"x", tiled}, {"shape", ints({1, heads, s, e})}}, DType::F32,
+                      {1, heads, s, e});
+          }
+          b.output(b.op("scaled_dot_product_attention", {{"query", q}, {"key", rk}, {"value", rk}},
+                        DType::F32, {1, heads, 2, e}));
+          b.output(b.op(
+              "scaled_dot_product_attention",
+              {{"query", q}, {"key", rk}, {"value", rk}, {"attn_mask", constBool(keep, {2, s})}},
+              DType::F32, {1, heads, 2, e}));
+          b.output(b.op("matmul", {{"x", q}, {"y", rk}, {"transpose_y", scalarBool(true)}},
+                        DType::F32, {1, heads, 2, s}));
+          if (exposeTile)
+            b.output(tiled);
+        };
+        ProgramBuilder lazy, dense;
+        build(lazy, false);
+        build(dense, true);
+        runtime::TensorMap in = {{"q", randomTensor(DType::F32, {1, heads, 2, e})},
+                                 {"k", randomTensor(DType::F32, {1, kv, s, e})}};
+        auto a = runOnce(lazy, in), b = runOnce(dense, in);
+        SCOPED_TRACE("rep " + std::to_string(rep) + (blockTile ? " block" : " interleaved") +
+                     " s " + std::to_string(s));
+        expectSameBytes(a[0], b[0]);
+        expectSameBytes(a[1], b[1]);
+        expectSameBytes(a[2], b[2]);
+      }
 }
 
 TEST(DataMovement, CastToTheSameComputeTypeKeepsValues) {

@@ -309,6 +309,79 @@ TEST(Attention, BoolMaskGivesTheFloatMasksResultsBitForBit) {
   }
 }
 
+TEST(Attention, DotsOfManyRowsAreDotF32BitForBitOnEveryIsa) {
+  // dotsF32 (attention's scores, a run of keys at a time) sums each row as
+  // dotF32 does, whatever the length's tail.
+  for (runtime::KernelIsa isa : kernelIsas()) {
+    IsaGuard guard(isa);
+    for (int64_t n : {1, 7, 8, 31, 32, 33, 64, 96, 130}) {
+      int64_t ld = n + 3, count = 9;
+      std::vector<float> a = randomValues(size_t(n), 41),
+                         rows = randomValues(size_t(count * ld), 42);
+      std::vector<float> got(static_cast<size_t>(count));
+      runtime::dotsF32(a.data(), rows.data(), ld, count, n, got.data());
+      for (int64_t j = 0; j < count; ++j)
+        ASSERT_EQ(got[size_t(j)], runtime::dotF32(a.data(), rows.data() + j * ld, n))
+            << "isa " << isaName(isa) << " n " << n << " row " << j;
+    }
+  }
+}
+
+TEST(Attention, DecodeRowsSumAsDotF32ExpAndAxpyOnEveryIsa) {
+  // One query row (a decode step) over heads, with a boolean mask holding
+  // runs of kept and masked keys: the scores are scale * dotF32, the
+  // softmax exp(score - max) / sum, and the output adds p_j * V_j key after
+  // key (FMAs with a vector ISA), for head sizes with 64-column blocks,
+  // 8-column vectors and a scalar tail.
+  std::mt19937 rng(23);
+  for (runtime::KernelIsa isa : kernelIsas())
+    for (int64_t e : {64, 72, 13, 136}) {
+      IsaGuard guard(isa);
+      int64_t h = 3, s = 37;
+      std::vector<float> q = randomValues(size_t(h * e), 51),
+                         k = randomValues(size_t(h * s * e), 52),
+                         v = randomValues(size_t(h * s * e), 53);
+      std::vector<bool> keep(static_cast<size_t>(s));
+      for (size_t j = 0; j < keep.size(); ++j)
+        keep[j] = (j / 5) % 3 != 1 && rng() % 7 != 0;
+      ProgramBuilder b;
+      Value *qi = b.input("q", DType::F32, {h, 1, e});
+      b.output(b.op("scaled_dot_product_attention",
+                    {{"query", qi},
+                     {"key", constF32(k, {h, s, e})},
+                     {"value", constF32(v, {h, s, e})},
+                     {"attn_mask", constBool(keep, {1, s})}},
+                    DType::F32, {h, 1, e}));
+      Tensor got = runOnce(b, {{"q", Tensor::fromF32(q, {h, 1, e})}})[0];
+      float scale = 1.0f / std::sqrt(static_cast<float>(e));
+      for (int64_t hd = 0; hd < h; ++hd) {
+        std::vector<float> p(static_cast<size_t>(s));
+        float mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < s; ++j) {
+          p[size_t(j)] = keep[size_t(j)] ? scale * runtime::dotF32(q.data() + hd * e,
+                                                                   k.data() + (hd * s + j) * e, e)
+                                         : -INFINITY;
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        for (float &pj : p)
+          sum += (pj = pj == -INFINITY ? 0.0f : std::exp(pj - mx));
+        for (float &pj : p)
+          pj = pj / sum;
+        for (int64_t c = 0; c < e; ++c) {
+          float o = 0;
+          for (int64_t j = 0; j < s; ++j) {
+            float vj = v[size_t((hd * s + j) * e + c)];
+            if (p[size_t(j)] != 0.0f)
+              o = isa == runtime::KernelIsa::Portable ? o + p[size_t(j)] * vj
+                                                      : std::fma(p[size_t(j)], vj, o);
+          }
+          ASSERT_EQ(got.floatAt(hd * e + c), o)
+              << "isa " << isaName(isa) << " e " << e << " head " << hd << " column " << c;
+        }
+      }
+    }
+}
+
 TEST(Linear, MismatchedFeaturesIsInputError) {
   ProgramBuilder b;
   Value *in = b.input("x", DType::F32, {1, 3});
