@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <type_traits>
 
@@ -326,37 +327,50 @@ constexpr int64_t kDigitGroupBytes = 384;
 /// and a step per block; groups rounded up (zeros past n). False, writing
 /// nothing further, when x holds an infinity or a NaN (their products are
 /// not integers: the fp32 kernel takes that x).
-bool digitsForWords512(const float *x, int64_t n, bool isSigned, int8_t *digits, int32_t *starts,
-                       float *steps) {
-  for (int64_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i]))
+__attribute__((target("avx512f,avx512bw,avx512vl"))) bool
+digitsForWords512(const float *x, int64_t n, bool isSigned, int8_t *digits, int32_t *starts,
+                  float *steps) {
+  const __m512 fltMax = _mm512_set1_ps(std::numeric_limits<float>::max());
+  for (int64_t i = 0; i < n; i += 16)
+    if (_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), fltMax, _CMP_LE_OQ) != 0xFFFF)
       return false;
   int64_t groups = ceilDiv<int64_t>(n, 128);
   std::fill(digits, digits + groups * kDigitGroupBytes, int8_t(0));
   std::fill(starts, starts + groups * 16, 0);
   std::fill(steps, steps + groups * 4, 0.0f);
+  // The even and the odd values of a block, 16 each (they meet the low and
+  // the high nibbles).
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+  const __m512i half = _mm512_set1_epi32(128), byte = _mm512_set1_epi32(255);
   for (int64_t b = 0; b < n / 32; ++b) {
-    const float *xb = x + b * 32;
-    float big = 0;
-    for (int64_t i = 0; i < 32; ++i)
-      big = std::max(big, std::fabs(xb[i]));
+    __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
+    float big = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
     int e = big > 0 ? std::max(std::ilogb(big), -100) : 0;
     steps[b] = std::ldexp(1.0f, e - 21);
-    float inv = std::ldexp(1.0f, 21 - e);
-    int8_t *g = digits + (b / 4) * kDigitGroupBytes;
-    int64_t base = (b % 4) * 32; // the block's first value in its group
-    for (int64_t i = 0; i < 32; ++i) {
-      auto v = static_cast<int32_t>(std::nearbyint(xb[i] * inv));
-      if (isSigned)
-        starts[(b / 4) * 16 + (base + i) / 8] -= 8 * v;
-      int32_t lo = ((v + 128) & 255) - 128;
-      v = (v - lo) / 256;
-      int32_t mid = ((v + 128) & 255) - 128;
-      int32_t hi = (v - mid) / 256;
-      int64_t j = base + i, at = (j & 1) * 192 + (j >> 1);
-      g[at] = static_cast<int8_t>(hi);
-      g[at + 64] = static_cast<int8_t>(mid);
-      g[at + 128] = static_cast<int8_t>(lo);
+    __m512 inv = _mm512_set1_ps(std::ldexp(1.0f, 21 - e));
+    // The nearest grid values (the rounding mode's, to nearest even).
+    __m512i n0 = _mm512_cvtps_epi32(_mm512_mul_ps(x0, inv));
+    __m512i n1 = _mm512_cvtps_epi32(_mm512_mul_ps(x1, inv));
+    int8_t *g = digits + (b / 4) * kDigitGroupBytes + (b % 4) * 16;
+    for (int parity = 0; parity < 2; ++parity) {
+      __m512i v = _mm512_permutex2var_epi32(n0, parity ? odd : even, n1);
+      // n = 65536 h + 256 m + l, each digit in [-128, 127].
+      __m512i lo = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(v, half), byte), half);
+      v = _mm512_srai_epi32(_mm512_sub_epi32(v, lo), 8);
+      __m512i mid = _mm512_sub_epi32(_mm512_and_si512(_mm512_add_epi32(v, half), byte), half);
+      __m512i hi = _mm512_srai_epi32(_mm512_sub_epi32(v, mid), 8);
+      int8_t *at = g + parity * 192;
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(at), _mm512_cvtepi32_epi8(hi));
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(at + 64), _mm512_cvtepi32_epi8(mid));
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(at + 128), _mm512_cvtepi32_epi8(lo));
+    }
+    if (isSigned) {
+      int32_t *lane = starts + (b / 4) * 16 + (b % 4) * 4;
+      lane[0] = -8 * _mm512_mask_reduce_add_epi32(0x00FF, n0);
+      lane[1] = -8 * _mm512_mask_reduce_add_epi32(0xFF00, n0);
+      lane[2] = -8 * _mm512_mask_reduce_add_epi32(0x00FF, n1);
+      lane[3] = -8 * _mm512_mask_reduce_add_epi32(0xFF00, n1);
     }
   }
   return true;
