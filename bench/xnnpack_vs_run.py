@@ -21,7 +21,7 @@ measured in the same run; the machine's vector ISA is printed with the results.
 
     python3 bench/xnnpack_vs_run.py --bench build/bench/anefit-bench \\
         --anefit build/tools/anefit/anefit --executorch-python PYTHON \\
-        --xnnpack DIR/lfm2_export_llm_xnnpack_8da4w.pte [--threads 1,2] [--rounds 3] \\
+        --xnnpack DIR/lfm2_export_llm_xnnpack_8da4w.pte [--threads 1,2] [--rounds 3] [--isa avx2] \\
         DIR/lfm2_export_llm_fp16.pte DIR/lfm2_export_llm_4w.pte
 """
 
@@ -34,7 +34,7 @@ import sys
 
 from run_exports import weight_bytes_read
 from run_lfm2_350m import bench_step
-from machine import isa
+from machine import KERNEL_ISAS, isa
 from run_lfm2_350m import read_bandwidth
 
 # Run by --executorch-python: times `steps` single-token decode calls of an
@@ -82,6 +82,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=8, help="timed decode steps per round")
     ap.add_argument("--warmup", type=int, default=4, help="XNNPACK calls before the timed ones")
+    ap.add_argument("--isa", default="best", choices=KERNEL_ISAS,
+                    help="anefit's kernels (anefit-bench --isa): avx2 times the AVX2 kernels on "
+                         "an AVX-512 CPU")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     bench, anefit = os.path.abspath(args.bench), os.path.abspath(args.anefit)
@@ -93,13 +96,15 @@ def main():
     for _ in range(args.rounds):
         for t in threads:
             for m in args.models:
-                times[(os.path.basename(m), t)].append(bench_step(bench, m, "random", t, args.steps)[0])
+                step = bench_step(bench, m, "random", t, args.steps, args.isa)[0]
+                times[(os.path.basename(m), t)].append(step)
             times[(names[-1], t)].append(
                 xnnpack_step(args.executorch_python, args.xnnpack, t, args.warmup, args.steps))
     for t in threads:
         bounds[t] = max(bounds[t], read_bandwidth(bench, threads=t)[0])
 
-    print(f"machine: {isa()}, {os.cpu_count()} CPUs; read bandwidth "
+    print(f"machine: {isa()}, {os.cpu_count()} CPUs; anefit kernels: --isa {args.isa}; "
+          f"read bandwidth "
           + ", ".join(f"{bounds[t]:.1f} GB/s on {t} thread(s)" for t in threads))
     print(f"{args.rounds} rounds of {args.steps} decode steps, medians, ms per token")
     print(f"{'program':36s} {'engine':18s} " + " ".join(f"{f'{t} thr':>8s}" for t in threads)
