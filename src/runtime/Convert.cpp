@@ -31,7 +31,7 @@ __attribute__((target("avx2,f16c"))) void halfToFloatF16C(const uint16_t *src, f
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + i))));
   for (; i < n; ++i)
-    dst[i] = halfToFloat(src[i]);
+    dst[i] = halfToFloatAt(src + i);
 }
 
 /// Eight floats to fp16 bits, NaNs as sign | 0x7E00.
@@ -84,7 +84,7 @@ void halfToFloatN(const uint16_t *src, float *dst, int64_t n) {
     return halfToFloatF16C(src, dst, n);
 #endif
   for (int64_t i = 0; i < n; ++i)
-    dst[i] = halfToFloat(src[i]);
+    dst[i] = halfToFloatAt(src + i);
 }
 
 void floatToHalfN(const float *src, uint16_t *dst, int64_t n) {

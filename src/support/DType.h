@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -59,6 +60,13 @@ void storePackedBits(std::span<uint8_t> bytes, uint64_t i, int bits, uint64_t v)
 /// IEEE binary16 <-> binary32 conversions, round-to-nearest-even.
 float halfToFloat(uint16_t h);
 uint16_t floatToHalf(float f);
+/// halfToFloat of the fp16 value stored at p, which need not be 2-byte
+/// aligned (a model file's fp16 data often is not).
+inline float halfToFloatAt(const uint16_t *p) {
+  uint16_t h;
+  std::memcpy(&h, p, sizeof h);
+  return halfToFloat(h);
+}
 /// bfloat16 <-> binary32 (round-to-nearest-even).
 float bf16ToFloat(uint16_t h);
 uint16_t floatToBf16(float f);

@@ -410,20 +410,14 @@ __attribute__((target("avx2"))) inline __m256 halves(float lo, float hi) {
 }
 
 // Block scales as the kernels read them: fp32 (converted once, kept with the
-// value) or fp16 (read where the model file has them, widened by F16C; a
-// file's fp16 data need not be 2-byte aligned, so one is read by memcpy).
-/// In the kernels (F16C: one instruction, where halfToFloat is a call).
+// value) or fp16 (read where the model file has them, widened by F16C: one
+// instruction where halfToFloatAt is a call; a file's fp16 data need not be
+// 2-byte aligned, so one is read by memcpy).
 inline float scaleAsFloat(const float *s) { return *s; }
 __attribute__((target("f16c"))) inline float scaleAsFloat(const uint16_t *s) {
   uint16_t h;
   std::memcpy(&h, s, sizeof h);
   return _cvtsh_ss(h);
-}
-/// Anywhere (no F16C needed).
-inline float halfScaleAt(const uint16_t *s) {
-  uint16_t h;
-  std::memcpy(&h, s, sizeof h);
-  return halfToFloat(h);
 }
 
 /// Scales [0, 4) in lanes 0-3 and again in lanes 4-7.
@@ -1129,7 +1123,7 @@ private:
 
   /// Block scale i as fp32.
   float scaleAt(int64_t i) const {
-    return scaleHalf_ ? halfScaleAt(scaleHalf_ + i) : scaleFloats()[i];
+    return scaleHalf_ ? halfToFloatAt(scaleHalf_ + i) : scaleFloats()[i];
   }
 
   /// The scales as fp32, converted at the first call and kept (fp16 scales

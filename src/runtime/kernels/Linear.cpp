@@ -125,7 +125,7 @@ halfRowDots(const uint16_t *const *w, const float *x, int64_t k, float *y) {
     float sum =
         hsum(_mm256_add_ps(_mm256_add_ps(a[n][0], a[n][1]), _mm256_add_ps(a[n][2], a[n][3])));
     for (int64_t t = c; t < k; ++t)
-      sum = std::fma(halfToFloat(w[n][t]), x[t], sum);
+      sum = std::fma(halfToFloatAt(w[n] + t), x[t], sum);
     y[n] = sum;
   }
 }
@@ -163,7 +163,7 @@ struct HalfRow512 {
   __attribute__((target("avx512f"))) __m512 load16(int64_t c) const {
     return _mm512_maskz_cvtph_ps(0xFFFF, _mm256_loadu_si256((const __m256i *)(w + c)));
   }
-  float at(int64_t c) const { return halfToFloat(w[c]); }
+  float at(int64_t c) const { return halfToFloatAt(w + c); }
   /// The line kPrefetchBytes past the 32 values at c (64 bytes, a line).
   void prefetch(int64_t c) const {
     _mm_prefetch(reinterpret_cast<const char *>(w + c) + kPrefetchBytes, _MM_HINT_T0);
