@@ -334,16 +334,20 @@ digitsForWords512(const float *x, int64_t n, bool isSigned, int8_t *digits, int3
   for (int64_t i = 0; i < n; i += 16)
     if (_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), fltMax, _CMP_LE_OQ) != 0xFFFF)
       return false;
-  int64_t groups = ceilDiv<int64_t>(n, 128);
-  std::fill(digits, digits + groups * kDigitGroupBytes, int8_t(0));
-  std::fill(starts, starts + groups * 16, 0);
-  std::fill(steps, steps + groups * 4, 0.0f);
+  // The loop below writes every block's digits, step and (int4) lane starts;
+  // zeros go where it does not: a last group short of four blocks, and
+  // uint4's starts.
+  int64_t groups = ceilDiv<int64_t>(n, 128), blocks = n / 32;
+  std::fill(digits + (blocks / 4) * kDigitGroupBytes, digits + groups * kDigitGroupBytes,
+            int8_t(0));
+  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 16, 0);
+  std::fill(steps + blocks, steps + groups * 4, 0.0f);
   // The even and the odd values of a block, 16 each (they meet the low and
   // the high nibbles).
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
   const __m512i half = _mm512_set1_epi32(128), byte = _mm512_set1_epi32(255);
-  for (int64_t b = 0; b < n / 32; ++b) {
+  for (int64_t b = 0; b < blocks; ++b) {
     __m512 x0 = _mm512_loadu_ps(x + b * 32), x1 = _mm512_loadu_ps(x + b * 32 + 16);
     float big = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
     int e = big > 0 ? std::max(std::ilogb(big), -100) : 0;
