@@ -700,10 +700,10 @@ __attribute__((target("avx2,fma"))) void weightedRowsAvx2(const float *p, const 
         acc = _mm256_fmadd_ps(_mm256_set1_ps(p[j]), _mm256_loadu_ps(v + j * n + c), acc);
     _mm256_storeu_ps(out + c, acc);
   }
-  for (int64_t j = 0; j < s; ++j)
-    if (p[j] != 0.0f)
-      for (int64_t i = c; i < n; ++i)
-        out[i] += p[j] * v[j * n + i];
+  if (c < n)
+    for (int64_t j = 0; j < s; ++j)
+      if (p[j] != 0.0f)
+        axpyAvx2(p[j], v + j * n + c, out + c, n - c);
 }
 #endif
 
@@ -780,12 +780,12 @@ void sdpaOp(KernelContext &ctx) {
   // are read from memory once, not once per head; each sum keeps its order.
   int64_t heads = numElementsOf(batch), widest = 1;
   std::vector<int64_t> groupStart;
+  const float *lastK = nullptr, *lastV = nullptr;
   for (int64_t b = 0; b < heads; ++b) {
-    bool same = b > 0 && l <= 4 &&
-                batchMatrix(k, ko[b], s * e) == batchMatrix(k, ko[b - 1], s * e) &&
-                batchMatrix(v, vo[b], s * ev) == batchMatrix(v, vo[b - 1], s * ev);
-    if (!same)
+    const float *kb = batchMatrix(k, ko[b], s * e), *vb = batchMatrix(v, vo[b], s * ev);
+    if (b == 0 || l > 4 || kb != lastK || vb != lastV)
       groupStart.push_back(b);
+    lastK = kb, lastV = vb;
     widest = std::max(widest, b + 1 - groupStart.back());
   }
   groupStart.push_back(heads);
