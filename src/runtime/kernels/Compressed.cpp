@@ -158,7 +158,7 @@ struct Source {
 
 /// The fused kernels a DotOperand is prepared for.
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
-              kFusedWords512 = 5, kFusedDigits512 = 6;
+              kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -405,6 +405,110 @@ digitGroup512(__m512i w, const int8_t *d, __m512i start) {
                                   _mm512_loadu_si512(d + 320));
   __m512i t = _mm512_add_epi32(_mm512_slli_epi32(h, 8), m);
   return _mm512_add_epi32(_mm512_slli_epi32(t, 8), l);
+}
+
+// The AVX2 form of the 8-bit dot products, for linears whose result is
+// fp16 (ProductGrade::Fp16): x on a coarser grid per block of 32 (16 bits),
+// VPMADDUBSW multiplying two signed-byte digits with the 4-bit values.
+//   - Block b's grid step is 2^(e - 14), e the exponent of the block's
+//     largest |x| (at least -100), or 2^(e - 13) when that largest |x|
+//     rounds past what two digits hold (n > 32639): each x becomes the
+//     nearest multiple n of the step, off by at most half a step, which is
+//     at most 2^-15 of the block's largest |x| (2^-14 in the second case,
+//     a largest |x| within 0.4 % below a power of two): 16 times finer than
+//     the spacing of fp16 values near it.
+//   - n = 256 h + l, both signed bytes. Per 32 packed bytes (64 values, two
+//     blocks) VPMADDUBSW multiplies the low nibbles with the even values'
+//     digits and the high nibbles with the odd ones' (pairs summed in 16
+//     bits: at most 2 * 15 * 128 per pair, no saturation); VPMADDWD sums
+//     them into eight 32-bit lanes, lane p holding values 8p..8p+7, with h
+//     weighted 256: the lane's exact integer sum (|sum| < 2^22), converted
+//     once and scaled by its block's scale times its step.
+//   - int4 is read as uint4 of the value plus 8 and each lane starts at -8
+//     times its n, as in the AVX-512 form.
+// Per 64 values that is 14 vector instructions against 27 for the fp32
+// word kernel (which the AVX2 kernels are bound by, not memory).
+
+/// Bytes of one group of 64 values (32 packed bytes) of digitsForWords256:
+/// l of the even values, l of the odd, h of the even, h of the odd, 32
+/// bytes each.
+constexpr int64_t kDigitGroupBytes256 = 128;
+
+/// x (n values, n a multiple of 32) on its blocks' 16-bit grids, for
+/// fusedDigits256Of: per group of 64 values kDigitGroupBytes256 of digits
+/// and 8 lane starts (int4: -8 times the sum of each lane's n; uint4:
+/// zeros), and a step per block; groups rounded up (zeros past n). False,
+/// writing nothing further, when x holds an infinity or a NaN.
+__attribute__((target("avx2"))) bool digitsForWords256(const float *x, int64_t n, bool isSigned,
+                                                       int8_t *digits, int32_t *starts,
+                                                       float *steps) {
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  const __m256 fltMax = _mm256_set1_ps(std::numeric_limits<float>::max());
+  for (int64_t i = 0; i < n; i += 8)
+    if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absMask), fltMax,
+                                         _CMP_LE_OQ)) != 0xFF)
+      return false;
+  int64_t groups = ceilDiv<int64_t>(n, 64), blocks = n / 32;
+  // The loop writes each block's half of its group; a last group of one
+  // block, and uint4's starts, are zeros.
+  std::fill(digits + (blocks / 2) * kDigitGroupBytes256, digits + groups * kDigitGroupBytes256,
+            int8_t(0));
+  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 8, 0);
+  std::fill(steps + blocks, steps + groups * 2, 0.0f);
+  alignas(32) int32_t v[32];
+  for (int64_t b = 0; b < blocks; ++b) {
+    __m256 xs[4], big = _mm256_setzero_ps();
+    for (int j = 0; j < 4; ++j) {
+      xs[j] = _mm256_loadu_ps(x + b * 32 + 8 * j);
+      big = _mm256_max_ps(big, _mm256_and_ps(xs[j], absMask));
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(big), _mm256_extractf128_ps(big, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    float top = std::max(_mm_cvtss_f32(m4), _mm_cvtss_f32(_mm_movehdup_ps(m4)));
+    int e = top > 0 ? std::max(std::ilogb(top), -100) : 0;
+    if (std::nearbyint(std::ldexp(top, 14 - e)) > 32639.0f)
+      ++e;
+    steps[b] = std::ldexp(1.0f, e - 14);
+    __m256 inv = _mm256_set1_ps(std::ldexp(1.0f, 14 - e));
+    // The nearest grid values (the rounding mode's, to nearest even).
+    for (int j = 0; j < 4; ++j)
+      _mm256_store_si256(reinterpret_cast<__m256i *>(v + 8 * j),
+                         _mm256_cvtps_epi32(_mm256_mul_ps(xs[j], inv)));
+    int8_t *g = digits + (b / 2) * kDigitGroupBytes256 + (b % 2) * 16;
+    for (int i = 0; i < 32; ++i) {
+      int32_t lo = ((v[i] + 128) & 255) - 128, hi = (v[i] - lo) / 256;
+      int8_t *at = g + (i % 2) * 32 + i / 2;
+      at[0] = static_cast<int8_t>(lo);
+      at[64] = static_cast<int8_t>(hi);
+    }
+    if (isSigned)
+      for (int p = 0; p < 4; ++p) {
+        int32_t s = 0;
+        for (int i = 8 * p; i < 8 * p + 8; ++i)
+          s += v[i];
+        starts[b * 4 + p] = -8 * s;
+      }
+  }
+  return true;
+}
+
+/// The 8 exact integer lane sums of one 32-byte group `w` (digits `d`, lane
+/// starts `start`): see digitsForWords256.
+template <bool Signed>
+__attribute__((target("avx2"))) inline __m256i digitGroup256(__m256i w, const int8_t *d,
+                                                             __m256i start) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (Signed)
+    w = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x88)));
+  __m256i lo = _mm256_and_si256(w, low4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+  const __m256i *dv = reinterpret_cast<const __m256i *>(d);
+  __m256i l = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(dv)),
+                               _mm256_maddubs_epi16(hi, _mm256_loadu_si256(dv + 1)));
+  __m256i h = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(dv + 2)),
+                               _mm256_maddubs_epi16(hi, _mm256_loadu_si256(dv + 3)));
+  __m256i t = _mm256_add_epi32(_mm256_madd_epi16(h, _mm256_set1_epi16(256)),
+                               _mm256_madd_epi16(l, _mm256_set1_epi16(1)));
+  return _mm256_add_epi32(t, start);
 }
 
 /// A vector of `lo` in lanes 0-3 and `hi` in lanes 4-7: the scales of the
@@ -664,7 +768,12 @@ protected:
                          : kFusedWords;
     int64_t cols = x.cols, nb = matrix_.colBlocks;
     if (x.fused == kFusedWords512 && kernelIsa() == KernelIsa::Avx512Vnni &&
-        prepareDigits(x, dt == DType::I4))
+        prepareDigits(x, dt == DType::I4, kFusedDigits512))
+      return;
+    // AVX2, blocks of 32 without offsets, a product whose result is fp16:
+    // the 16-bit grid (digitsForWords256).
+    if (x.fused == kFusedWords && matrix_.colBlock == 32 && offsetF_.empty() &&
+        x.grade == ProductGrade::Fp16 && prepareDigits(x, dt == DType::I4, kFusedDigits256))
       return;
     if (x.fused == kFusedNibbles512) {
       x.permuted.resize(static_cast<size_t>(x.m * cols));
@@ -709,6 +818,8 @@ protected:
       fusedWords512(isSigned, x, y, ldy, r0, r1);
     else if (x.fused == kFusedDigits512)
       fusedDigits512(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedDigits256)
+      fusedDigits256(isSigned, x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
 #endif
@@ -974,21 +1085,26 @@ private:
     }
   }
 
-  /// x on its blocks' grids for fusedDigits512Of; false (x untouched) when
-  /// x holds an infinity or a NaN.
-  bool prepareDigits(DotOperand &x, bool isSigned) const {
-    int64_t groups = ceilDiv<int64_t>(x.cols, 128);
-    x.digits.resize(static_cast<size_t>(x.m * groups * kDigitGroupBytes));
-    x.digitStarts.resize(static_cast<size_t>(x.m * groups * 16));
-    x.steps.resize(static_cast<size_t>(x.m * groups * 4));
+  /// x on its blocks' grids for `fused` (kFusedDigits512: fusedDigits512Of;
+  /// kFusedDigits256: fusedDigits256Of); false (x untouched) when x holds an
+  /// infinity or a NaN.
+  bool prepareDigits(DotOperand &x, bool isSigned, int fused) const {
+    bool wide = fused == kFusedDigits512;
+    int64_t values = wide ? 128 : 64, groups = ceilDiv<int64_t>(x.cols, values);
+    int64_t bytes = wide ? kDigitGroupBytes : kDigitGroupBytes256, lanes = values / 8,
+            blocks = values / 32;
+    x.digits.resize(static_cast<size_t>(x.m * groups * bytes));
+    x.digitStarts.resize(static_cast<size_t>(x.m * groups * lanes));
+    x.steps.resize(static_cast<size_t>(x.m * groups * blocks));
+    auto *digitsOf = wide ? digitsForWords512 : digitsForWords256;
     for (int64_t i = 0; i < x.m; ++i)
-      if (!digitsForWords512(
-              x.x + i * x.ldx, x.cols, isSigned, x.digits.data() + i * groups * kDigitGroupBytes,
-              x.digitStarts.data() + i * groups * 16, x.steps.data() + i * groups * 4)) {
+      if (!digitsOf(x.x + i * x.ldx, x.cols, isSigned, x.digits.data() + i * groups * bytes,
+                    x.digitStarts.data() + i * groups * lanes,
+                    x.steps.data() + i * groups * blocks)) {
         x.digits.clear(), x.digitStarts.clear(), x.steps.clear();
         return false;
       }
-    x.fused = kFusedDigits512;
+    x.fused = fused;
     return true;
   }
 
@@ -1049,6 +1165,76 @@ private:
                                  _mm512_permutexvar_ps(first, _mm512_castps128_ps512(s)), acc0);
         }
         y[i * ldy + r] = sum512(_mm512_add_ps(acc0, acc1));
+      }
+    }
+  }
+
+  void fusedDigits256(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                      int64_t r1) const {
+    if (scaleHalf_)
+      isSigned ? fusedDigits256Of<true>(scaleHalf_, x, y, ldy, r0, r1)
+               : fusedDigits256Of<false>(scaleHalf_, x, y, ldy, r0, r1);
+    else
+      isSigned ? fusedDigits256Of<true>(scaleFloats(), x, y, ldy, r0, r1)
+               : fusedDigits256Of<false>(scaleFloats(), x, y, ldy, r0, r1);
+  }
+
+  /// Rows [r0, r1) of 4-bit blocks of 32 values without offsets through
+  /// 16-bit grids (digitsForWords256): 64 values (32 bytes, two blocks) per
+  /// digitGroup256, whose 8 lane sums are converted once and scaled by their
+  /// block's scale times its grid step; the four scales of two groups loaded
+  /// at once and spread as in wordRow32. A row's odd last block is read as a
+  /// half group (its other half's digits and starts are zeros).
+  template <bool Signed, typename S>
+  __attribute__((target("avx2,fma,f16c"))) void
+  fusedDigits256Of(const S *scales, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                   int64_t r1) const {
+    const __m256i first = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i second = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
+    int64_t groups = ceilDiv<int64_t>(cols, 64);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
+      const S *sc = scales + (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const int8_t *dg = x.digits.data() + i * groups * kDigitGroupBytes256;
+        const int32_t *st = x.digitStarts.data() + i * groups * 8;
+        const float *step = x.steps.data() + i * groups * 2;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+        int64_t u = 0;
+        for (; u + 4 <= units; u += 4) {
+          _mm_prefetch(reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes, _MM_HINT_T0);
+          __m256 s = _mm256_mul_ps(scaleQuads(sc + u),
+                                   _mm256_broadcast_ps(reinterpret_cast<const __m128 *>(step + u)));
+          int64_t g = u / 2;
+          __m256i t0 = digitGroup256<Signed>(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + u * 16)),
+              dg + g * kDigitGroupBytes256,
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(st + g * 8)));
+          __m256i t1 = digitGroup256<Signed>(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + u * 16 + 32)),
+              dg + (g + 1) * kDigitGroupBytes256,
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(st + (g + 1) * 8)));
+          acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t0), _mm256_permutevar_ps(s, first), acc0);
+          acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1), _mm256_permutevar_ps(s, second), acc1);
+        }
+        for (; u < units; u += 2) {
+          // The last 1-3 blocks, a group at a time; a lone last block's
+          // scale and step are read alone (zeros after).
+          int64_t left = std::min<int64_t>(2, units - u), g = u / 2;
+          __m256i w = left == 2
+                          ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + u * 16))
+                          : _mm256_zextsi128_si256(
+                                _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
+          float stepPair[4] = {step[u], left == 2 ? step[u + 1] : 0.0f, 0.0f, 0.0f};
+          __m128 s = _mm_mul_ps(scaleQuad(sc + u, left), _mm_loadu_ps(stepPair));
+          __m256i t = digitGroup256<Signed>(
+              w, dg + g * kDigitGroupBytes256,
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(st + g * 8)));
+          acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t),
+                                 _mm256_permutevar_ps(_mm256_setr_m128(s, s), first), acc0);
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(acc0, acc1));
       }
     }
   }

@@ -189,8 +189,9 @@ Tensor CompressedValue::materialize() const {
 }
 
 CompressedValue::DotOperand CompressedValue::prepareDot(int64_t cols, const float *x, int64_t ldx,
-                                                        int64_t m) const {
+                                                        int64_t m, ProductGrade grade) const {
   DotOperand op;
+  op.grade = grade;
   op.x = x;
   op.ldx = ldx;
   op.m = m;

@@ -50,6 +50,13 @@ private:
 /// Returns null when the operand cannot be read that way.
 const float *batchMatrix(const Tensor &t, int64_t b, int64_t matrixElements);
 
+/// How precise a product y = W x must be. Fp32 (the default): every kernel
+/// keeps fp32-grade products. Fp16 (a linear whose result the program
+/// declares fp16): int4/uint4 blocks of 32 without offsets may put x on a
+/// 16-bit grid per block where that is the faster kernel (AVX2 without
+/// AVX-512), each x moved by at most 2^-15 of its block's largest |x|.
+enum class ProductGrade { Fp32, Fp16 };
+
 /// A constexpr_* value decoded on demand. Shape and decode are those of the
 /// op's output in compute dtype (fp32); with `roundHalf` (the interpreter's
 /// fp16 mode) every value is rounded to fp16 as the op's result would be.
@@ -71,6 +78,7 @@ public:
   struct DotOperand {
     const float *x = nullptr;
     int64_t ldx = 0, m = 0, cols = 0;
+    ProductGrade grade = ProductGrade::Fp32;
     int fused = 0;                ///< which fused kernel reads it; 0: none
     std::vector<float> permuted;  ///< m rows of cols values, when the kernel needs them
     std::vector<float> blockSums; ///< m rows of one sum per column block
@@ -84,7 +92,8 @@ public:
   };
   /// x (m rows of `cols` values, ldx apart) for dotRows with W = this value
   /// seen as [numElements / cols, cols].
-  DotOperand prepareDot(int64_t cols, const float *x, int64_t ldx, int64_t m) const;
+  DotOperand prepareDot(int64_t cols, const float *x, int64_t ldx, int64_t m,
+                        ProductGrade grade = ProductGrade::Fp32) const;
   /// y[i * ldy + r] = sum_c W[r, c] * x[i * ldx + c] for rows [r0, r1) of W,
   /// i < m. The formats with a fused kernel (int4/uint4/int8/uint8 blocks,
   /// 4-bit palettes) dequantize in registers; the rest decode a row at a time.

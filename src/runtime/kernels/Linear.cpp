@@ -186,15 +186,16 @@ gemvHalfAvx512(const uint16_t *w, const float *x, int64_t ldx, int64_t m, float 
 #endif
 
 /// out[M, N] = x[M, K] @ W^T where W is [N, K]: fp32, fp16 or compressed,
-/// read in place; out has leading dimension ldo.
+/// read in place; out has leading dimension ldo. `grade`: how precise the
+/// compressed products must be (see ProductGrade).
 void matmulWeightT(const float *x, const Tensor &w, float *out, int64_t m, int64_t n, int64_t k,
-                   int64_t ldo) {
+                   int64_t ldo, ProductGrade grade = ProductGrade::Fp32) {
   const CompressedValue *cv = compressedOf(w);
   int64_t grain = rowGrain(n, k, elementBytes(w));
   if (m <= 4) {
     if (cv) {
       // x is permuted (and summed per block) once, not once per chunk.
-      CompressedValue::DotOperand xd = cv->prepareDot(k, x, k, m);
+      CompressedValue::DotOperand xd = cv->prepareDot(k, x, k, m, grade);
       parallelFor(n, grain, [&](int64_t r0, int64_t r1) { cv->dotRows(xd, out, ldo, r0, r1); });
       return;
     }
@@ -275,8 +276,12 @@ void linearOp(KernelContext &ctx) {
   Tensor out = product ? Tensor::empty(DType::F32, outShape) : Tensor::zeros(DType::F32, outShape);
   Tensor xh;
   const float *xf = floatsOf(x, xh);
+  // A result the program keeps in fp16 does not need fp32-grade products.
+  ProductGrade grade = ctx.outputType().dtype() == DType::F16 && !ctx.options().exactProducts
+                           ? ProductGrade::Fp16
+                           : ProductGrade::Fp32;
   if (product)
-    matmulWeightT(xf, w, out.mutableData<float>(), m, n, k, n);
+    matmulWeightT(xf, w, out.mutableData<float>(), m, n, k, n, grade);
   if (ctx.has("bias")) {
     const Tensor &b = ctx.in("bias");
     if (b.numElements() != n)

@@ -379,78 +379,6 @@ TEST(Compressed, Fp16ScalesReadInPlaceGiveTheBitsOfTheirFp32Values) {
   }
 }
 
-TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
-  // With AVX-512 VNNI, blocks of 32 put x on a grid per block (step 2^(e -
-  // 21), e the exponent of the block's largest |x|, at least -100) and sum
-  // the products exactly in integers. Against the exact sum in double, each
-  // row stays within half a step per |q| * scale, plus the rounding of a
-  // k-term fp32 sum; the other kernels stay within the second term alone.
-  // x spans 1e-38 to 1e30 between blocks and 2^-30 inside one; x holding an
-  // infinity or a NaN takes the fp32 kernel, bit for bit.
-  for (int iter = 0; iter < 24; ++iter) {
-    int64_t n = 5, k = 32 * rng.pick(1, 12);
-    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
-    bool isSigned = dt == DType::I4;
-    std::vector<int64_t> q = randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15);
-    std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
-    for (float &v : sc)
-      v = halfToFloat(floatToHalf(rng.uniform(-0.2f, 0.2f)));
-    std::vector<float> xv(static_cast<size_t>(k));
-    for (int64_t b = 0; b < k / 32; ++b) {
-      float mag = std::vector<float>{1e-38f, 1e-30f, 3e-5f, 1.0f, 7e12f, 1e30f}[rng.pick(0, 5)];
-      for (int64_t i = 0; i < 32; ++i)
-        xv[static_cast<size_t>(b * 32 + i)] =
-            mag * rng.uniform(-1.0f, 1.0f) * (rng.pick(0, 3) == 0 ? 0x1p-30f : 1.0f);
-    }
-    bool nonFinite = iter % 6 == 5;
-    if (nonFinite)
-      xv[static_cast<size_t>(rng.pick(0, k - 1))] =
-          rng.pick(0, 1) ? std::numeric_limits<float>::infinity() : std::nanf("");
-    ProgramBuilder b;
-    Value *w = b.op("constexpr_blockwise_shift_scale",
-                    {{"data", packed(dt, q, {n, k})}, {"scale", constF16(sc, {n, k / 32})}},
-                    DType::F16, {n, k});
-    Value *x = b.input("x", DType::F32, {1, k});
-    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {1, n}));
-    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {1, k})}};
-    std::optional<Tensor> avx512;
-    for (runtime::KernelIsa isa : kernelIsas()) {
-      IsaGuard guard(isa);
-      SCOPED_TRACE(std::string(dtypeName(dt)) + " k " + std::to_string(k) + " isa " + isaName(isa));
-      Tensor got = run(b, in, true)[0];
-      if (isa == runtime::KernelIsa::Avx512)
-        avx512 = got;
-      if (nonFinite) {
-        if (isa == runtime::KernelIsa::Avx512Vnni) {
-          for (int64_t r = 0; r < n; ++r)
-            ASSERT_EQ(std::bit_cast<uint32_t>(got.floatAt(r)),
-                      std::bit_cast<uint32_t>(avx512->floatAt(r)))
-                << "row " << r;
-        }
-        continue;
-      }
-      for (int64_t r = 0; r < n; ++r) {
-        double exact = 0, mag = 0, grid = 0;
-        for (int64_t blk = 0; blk < k / 32; ++blk) {
-          double s = sc[static_cast<size_t>(r * (k / 32) + blk)], big = 0, sumQ = 0;
-          for (int64_t c = blk * 32; c < blk * 32 + 32; ++c) {
-            double qv = static_cast<double>(q[static_cast<size_t>(r * k + c)]);
-            double xc = xv[static_cast<size_t>(c)];
-            exact += qv * s * xc;
-            mag += (std::fabs(qv) + 8) * std::fabs(s * xc);
-            big = std::max(big, std::fabs(xc));
-            sumQ += std::fabs(qv);
-          }
-          int e = big > 0 ? std::max(std::ilogb(big), -100) : 0;
-          grid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 22);
-        }
-        double tol = static_cast<double>(k) * 0x1p-24 * mag + grid + 1e-44;
-        EXPECT_NEAR(got.floatAt(r), exact, tol) << "row " << r;
-      }
-    }
-  }
-}
-
 TEST(Compressed, Avx512VnniPutsEachBlockOnItsGridAndSumsExactly) {
   if (!runtime::cpuHasAvx512Vnni())
     GTEST_SKIP() << "this CPU has no AVX-512 VNNI: its kernel does not run here";
@@ -488,6 +416,161 @@ TEST(Compressed, Avx512VnniPutsEachBlockOnItsGridAndSumsExactly) {
     float got = run(b, {{"x", Tensor::fromF32(xv, {1, 32})}}, true)[0].floatAt(0);
     SCOPED_TRACE(dtypeName(dt));
     ASSERT_EQ(got, static_cast<float>(sum * sc * step));
+  }
+}
+
+/// linear(x, w) whose result the program declares fp16 (`fp16`) or fp32,
+/// taken on as fp32 (a cast): in fp32 mode the value the kernel gave.
+Value *linearTakenAsFp32(ProgramBuilder &b, Value *x, Value *w, const Shape &out, bool fp16) {
+  if (!fp16)
+    return b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, out);
+  Value *y = b.op("linear", {{"x", x}, {"weight", w}}, DType::F16, out);
+  return b.op("cast", {{"x", y}, {"dtype", constStr("fp32")}}, DType::F32, out);
+}
+
+/// run() with RunOptions::exactProducts.
+std::vector<Tensor> runExact(ProgramBuilder &b, const runtime::TensorMap &in, bool exact) {
+  runtime::RunOptions o;
+  o.exactProducts = exact;
+  o.threads = 1;
+  runtime::Interpreter interp(*b.fn, o);
+  std::vector<Tensor> out;
+  for (auto &nt : interp.run(in))
+    out.push_back(std::move(nt.tensor));
+  return out;
+}
+
+TEST(Compressed, Avx2PutsFp16LinearsOnA16BitGridAndSumsExactly) {
+  if (!runtime::cpuHasAvx2())
+    GTEST_SKIP() << "this CPU has no AVX2: its kernel does not run here";
+  IsaGuard isa(runtime::KernelIsa::Avx2);
+  // A linear declared fp16, blocks of 32: x on a 16-bit grid per block, step
+  // 2^(e - 14) for a largest |x| of exponent e, or 2^(e - 13) when that |x|
+  // rounds past 32639 steps (the first value of a quarter of the cases,
+  // 32700 * 2^-14). Every other x is 7/16 of a step above a grid point 4j +
+  // 2 steps; on the right grid each rounds down to it, and the row is
+  // exactly sum(q * n) * scale * step (|sum| < 2^23). A finer or coarser
+  // grid, another rounding, or a largest |x| past the two digits' range
+  // gives other n.
+  for (int iter = 0; iter < 24; ++iter) {
+    DType dt = iter % 2 ? DType::I4 : DType::U4;
+    bool isSigned = dt == DType::I4, wide = iter % 4 == 3;
+    std::vector<int64_t> q = randomInts(32, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<int64_t> n(32);
+    std::vector<float> xv(32);
+    const double step = wide ? 0x1p-13 : 0x1p-14;
+    n[0] = wide ? 16350 : 16384, xv[0] = wide ? 32700 * 0x1p-14f : 1.0f;
+    q[0] = rng.pick(isSigned ? -3 : 0, 3);
+    for (size_t i = 1; i < 32; ++i) {
+      n[i] = (4 * rng.pick(0, 1023) + 2) * (rng.pick(0, 1) ? 1 : -1);
+      double off = n[i] > 0 ? 7.0 / 16 : -7.0 / 16;
+      xv[i] = static_cast<float>((static_cast<double>(n[i]) + off) * step);
+    }
+    float sc = 0.125f;
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(dt, q, {1, 32})}, {"scale", constF16({sc}, {1, 1})}},
+                    DType::F16, {1, 32});
+    Value *x = b.input("x", DType::F32, {1, 32});
+    b.output(linearTakenAsFp32(b, x, w, {1, 1}, true));
+    double sum = 0;
+    for (size_t i = 0; i < 32; ++i)
+      sum += static_cast<double>(q[i] * n[i]);
+    float got = run(b, {{"x", Tensor::fromF32(xv, {1, 32})}}, true)[0].floatAt(0);
+    SCOPED_TRACE(std::string(dtypeName(dt)) + (wide ? " step 2^-13" : " step 2^-14"));
+    ASSERT_EQ(got, static_cast<float>(sum * sc * step));
+  }
+}
+
+TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
+  // Blocks of 32 on every ISA, against the exact sum in double. AVX-512 VNNI
+  // puts x on a grid per block (step 2^(e - 21), e the exponent of the
+  // block's largest |x|, at least -100) and sums the products exactly in
+  // integers; AVX2 does the same on a 16-bit grid (step at most 2^(e - 13))
+  // in linears declared fp16 unless RunOptions::exactProducts. Each row
+  // stays within half a step per |q| * scale, plus the rounding of a k-term
+  // fp32 sum; the fp32 kernels within the second term alone. A linear
+  // declared fp32, or exactProducts, gives the fp32 kernels' bits (VNNI's
+  // on VNNI). x spans 1e-38 to 1e30 between blocks and 2^-30 inside one,
+  // rows of 1-12 blocks (odd ones end on a half group); x holding an
+  // infinity or a NaN takes the fp32 kernel, bit for bit.
+  for (int iter = 0; iter < 24; ++iter) {
+    int64_t n = 5, k = 32 * rng.pick(1, 12);
+    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
+    bool isSigned = dt == DType::I4;
+    std::vector<int64_t> q = randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
+    for (float &v : sc)
+      v = halfToFloat(floatToHalf(rng.uniform(-0.2f, 0.2f)));
+    std::vector<float> xv(static_cast<size_t>(k));
+    for (int64_t blk = 0; blk < k / 32; ++blk) {
+      float mag = std::vector<float>{1e-38f, 1e-30f, 3e-5f, 1.0f, 7e12f, 1e30f}[rng.pick(0, 5)];
+      for (int64_t i = 0; i < 32; ++i)
+        xv[static_cast<size_t>(blk * 32 + i)] =
+            mag * rng.uniform(-1.0f, 1.0f) * (rng.pick(0, 3) == 0 ? 0x1p-30f : 1.0f);
+    }
+    bool nonFinite = iter % 6 == 5;
+    if (nonFinite)
+      xv[static_cast<size_t>(rng.pick(0, k - 1))] =
+          rng.pick(0, 1) ? std::numeric_limits<float>::infinity() : std::nanf("");
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(dt, q, {n, k})}, {"scale", constF16(sc, {n, k / 32})}},
+                    DType::F16, {n, k});
+    Value *x = b.input("x", DType::F32, {1, k});
+    b.output(linearTakenAsFp32(b, x, w, {1, n}, true));
+    b.output(linearTakenAsFp32(b, x, w, {1, n}, false));
+    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {1, k})}};
+    std::optional<Tensor> avx512;
+    for (runtime::KernelIsa isa : kernelIsas()) {
+      IsaGuard guard(isa);
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " k " + std::to_string(k) + " isa " + isaName(isa));
+      std::vector<Tensor> got = runExact(b, in, false), exact = runExact(b, in, true);
+      if (isa == runtime::KernelIsa::Avx512)
+        avx512 = got[0];
+      for (int64_t r = 0; r < n; ++r) {
+        // Declared fp32, or exactProducts: the fp32 kernels' bits.
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[1].floatAt(r)),
+                  std::bit_cast<uint32_t>(exact[1].floatAt(r)));
+        ASSERT_EQ(std::bit_cast<uint32_t>(exact[0].floatAt(r)),
+                  std::bit_cast<uint32_t>(exact[1].floatAt(r)));
+      }
+      if (nonFinite) {
+        const Tensor &fp32 = isa == runtime::KernelIsa::Avx512Vnni ? *avx512 : exact[0];
+        for (int64_t r = 0; r < n; ++r)
+          ASSERT_EQ(std::bit_cast<uint32_t>(got[0].floatAt(r)),
+                    std::bit_cast<uint32_t>(fp32.floatAt(r)))
+              << "row " << r;
+        continue;
+      }
+      for (int64_t r = 0; r < n; ++r) {
+        double want = 0, mag = 0, grid = 0, exactGrid = 0;
+        for (int64_t blk = 0; blk < k / 32; ++blk) {
+          double s = sc[static_cast<size_t>(r * (k / 32) + blk)], big = 0, sumQ = 0;
+          for (int64_t c = blk * 32; c < blk * 32 + 32; ++c) {
+            double qv = static_cast<double>(q[static_cast<size_t>(r * k + c)]);
+            double xc = xv[static_cast<size_t>(c)];
+            want += qv * s * xc;
+            mag += (std::fabs(qv) + 8) * std::fabs(s * xc);
+            big = std::max(big, std::fabs(xc));
+            sumQ += std::fabs(qv);
+          }
+          int e = big > 0 ? std::max(std::ilogb(big), -100) : 0;
+          // Half a step: 2^(e - 14) at most on AVX2, 2^(e - 22) with VNNI.
+          if (isa == runtime::KernelIsa::Avx2)
+            grid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 14);
+          else if (isa == runtime::KernelIsa::Avx512Vnni)
+            exactGrid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 22);
+        }
+        // The fp32 word kernels scale x by down to 2^-28 (and q up as
+        // much): x under 2^-98 underflows there, off by up to 2^-150 of a
+        // scaled x, 15 * 2^-122 * |scale| (at most 0.2) of a product.
+        double underflow = static_cast<double>(k) * 15 * 0x1p-122 * 0.2;
+        double tol = static_cast<double>(k) * 0x1p-24 * mag + underflow + exactGrid;
+        EXPECT_NEAR(got[0].floatAt(r), want, tol + grid) << "row " << r;
+        EXPECT_NEAR(exact[0].floatAt(r), want, tol) << "row " << r;
+      }
+    }
   }
 }
 
