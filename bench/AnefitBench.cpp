@@ -17,7 +17,8 @@
 //
 //   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--no-spin]
-//                [--steps N] [--isa portable|avx2|avx512|avx512vnni|best] [--prefetch auto|on|off]
+//                [--exact-products] [--steps N] [--isa portable|avx2|avx512|avx512vnni|best]
+//                [--prefetch auto|on|off]
 //                --benchmark_filter=step --benchmark_format=json
 //
 //===----------------------------------------------------------------------===//
@@ -153,6 +154,7 @@ struct StepArgs {
   std::string model, inputs;
   int threads = 1;
   bool spin = true;
+  bool exactProducts = false;
   int64_t steps = 0;
 };
 
@@ -182,6 +184,7 @@ void registerStep(const StepArgs &args) {
   runtime::StepperOptions options;
   options.run.threads = args.threads;
   options.run.spin = args.spin;
+  options.run.exactProducts = args.exactProducts;
   runtime::CarryMap carries = runtime::hostCarries(*model, *fn);
   for (runtime::Carry &c : carries)
     if (auto it = feed.find(c.input); it != feed.end()) {
@@ -236,6 +239,8 @@ int main(int argc, char **argv) {
       args.threads = std::atoi(value().c_str());
     else if (a == "--no-spin")
       args.spin = false;
+    else if (a == "--exact-products")
+      args.exactProducts = true;
     else if (a == "--steps")
       args.steps = std::atoll(value().c_str());
     else if (a == "--isa") {
@@ -262,7 +267,8 @@ int main(int argc, char **argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz|random] [--threads N] "
-                   "[--no-spin] [--steps N] [--isa portable|avx2|avx512|avx512vnni|best] "
+                   "[--no-spin] [--exact-products] [--steps N] [--isa "
+                   "portable|avx2|avx512|avx512vnni|best] "
                    "[--prefetch auto|on|off] "
                    "[--benchmark_* flags]\n";
       return 0;

@@ -17,7 +17,7 @@ tables of an export) counts as the one slice a step gathers.
 
     python3 bench/run_exports.py --bench build/bench/anefit-bench \\
         --anefit build/tools/anefit/anefit [--threads 1,2] [--spin on,off] \\
-        [--isa avx2|avx512|best] [--rounds 3] MODEL...
+        [--isa avx2|avx512|best] [--exact-products] [--rounds 3] MODEL...
 
 The last column is how much of the file the page cache gives in 2 MB pages:
 the same export steps faster in them than in 4 KB pages (docs/run.md).
@@ -105,6 +105,10 @@ def main():
     ap.add_argument("--isa", default="best", choices=KERNEL_ISAS,
                     help="the kernels' instruction set (anefit-bench --isa): avx2 times the AVX2 "
                          "kernels on an AVX-512 CPU, avx512 the AVX-512 ones without VNNI")
+    ap.add_argument("--exact-products", action="store_true",
+                    help="keep int4 products fp32-grade in linears declared fp16 (anefit-bench "
+                         "--exact-products; without it the AVX2 kernels put x on a 16-bit grid "
+                         "per block there)")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
     spins = [{"on": True, "off": False}[s] for s in args.spin.split(",")]
@@ -122,7 +126,7 @@ def main():
         for c in configs:
             for m in args.models:
                 ms, cms, peak, huge = bench_step(bench, m, "random", c[0], args.steps, args.isa,
-                                                 spin=c[1])
+                                                 spin=c[1], exact=args.exact_products)
                 times[(m, c)].append(ms)
                 cpu[(m, c)].append(cms)
                 rss[m] = max(rss.get(m, 0), peak)
@@ -138,7 +142,8 @@ def main():
         print(f"load average (1 min) at the end: {load:.1f} on {os.cpu_count()} CPUs")
     except OSError:
         pass
-    print(f"machine: {machine_isa()}; kernels: --isa {args.isa}")
+    print(f"machine: {machine_isa()}; kernels: --isa {args.isa}"
+          + (" --exact-products" if args.exact_products else ""))
     print(f"{args.rounds} rounds of {args.steps} steps, medians; wall ms/step and process CPU "
           f"ms/step")
     print(f"{'model':34s} {'thr':>3s} {'spin':>4s} {'ms/step':>8s} {'CPU ms':>7s} "

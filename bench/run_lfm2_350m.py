@@ -546,14 +546,16 @@ def run_json(cmd):
     return json.loads(out.stdout)
 
 
-def bench_step(bench, model, feed_npz, threads, steps, isa="best", prefetch="auto", spin=True):
+def bench_step(bench, model, feed_npz, threads, steps, isa="best", prefetch="auto", spin=True,
+               exact=False):
     """Wall and CPU ms per step (mean of `steps`), peak RSS and the model's bytes mapped with
-    2 MB pages, of anefit-bench on one model (feed_npz may be "random"; isa, prefetch and
-    spin=False are anefit-bench's --isa, --prefetch and --no-spin)."""
+    2 MB pages, of anefit-bench on one model (feed_npz may be "random"; isa, prefetch,
+    spin=False and exact=True are anefit-bench's --isa, --prefetch, --no-spin and
+    --exact-products)."""
     r = run_json([bench, "--model", model, "--inputs", feed_npz, "--threads", str(threads),
                   "--steps", str(steps), "--isa", isa, "--prefetch", prefetch,
                   "--benchmark_filter=^step", "--benchmark_format=json"]
-                 + ([] if spin else ["--no-spin"]))
+                 + ([] if spin else ["--no-spin"]) + (["--exact-products"] if exact else []))
     b = r["benchmarks"][0]
     return b["real_time"], b["cpu_time"], b["peak_rss_bytes"], b.get("pmd_mapped_bytes", 0)
 

@@ -112,6 +112,7 @@ def run(
     function: Optional[str] = None,
     threads: int = 0,
     spin: bool = True,
+    exact_products: bool = False,
 ) -> dict:
     """Runs a model on the CPU with the reference interpreter and returns the
     outputs of the last step as ``{name: numpy.ndarray}``.
@@ -121,7 +122,8 @@ def run(
     per-step inputs; Core ML states (starting at zero, or at ``states``) and
     the values a fixed model's state map carries move from step to step.
     ``precision="fp16"`` rounds every op's float result to fp16 as the ANE
-    does. ``threads`` (0: every core) and ``spin`` are :class:`Session`'s.
+    does. ``threads`` (0: every core), ``spin`` and ``exact_products`` are
+    :class:`Session`'s.
     For a host loop that keeps states between calls, use :class:`Session`.
     """
     per_step = None if isinstance(inputs, Mapping) else list(inputs)
@@ -133,7 +135,7 @@ def run(
         raise InputError(f"inputs: expected {steps} per-step mappings, found {len(per_step)}")
     session = Session(model, function=function, precision=precision,
                       states=dict(states) if states is not None else None, threads=threads,
-                      spin=spin)
+                      spin=spin, exact_products=exact_products)
     outputs: dict = {}
     for k in range(steps):
         outputs = session.run(dict(per_step[k] if per_step is not None else inputs))

@@ -195,7 +195,7 @@ std::function<void(size_t, size_t)> interruptCheck() {
 class PySession {
 public:
   PySession(PyModel model, const std::string &function, const std::string &precision,
-            const std::optional<nb::dict> &states, int threads, bool spin)
+            const std::optional<nb::dict> &states, int threads, bool spin, bool exactProducts)
       : model_(std::move(model)) {
     fn_ = &functionOf(model_, function);
     if (!model_.weightsOpen)
@@ -207,6 +207,7 @@ public:
     runtime::checkThreadCount(threads, "threads");
     run.threads = threads;
     run.spin = spin;
+    run.exactProducts = exactProducts;
     run.progress = interruptCheck();
     run.source = model_.model->sourcePath;
     options_ = runtime::runStepperOptions(run);
@@ -294,19 +295,22 @@ void bindRun(nb::module_ &m) {
           "__init__",
           [](PySession *self, std::variant<PyModel, std::filesystem::path> model,
              const std::optional<std::string> &function, const std::string &precision,
-             const std::optional<nb::dict> &states, int threads, bool spin) {
+             const std::optional<nb::dict> &states, int threads, bool spin, bool exactProducts) {
             new (self) PySession(modelOf(std::move(model)), function.value_or(""), precision,
-                                 states, threads, spin);
+                                 states, threads, spin, exactProducts);
           },
           nb::arg("model"), nb::arg("function") = nb::none(), nb::arg("precision") = "fp32",
           nb::arg("states") = nb::none(), nb::arg("threads") = 0, nb::arg("spin") = true,
+          nb::arg("exact_products") = false,
           "``model``: a :class:`Model` or a path. ``function``: default function when None. "
           "``precision``: ``'fp32'``, or ``'fp16'`` to round every op's float result to fp16 as "
           "the ANE does. ``states``: initial Core ML state values by name (zeros otherwise). "
           "``threads``: threads the kernels use, the caller's included (0: every core). "
           "``spin=False``: idle threads sleep at once between parallel ops instead of polling "
           "for up to 50 us (no CPU time spent waiting, a wake-up per parallel op); like "
-          "``anefit run --no-spin``.")
+          "``anefit run --no-spin``. ``exact_products=True``: int4 products stay fp32-grade "
+          "in linears the model declares fp16 (``anefit run --exact-products``; otherwise "
+          "CPUs with AVX2 but not AVX-512 put x on a 16-bit grid per block of 32 there).")
       .def("run", &PySession::run, nb::arg("inputs"),
            nb::sig("def run(self, inputs: dict[str, numpy.typing.ArrayLike]) -> "
                    "dict[str, numpy.ndarray]"),

@@ -9,8 +9,8 @@ import os
 import numpy as np
 import pytest
 
-from conftest import EXAMPLES_DIR, fixture_info, fixture_package, fixture_steps, load_npz, \
-    FIXTURES_DIR
+from conftest import EXAMPLES_DIR, decode_inputs, fixture_info, fixture_package, fixture_steps, \
+    load_npz, FIXTURES_DIR
 
 EXAMPLE = os.path.join(EXAMPLES_DIR, "lfm2_shortconv.mlpackage")
 
@@ -175,6 +175,25 @@ def test_bad_options_raise_input_error(anefit_py):
         anefit_py.Session(EXAMPLE, states={"layers_0_conv_state": np.zeros((1, 64, 3))})
     with pytest.raises(TypeError):
         anefit_py.Session(EXAMPLE).run([np.zeros((1, 1, 64), np.float32)])
+
+
+def test_exact_products_is_the_cli_flag(anefit_py, anefit, tmp_path):
+    # exact_products=True keeps int4 products fp32-grade in linears the model
+    # declares fp16 (off: CPUs with AVX2 but not AVX-512 put x on a 16-bit
+    # grid per block of 32 there): the binding and `anefit run
+    # --exact-products` give the same bits, step after step, on the
+    # committed 4w export (int4 blocks of 32, fp16 linears).
+    model = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_4w.pte")
+    arrays = decode_inputs(tmp_path / "in.npz", 256, 3)
+    session = anefit_py.Session(model, exact_products=True)
+    logits = [session.run(dict(s))["aten_linear_default_112"] for s in fixture_steps(arrays)]
+    anefit("run", model, "--inputs", tmp_path / "in.npz", "--exact-products", "-o",
+           tmp_path / "out.npz", check=True)
+    cli = load_npz(tmp_path / "out.npz")
+    for k, got in enumerate(logits):
+        assert np.array_equal(cli[f"step{k}/aten_linear_default_112"], got), k
+    last = anefit_py.run(model, fixture_steps(arrays), exact_products=True)
+    assert np.array_equal(last["aten_linear_default_112"], logits[-1])
 
 
 def test_threads_and_spinning_change_no_bit(anefit_py, anefit, tmp_path):
