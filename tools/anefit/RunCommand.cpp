@@ -109,11 +109,12 @@ int runInExecuTorch(const RunCliOptions &opts) {
     throw InputError("--engine executorch: expected an ExecuTorch program (a .pte, without #N), "
                      "found '" +
                      opts.model + "'");
-  if (opts.profile || !opts.states.empty() || !opts.etrecord.empty())
+  if (opts.profile || !opts.states.empty() || !opts.etrecord.empty() || opts.exactProducts)
     throw InputError(std::string("--engine executorch: ") +
-                     (opts.profile            ? "--profile"
-                      : opts.etrecord.empty() ? "--state"
-                                              : "--etrecord") +
+                     (opts.profile             ? "--profile"
+                      : opts.exactProducts     ? "--exact-products"
+                      : !opts.etrecord.empty() ? "--etrecord"
+                                               : "--state") +
                      " applies to the interpreter's own run (--engine interpreter)");
   if (opts.steps < 0)
     throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
