@@ -17,7 +17,8 @@
 //
 //   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--no-spin]
-//                [--exact-products] [--steps N] [--isa portable|avx2|avx512|avx512vnni|best]
+//                [--exact-products] [--steps N] [--isa
+//                portable|avx2|avx2vnni|avx512|avx512vnni|best]
 //                [--prefetch auto|on|off]
 //                --benchmark_filter=step --benchmark_format=json
 //
@@ -250,7 +251,8 @@ int main(int argc, char **argv) {
       if (named)
         runtime::setKernelIsaForTesting(*named);
       else if (isa != "best") {
-        std::cerr << "anefit-bench: --isa: expected portable, avx2, avx512, avx512vnni or best, "
+        std::cerr << "anefit-bench: --isa: expected portable, avx2, avx2vnni, avx512, avx512vnni "
+                     "or best, "
                      "found '"
                   << isa << "'\n";
         return 2;
@@ -268,7 +270,7 @@ int main(int argc, char **argv) {
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz|random] [--threads N] "
                    "[--no-spin] [--exact-products] [--steps N] [--isa "
-                   "portable|avx2|avx512|avx512vnni|best] "
+                   "portable|avx2|avx2vnni|avx512|avx512vnni|best] "
                    "[--prefetch auto|on|off] "
                    "[--benchmark_* flags]\n";
       return 0;

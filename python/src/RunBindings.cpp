@@ -310,7 +310,8 @@ void bindRun(nb::module_ &m) {
           "for up to 50 us (no CPU time spent waiting, a wake-up per parallel op); like "
           "``anefit run --no-spin``. ``exact_products=True``: int4 products stay fp32-grade "
           "in linears the model declares fp16 (``anefit run --exact-products``; otherwise "
-          "CPUs with AVX2 but not AVX-512 put x on a 16-bit grid per block of 32 there).")
+          "CPUs with AVX2 but neither AVX-512 nor AVX-VNNI put x on a 16-bit grid per block "
+          "of 32 there).")
       .def("run", &PySession::run, nb::arg("inputs"),
            nb::sig("def run(self, inputs: dict[str, numpy.typing.ArrayLike]) -> "
                    "dict[str, numpy.ndarray]"),

@@ -42,8 +42,8 @@ struct RunOptions {
   /// Keep every product with int4 weights fp32-grade. False lets a linear
   /// whose result the model declares fp16 put x on a 16-bit grid per block
   /// of 32 where that is the faster kernel (ProductGrade::Fp16: AVX2 CPUs
-  /// without AVX-512), each x moved by at most 2^-15 of its block's largest
-  /// |x|, 16 times finer than fp16 there.
+  /// without AVX-512 or AVX-VNNI), each x moved by at most 2^-15 of its
+  /// block's largest |x|, 16 times finer than fp16 there.
   bool exactProducts = false;
   /// Compressed weights (constexpr_* results) read by linear, matmul, conv
   /// and gather are decoded where they are read, never expanded whole. False

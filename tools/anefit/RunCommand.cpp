@@ -394,11 +394,12 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                 "Idle threads sleep at once between parallel ops instead of polling for up to "
                 "50 us: no CPU time spent waiting, for a wake-up per parallel op (about 20 us "
                 "on a virtual machine); for a machine shared with other work");
-  cmd->add_flag("--exact-products", opts->exactProducts,
-                "Keep every product with int4 weights fp32-grade. Without it, on CPUs with AVX2 "
-                "but not AVX-512, a linear whose result the model declares fp16 puts x on a "
-                "16-bit grid per block of 32 weights (each x off by at most 2^-15 of its "
-                "block's largest |x|), which made the linears of a 4w export 1.26x faster");
+  cmd->add_flag(
+      "--exact-products", opts->exactProducts,
+      "Keep every product with int4 weights fp32-grade. Without it, on CPUs with AVX2 "
+      "but neither AVX-512 nor AVX-VNNI, a linear whose result the model declares fp16 puts x on a "
+      "16-bit grid per block of 32 weights (each x off by at most 2^-15 of its "
+      "block's largest |x|), which made the linears of a 4w export 1.26x faster");
   cmd->add_option("-o,--output", opts->output,
                   "Write outputs (and states) to an .npz: NAME, or step<k>/NAME and "
                   "step<k>/state/NAME for stepped runs");

@@ -29,7 +29,11 @@
 //     tables below on the AVX-512 machine measured (Zen 4).
 //   int4/uint4 blocks of 32 without offsets, AVX-512 VNNI: x put on an
 //     integer grid per block and multiplied in 8-bit dot products, summed
-//     exactly in integers (see digitsForWords512).
+//     exactly in integers (see digitsForWords512). With AVX-VNNI (AVX2 CPUs
+//     that have it) the same on 256-bit registers, with the same bits
+//     (fusedDigitsVnni256Of). On other AVX2 CPUs, in a linear whose result
+//     is fp16, x on a 16-bit grid per block and VPMADDUBSW (see
+//     digitsForWords256).
 //   16-entry fp16 palettes: two byte-table shuffles per 16 nibbles give the
 //     fp16 values, F16C widens them; x is permuted once per call to the
 //     order the nibbles come in (per 32 values: the even ones, then the odd).
@@ -158,7 +162,7 @@ struct Source {
 
 /// The fused kernels a DotOperand is prepared for.
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
-              kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7;
+              kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -434,29 +438,28 @@ digitGroup512(__m512i w, const int8_t *d, __m512i start) {
 /// bytes each.
 constexpr int64_t kDigitGroupBytes256 = 128;
 
-/// x (n values, n a multiple of 32) on its blocks' 16-bit grids, for
-/// fusedDigits256Of: per group of 64 values kDigitGroupBytes256 of digits
-/// and 8 lane starts (int4: -8 times the sum of each lane's n; uint4:
-/// zeros), and a step per block; groups rounded up (zeros past n). False,
-/// writing nothing further, when x holds an infinity or a NaN.
-__attribute__((target("avx2"))) bool digitsForWords256(const float *x, int64_t n, bool isSigned,
-                                                       int8_t *digits, int32_t *starts,
-                                                       float *steps) {
+/// True when no x is an infinity or a NaN.
+__attribute__((target("avx2"))) bool allFinite(const float *x, int64_t n) {
   const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 fltMax = _mm256_set1_ps(std::numeric_limits<float>::max());
   for (int64_t i = 0; i < n; i += 8)
     if (_mm256_movemask_ps(_mm256_cmp_ps(_mm256_and_ps(_mm256_loadu_ps(x + i), absMask), fltMax,
                                          _CMP_LE_OQ)) != 0xFF)
       return false;
-  int64_t groups = ceilDiv<int64_t>(n, 64), blocks = n / 32;
-  // The loop writes each block's half of its group; a last group of one
-  // block, and uint4's starts, are zeros.
-  std::fill(digits + (blocks / 2) * kDigitGroupBytes256, digits + groups * kDigitGroupBytes256,
-            int8_t(0));
-  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 8, 0);
-  std::fill(steps + blocks, steps + groups * 2, 0.0f);
+  return true;
+}
+
+/// The AVX2 grid preps' common part: for each block b of 32 values of x (n
+/// a multiple of 32, every x finite), its grid step 2^(e - Fraction), e the
+/// exponent of its largest |x| (at least -100), or twice that when the
+/// largest |x| would round past Limit steps, into steps[b]; and the 32 grid
+/// values (the nearest multiples of the step, ties to even) to each(b, v).
+template <int Fraction, int Limit, class Each>
+__attribute__((target("avx2"))) void forEachBlockOnGrid(const float *x, int64_t n, float *steps,
+                                                        Each each) {
+  const __m256 absMask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   alignas(32) int32_t v[32];
-  for (int64_t b = 0; b < blocks; ++b) {
+  for (int64_t b = 0; b < n / 32; ++b) {
     __m256 xs[4], big = _mm256_setzero_ps();
     for (int j = 0; j < 4; ++j) {
       xs[j] = _mm256_loadu_ps(x + b * 32 + 8 * j);
@@ -466,14 +469,46 @@ __attribute__((target("avx2"))) bool digitsForWords256(const float *x, int64_t n
     m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
     float top = std::max(_mm_cvtss_f32(m4), _mm_cvtss_f32(_mm_movehdup_ps(m4)));
     int e = top > 0 ? std::max(std::ilogb(top), -100) : 0;
-    if (std::nearbyint(std::ldexp(top, 14 - e)) > 32639.0f)
+    if (std::nearbyint(std::ldexp(top, Fraction - e)) > static_cast<float>(Limit))
       ++e;
-    steps[b] = std::ldexp(1.0f, e - 14);
-    __m256 inv = _mm256_set1_ps(std::ldexp(1.0f, 14 - e));
-    // The nearest grid values (the rounding mode's, to nearest even).
+    steps[b] = std::ldexp(1.0f, e - Fraction);
+    __m256 inv = _mm256_set1_ps(std::ldexp(1.0f, Fraction - e));
     for (int j = 0; j < 4; ++j)
       _mm256_store_si256(reinterpret_cast<__m256i *>(v + 8 * j),
                          _mm256_cvtps_epi32(_mm256_mul_ps(xs[j], inv)));
+    each(b, static_cast<const int32_t *>(v));
+  }
+}
+
+/// The int4 lane starts of a block's grid values v: -8 times the sum of
+/// each 8.
+inline void laneStarts(const int32_t *v, int32_t *starts) {
+  for (int p = 0; p < 4; ++p) {
+    int32_t s = 0;
+    for (int i = 8 * p; i < 8 * p + 8; ++i)
+      s += v[i];
+    starts[p] = -8 * s;
+  }
+}
+
+/// x (n values, n a multiple of 32) on its blocks' 16-bit grids, for
+/// fusedDigits256Of: per group of 64 values kDigitGroupBytes256 of digits
+/// and 8 lane starts (int4: -8 times the sum of each lane's n; uint4:
+/// zeros), and a step per block; groups rounded up (zeros past n). False,
+/// writing nothing, when x holds an infinity or a NaN.
+__attribute__((target("avx2"))) bool digitsForWords256(const float *x, int64_t n, bool isSigned,
+                                                       int8_t *digits, int32_t *starts,
+                                                       float *steps) {
+  if (!allFinite(x, n))
+    return false;
+  // The blocks write their halves of their groups; a last group of one
+  // block, and uint4's starts, are zeros.
+  int64_t groups = ceilDiv<int64_t>(n, 64), blocks = n / 32;
+  std::fill(digits + (blocks / 2) * kDigitGroupBytes256, digits + groups * kDigitGroupBytes256,
+            int8_t(0));
+  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 8, 0);
+  std::fill(steps + blocks, steps + groups * 2, 0.0f);
+  forEachBlockOnGrid<14, 32639>(x, n, steps, [&](int64_t b, const int32_t *v) {
     int8_t *g = digits + (b / 2) * kDigitGroupBytes256 + (b % 2) * 16;
     for (int i = 0; i < 32; ++i) {
       int32_t lo = ((v[i] + 128) & 255) - 128, hi = (v[i] - lo) / 256;
@@ -482,14 +517,63 @@ __attribute__((target("avx2"))) bool digitsForWords256(const float *x, int64_t n
       at[64] = static_cast<int8_t>(hi);
     }
     if (isSigned)
-      for (int p = 0; p < 4; ++p) {
-        int32_t s = 0;
-        for (int i = 8 * p; i < 8 * p + 8; ++i)
-          s += v[i];
-        starts[b * 4 + p] = -8 * s;
-      }
-  }
+      laneStarts(v, starts + b * 4);
+  });
   return true;
+}
+
+/// digitsForWords512 with AVX2 alone, for the AVX-VNNI kernel: the same
+/// grids (the largest |x| is at most 2^22 steps: three digits hold it),
+/// digits, starts and steps, byte for byte.
+__attribute__((target("avx2"))) bool digitsForWords512Avx2(const float *x, int64_t n, bool isSigned,
+                                                           int8_t *digits, int32_t *starts,
+                                                           float *steps) {
+  if (!allFinite(x, n))
+    return false;
+  int64_t groups = ceilDiv<int64_t>(n, 128), blocks = n / 32;
+  std::fill(digits + (blocks / 4) * kDigitGroupBytes, digits + groups * kDigitGroupBytes,
+            int8_t(0));
+  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 16, 0);
+  std::fill(steps + blocks, steps + groups * 4, 0.0f);
+  forEachBlockOnGrid<21, (1 << 30)>(x, n, steps, [&](int64_t b, const int32_t *v) {
+    int8_t *g = digits + (b / 4) * kDigitGroupBytes + (b % 4) * 16;
+    for (int i = 0; i < 32; ++i) {
+      // n = 65536 h + 256 m + l, each digit in [-128, 127].
+      int32_t l = ((v[i] + 128) & 255) - 128, rest = (v[i] - l) / 256;
+      int32_t m = ((rest + 128) & 255) - 128, h = (rest - m) / 256;
+      int8_t *at = g + (i % 2) * 192 + i / 2;
+      at[0] = static_cast<int8_t>(h);
+      at[64] = static_cast<int8_t>(m);
+      at[128] = static_cast<int8_t>(l);
+    }
+    if (isSigned)
+      laneStarts(v, starts + b * 4);
+  });
+  return true;
+}
+
+/// digitGroup512 on 256-bit registers (AVX-VNNI): the 8 lane sums of one
+/// half of a 64-byte group (32 bytes `w`; `d` the group's digits, plus 32
+/// for its second half; `start` the half's lane starts).
+template <bool Signed>
+__attribute__((target("avx2,avxvnni"))) inline __m256i digitHalfVnni256(__m256i w, const int8_t *d,
+                                                                        __m256i start) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  if constexpr (Signed)
+    w = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x88)));
+  __m256i lo = _mm256_and_si256(w, low4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+  const __m256i *dv = reinterpret_cast<const __m256i *>(d);
+  const __m256i zero = _mm256_setzero_si256();
+  // 64-byte rows of h, m, l of the even values, then of the odd ones.
+  __m256i h = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(zero, lo, _mm256_loadu_si256(dv)), hi,
+                                      _mm256_loadu_si256(dv + 6));
+  __m256i m = _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(zero, lo, _mm256_loadu_si256(dv + 2)),
+                                      hi, _mm256_loadu_si256(dv + 8));
+  __m256i l =
+      _mm256_dpbusd_avx_epi32(_mm256_dpbusd_avx_epi32(start, lo, _mm256_loadu_si256(dv + 4)), hi,
+                              _mm256_loadu_si256(dv + 10));
+  __m256i t = _mm256_add_epi32(_mm256_slli_epi32(h, 8), m);
+  return _mm256_add_epi32(_mm256_slli_epi32(t, 8), l);
 }
 
 /// The 8 exact integer lane sums of one 32-byte group `w` (digits `d`, lane
@@ -543,6 +627,14 @@ __attribute__((target("avx2"))) inline __m256 scaleOctet(const float *sc) {
 }
 __attribute__((target("avx2,f16c"))) inline __m256 scaleOctet(const uint16_t *sc) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(sc)));
+}
+
+/// Scales [0, 4).
+__attribute__((target("avx2"))) inline __m128 scaleQuad4(const float *sc) {
+  return _mm_loadu_ps(sc);
+}
+__attribute__((target("avx2,f16c"))) inline __m128 scaleQuad4(const uint16_t *sc) {
+  return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(sc)));
 }
 
 /// Scales [0, n) (n <= 4) in lanes 0-3, zeros after.
@@ -770,11 +862,18 @@ protected:
     if (x.fused == kFusedWords512 && kernelIsa() == KernelIsa::Avx512Vnni &&
         prepareDigits(x, dt == DType::I4, kFusedDigits512))
       return;
-    // AVX2, blocks of 32 without offsets, a product whose result is fp16:
-    // the 16-bit grid (digitsForWords256).
-    if (x.fused == kFusedWords && matrix_.colBlock == 32 && offsetF_.empty() &&
-        x.grade == ProductGrade::Fp16 && prepareDigits(x, dt == DType::I4, kFusedDigits256))
-      return;
+    // AVX2, blocks of 32 without offsets: with AVX-VNNI the 8-bit dot
+    // products of AVX-512 VNNI on 256-bit registers (the same bits); without
+    // it, for a product whose result is fp16, the 16-bit grid
+    // (digitsForWords256).
+    if (x.fused == kFusedWords && matrix_.colBlock == 32 && offsetF_.empty()) {
+      if (kernelIsa() == KernelIsa::Avx2Vnni &&
+          prepareDigits(x, dt == DType::I4, kFusedDigitsVnni256))
+        return;
+      if (x.grade == ProductGrade::Fp16 && kernelIsa() == KernelIsa::Avx2 &&
+          prepareDigits(x, dt == DType::I4, kFusedDigits256))
+        return;
+    }
     if (x.fused == kFusedNibbles512) {
       x.permuted.resize(static_cast<size_t>(x.m * cols));
       for (int64_t i = 0; i < x.m; ++i)
@@ -820,6 +919,8 @@ protected:
       fusedDigits512(isSigned, x, y, ldy, r0, r1);
     else if (x.fused == kFusedDigits256)
       fusedDigits256(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedDigitsVnni256)
+      fusedDigitsVnni256(isSigned, x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
 #endif
@@ -991,9 +1092,10 @@ private:
     }
   }
 
-  /// Calls run(signed, prefetch, scales) for the AVX-512 kernels of blocks
-  /// of 32: signed and prefetch as std::bool_constant (the data's sign, the
-  /// CPU's prefetch choice), scales where the model has them if fp16.
+  /// Calls run(signed, prefetch, scales) for the 8-bit and AVX-512 kernels
+  /// of blocks of 32: signed and prefetch as std::bool_constant (the data's
+  /// sign, the AVX-512 kernels' prefetch choice), scales where the model has
+  /// them if fp16.
   template <typename Run> void blocksOf32Kernel(bool isSigned, Run run) const {
     auto withScales = [&](auto isSignedTag, auto prefetchTag) {
       if (scaleHalf_)
@@ -1086,17 +1188,20 @@ private:
   }
 
   /// x on its blocks' grids for `fused` (kFusedDigits512: fusedDigits512Of;
-  /// kFusedDigits256: fusedDigits256Of); false (x untouched) when x holds an
-  /// infinity or a NaN.
+  /// kFusedDigitsVnni256: fusedDigitsVnni256Of, the same grids and layout;
+  /// kFusedDigits256: fusedDigits256Of); false when x holds an infinity or a
+  /// NaN.
   bool prepareDigits(DotOperand &x, bool isSigned, int fused) const {
-    bool wide = fused == kFusedDigits512;
+    bool wide = fused != kFusedDigits256;
     int64_t values = wide ? 128 : 64, groups = ceilDiv<int64_t>(x.cols, values);
     int64_t bytes = wide ? kDigitGroupBytes : kDigitGroupBytes256, lanes = values / 8,
             blocks = values / 32;
     x.digits.resize(static_cast<size_t>(x.m * groups * bytes));
     x.digitStarts.resize(static_cast<size_t>(x.m * groups * lanes));
     x.steps.resize(static_cast<size_t>(x.m * groups * blocks));
-    auto *digitsOf = wide ? digitsForWords512 : digitsForWords256;
+    auto *digitsOf = fused == kFusedDigits512       ? digitsForWords512
+                     : fused == kFusedDigitsVnni256 ? digitsForWords512Avx2
+                                                    : digitsForWords256;
     for (int64_t i = 0; i < x.m; ++i)
       if (!digitsOf(x.x + i * x.ldx, x.cols, isSigned, x.digits.data() + i * groups * bytes,
                     x.digitStarts.data() + i * groups * lanes,
@@ -1169,14 +1274,12 @@ private:
     }
   }
 
+  /// (The AVX2 kernels always prefetch: the choice is not theirs.)
   void fusedDigits256(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                       int64_t r1) const {
-    if (scaleHalf_)
-      isSigned ? fusedDigits256Of<true>(scaleHalf_, x, y, ldy, r0, r1)
-               : fusedDigits256Of<false>(scaleHalf_, x, y, ldy, r0, r1);
-    else
-      isSigned ? fusedDigits256Of<true>(scaleFloats(), x, y, ldy, r0, r1)
-               : fusedDigits256Of<false>(scaleFloats(), x, y, ldy, r0, r1);
+    blocksOf32Kernel(isSigned, [&](auto sg, auto, const auto *scales) {
+      fusedDigits256Of<decltype(sg)::value>(scales, x, y, ldy, r0, r1);
+    });
   }
 
   /// Rows [r0, r1) of 4-bit blocks of 32 values without offsets through
@@ -1235,6 +1338,78 @@ private:
                                  _mm256_permutevar_ps(_mm256_setr_m128(s, s), first), acc0);
         }
         y[i * ldy + r] = hsum(_mm256_add_ps(acc0, acc1));
+      }
+    }
+  }
+
+  /// a, b += the lane sums of the two halves of the 64-byte group at w
+  /// (digits d, lane starts st), each lane times its block's entry of s4 (the
+  /// group's four scales times steps).
+  template <bool Signed>
+  __attribute__((target("avx2,avxvnni,fma"))) static inline void
+  vnniGroup(const uint8_t *w, const int8_t *d, const int32_t *st, __m128 s4, __m256 &a, __m256 &b) {
+    const __m256i first = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i second = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    __m256 s = _mm256_setr_m128(s4, s4);
+    __m256i t0 =
+        digitHalfVnni256<Signed>(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(w)), d,
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i *>(st)));
+    __m256i t1 = digitHalfVnni256<Signed>(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(w + 32)), d + 32,
+        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(st + 8)));
+    a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t0), _mm256_permutevar_ps(s, first), a);
+    b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1), _mm256_permutevar_ps(s, second), b);
+  }
+
+  /// (The AVX2 kernels always prefetch: the choice is not theirs.)
+  void fusedDigitsVnni256(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                          int64_t r1) const {
+    blocksOf32Kernel(isSigned, [&](auto sg, auto, const auto *scales) {
+      fusedDigitsVnni256Of<decltype(sg)::value>(scales, x, y, ldy, r0, r1);
+    });
+  }
+
+  /// fusedDigits512Of with AVX-VNNI on 256-bit registers, bit for bit: the
+  /// digits of digitsForWords512Avx2, each 512-bit accumulator of
+  /// fusedDigits512Of held as two halves (its group's first and second 32
+  /// bytes), the same FMAs in the same order, and the halves added as
+  /// sum512 adds them. The weight rows are prefetched (AVX2's choice).
+  template <bool Signed, typename S>
+  __attribute__((target("avx2,avxvnni,fma,f16c"))) void
+  fusedDigitsVnni256Of(const S *scales, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                       int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
+    int64_t groups = ceilDiv<int64_t>(cols, 128);
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
+      const S *sc = scales + (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const int8_t *dg = x.digits.data() + i * groups * kDigitGroupBytes;
+        const int32_t *st = x.digitStarts.data() + i * groups * 16;
+        const float *step = x.steps.data() + i * groups * 4;
+        // acc0 and acc1 of fusedDigits512Of, as (a0, b0) and (a1, b1).
+        __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
+        int64_t u = 0;
+        for (; u + 8 <= units; u += 8) {
+          prefetchAhead128(row + u * 16);
+          __m128 s0 = _mm_mul_ps(scaleQuad4(sc + u), _mm_loadu_ps(step + u));
+          __m128 s1 = _mm_mul_ps(scaleQuad4(sc + u + 4), _mm_loadu_ps(step + u + 4));
+          int64_t g = u / 4;
+          vnniGroup<Signed>(row + u * 16, dg + g * kDigitGroupBytes, st + g * 16, s0, a0, b0);
+          vnniGroup<Signed>(row + u * 16 + 64, dg + (g + 1) * kDigitGroupBytes, st + (g + 1) * 16,
+                            s1, a1, b1);
+        }
+        for (; u < units; u += 4) {
+          // The last 1-3 blocks: bytes past the row read as zeros (their
+          // digits and starts are zeros too), scales past it as zeros.
+          int64_t left = std::min<int64_t>(4, units - u);
+          alignas(32) uint8_t last[64] = {};
+          std::memcpy(last, row + u * 16, static_cast<size_t>(left * 16));
+          __m128 s = _mm_mul_ps(scaleQuad(sc + u, left), _mm_loadu_ps(step + u));
+          int64_t g = u / 4;
+          vnniGroup<Signed>(last, dg + g * kDigitGroupBytes, st + g * 16, s, a0, b0);
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(b0, b1)));
       }
     }
   }

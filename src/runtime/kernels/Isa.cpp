@@ -64,12 +64,27 @@ bool cpuHasAvx512Vnni() {
 #endif
 }
 
+bool cpuHasAvxVnni() {
+#if defined(__x86_64__)
+  // CPUID leaf 7, sub-leaf 1, EAX bit 4 (AVX-VNNI).
+  static const bool yes = [] {
+    unsigned eax, ebx, ecx, edx;
+    return cpuHasAvx2() && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && (eax & (1u << 4));
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
 const char *kernelIsaName(KernelIsa isa) {
   switch (isa) {
   case KernelIsa::Portable:
     return "portable";
   case KernelIsa::Avx2:
     return "avx2";
+  case KernelIsa::Avx2Vnni:
+    return "avx2vnni";
   case KernelIsa::Avx512:
     return "avx512";
   case KernelIsa::Avx512Vnni:
@@ -79,8 +94,8 @@ const char *kernelIsaName(KernelIsa isa) {
 }
 
 std::optional<KernelIsa> kernelIsaNamed(std::string_view name) {
-  for (KernelIsa isa :
-       {KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx512, KernelIsa::Avx512Vnni})
+  for (KernelIsa isa : {KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx2Vnni,
+                        KernelIsa::Avx512, KernelIsa::Avx512Vnni})
     if (name == kernelIsaName(isa))
       return isa;
   return std::nullopt;
@@ -95,9 +110,13 @@ void setKernelPrefetchForTesting(std::optional<bool> on) { forcedPrefetch = on; 
 KernelIsa kernelIsa() {
   KernelIsa best = cpuHasAvx512Vnni() ? KernelIsa::Avx512Vnni
                    : cpuHasAvx512()   ? KernelIsa::Avx512
+                   : cpuHasAvxVnni()  ? KernelIsa::Avx2Vnni
                    : cpuHasAvx2()     ? KernelIsa::Avx2
                                       : KernelIsa::Portable;
-  return forcedIsa && *forcedIsa < best ? *forcedIsa : best;
+  if (!forcedIsa || *forcedIsa >= best)
+    return best;
+  // An AVX-512 CPU without AVX-VNNI runs Avx2Vnni's kernels as Avx2.
+  return *forcedIsa == KernelIsa::Avx2Vnni && !cpuHasAvxVnni() ? KernelIsa::Avx2 : *forcedIsa;
 }
 
 } // namespace anefit::runtime

@@ -17,9 +17,12 @@
 namespace anefit::runtime {
 
 /// Instruction sets of the kernels (fp16 rows, fused compressed rows, dot
-/// products, fp16 conversions), in increasing order. Avx512Vnni is AVX-512
-/// with its 8-bit dot products (VNNI), which the int4/uint4 blocks of 32 take.
-enum class KernelIsa { Portable, Avx2, Avx512, Avx512Vnni };
+/// products, fp16 conversions), in increasing order. Avx2Vnni is AVX2 with
+/// the 256-bit 8-bit dot products of AVX-VNNI (Intel cores since 2021 without
+/// AVX-512, AMD Zen 5), Avx512Vnni AVX-512 with its own (VNNI): the
+/// int4/uint4 blocks of 32 take them. An AVX-512 CPU may lack AVX-VNNI:
+/// Avx2Vnni asked of it gives Avx2.
+enum class KernelIsa { Portable, Avx2, Avx2Vnni, Avx512, Avx512Vnni };
 /// The set the kernels use: the best this CPU has, unless a test chose one.
 KernelIsa kernelIsa();
 /// Makes the kernels use `isa` (capped at what the CPU has); tests compare
@@ -31,8 +34,12 @@ bool cpuHasAvx2();
 bool cpuHasAvx512();
 /// True when the CPU also has AVX-512 VNNI.
 bool cpuHasAvx512Vnni();
+/// True when the CPU runs the AVX2 kernels and has AVX-VNNI (VEX-encoded
+/// VPDPBUSD on 256-bit registers).
+bool cpuHasAvxVnni();
 /// The name `anefit-bench --isa` and the tests give `isa` ("portable",
-/// "avx2", "avx512", "avx512vnni"), and the set of a name (nullopt: none).
+/// "avx2", "avx2vnni", "avx512", "avx512vnni"), and the set of a name
+/// (nullopt: none).
 const char *kernelIsaName(KernelIsa isa);
 std::optional<KernelIsa> kernelIsaNamed(std::string_view name);
 

@@ -126,7 +126,7 @@ float dotF32(const float *a, const float *b, int64_t n) {
   // Each ISA sums as its fp16 row kernel does (Linear.cpp).
   if (kernelIsa() >= KernelIsa::Avx512)
     return simd::dot512(F32Row512{a}, b, n);
-  if (kernelIsa() == KernelIsa::Avx2)
+  if (kernelIsa() != KernelIsa::Portable)
     return dotAvx2(a, b, n);
 #endif
   return dotPortable(a, b, n);
@@ -156,7 +156,7 @@ void dotsF32(const float *a, const float *rows, int64_t ld, int64_t count, int64
 #if defined(__x86_64__)
   if (kernelIsa() >= KernelIsa::Avx512)
     return dots512(a, rows, ld, count, n, out);
-  if (kernelIsa() == KernelIsa::Avx2)
+  if (kernelIsa() != KernelIsa::Portable)
     return dotsAvx2(a, rows, ld, count, n, out);
 #endif
   for (int64_t j = 0; j < count; ++j)

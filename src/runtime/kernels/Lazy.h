@@ -54,7 +54,8 @@ const float *batchMatrix(const Tensor &t, int64_t b, int64_t matrixElements);
 /// keeps fp32-grade products. Fp16 (a linear whose result the program
 /// declares fp16): int4/uint4 blocks of 32 without offsets may put x on a
 /// 16-bit grid per block where that is the faster kernel (AVX2 without
-/// AVX-512), each x moved by at most 2^-15 of its block's largest |x|.
+/// AVX-512 or AVX-VNNI), each x moved by at most 2^-15 of its block's
+/// largest |x|.
 enum class ProductGrade { Fp32, Fp16 };
 
 /// A constexpr_* value decoded on demand. Shape and decode are those of the

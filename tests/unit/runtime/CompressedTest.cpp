@@ -379,11 +379,15 @@ TEST(Compressed, Fp16ScalesReadInPlaceGiveTheBitsOfTheirFp32Values) {
   }
 }
 
-TEST(Compressed, Avx512VnniPutsEachBlockOnItsGridAndSumsExactly) {
-  if (!runtime::cpuHasAvx512Vnni())
-    GTEST_SKIP() << "this CPU has no AVX-512 VNNI: its kernel does not run here";
-  IsaGuard isa(runtime::KernelIsa::Avx512Vnni);
-  // One block whose largest |x| is 1 (grid step 2^-21); every other x is
+TEST(Compressed, VnniPutsEachBlockOnItsGridAndSumsExactly) {
+  std::vector<runtime::KernelIsa> vnni;
+  for (runtime::KernelIsa isa : kernelIsas())
+    if (isa == runtime::KernelIsa::Avx2Vnni || isa == runtime::KernelIsa::Avx512Vnni)
+      vnni.push_back(isa);
+  if (vnni.empty())
+    GTEST_SKIP() << "this CPU has neither AVX-VNNI nor AVX-512 VNNI: their kernels do not run here";
+  // With AVX-VNNI or AVX-512 VNNI: one block whose largest |x| is 1 (grid
+  // step 2^-21); every other x is
   // 7/16 of a step above a grid point 4j + 2 steps (exact in fp32). On the
   // right grid each rounds down to 4j + 2, and the sum of the products is
   // an integer small enough that every later rounding is exact: the row is
@@ -413,9 +417,12 @@ TEST(Compressed, Avx512VnniPutsEachBlockOnItsGridAndSumsExactly) {
     double sum = 0;
     for (size_t i = 0; i < 32; ++i)
       sum += static_cast<double>(q[i] * n[i]);
-    float got = run(b, {{"x", Tensor::fromF32(xv, {1, 32})}}, true)[0].floatAt(0);
-    SCOPED_TRACE(dtypeName(dt));
-    ASSERT_EQ(got, static_cast<float>(sum * sc * step));
+    for (runtime::KernelIsa isa : vnni) {
+      IsaGuard guard(isa);
+      float got = run(b, {{"x", Tensor::fromF32(xv, {1, 32})}}, true)[0].floatAt(0);
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " isa " + isaName(isa));
+      ASSERT_EQ(got, static_cast<float>(sum * sc * step));
+    }
   }
 }
 
@@ -438,6 +445,45 @@ std::vector<Tensor> runExact(ProgramBuilder &b, const runtime::TensorMap &in, bo
   for (auto &nt : interp.run(in))
     out.push_back(std::move(nt.tensor));
   return out;
+}
+
+TEST(Compressed, AvxVnniGivesTheBitsOfAvx512Vnni) {
+  if (!runtime::cpuHasAvxVnni() || !runtime::cpuHasAvx512Vnni())
+    GTEST_SKIP() << "this CPU lacks AVX-VNNI or AVX-512 VNNI: the two are not compared here";
+  // The 256-bit kernel holds each 512-bit accumulator as two halves and adds
+  // them as sum512 does: the same bits for every row length (1-13 blocks:
+  // whole pairs of 64-byte groups, a last group of 1-4 blocks), x rows, sign
+  // and scale dtype, in linears declared fp16 or fp32.
+  for (int iter = 0; iter < 40; ++iter) {
+    int64_t n = std::vector<int64_t>{1, 5, 16}[rng.pick(0, 2)], k = 32 * rng.pick(1, 13);
+    int64_t m = rng.pick(1, 4);
+    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
+    bool isSigned = dt == DType::I4, half = rng.pick(0, 1), fp16 = rng.pick(0, 1);
+    std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
+    for (float &v : sc)
+      v = halfToFloat(floatToHalf(rng.uniform(-0.2f, 0.2f)));
+    ProgramBuilder b;
+    Value *w =
+        b.op("constexpr_blockwise_shift_scale",
+             {{"data", packed(dt, randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15), {n, k})},
+              {"scale", half ? constF16(sc, {n, k / 32}) : constF32(sc, {n, k / 32})}},
+             half ? DType::F16 : DType::F32, {n, k});
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(linearTakenAsFp32(b, x, w, {m, n}, fp16));
+    runtime::TensorMap in = {{"x", randomInput({m, k})}};
+    std::vector<Tensor> outs;
+    for (runtime::KernelIsa isa : {runtime::KernelIsa::Avx2Vnni, runtime::KernelIsa::Avx512Vnni}) {
+      IsaGuard guard(isa);
+      outs.push_back(run(b, in, true)[0]);
+    }
+    SCOPED_TRACE(std::string(dtypeName(dt)) + " n " + std::to_string(n) + " k " +
+                 std::to_string(k) + " m " + std::to_string(m) + (half ? " fp16" : " fp32") +
+                 " scales" + (fp16 ? ", declared fp16" : ""));
+    for (int64_t i = 0; i < m * n; ++i)
+      ASSERT_EQ(std::bit_cast<uint32_t>(outs[0].floatAt(i)),
+                std::bit_cast<uint32_t>(outs[1].floatAt(i)))
+          << "element " << i;
+  }
 }
 
 TEST(Compressed, Avx2PutsFp16LinearsOnA16BitGridAndSumsExactly) {
@@ -483,8 +529,8 @@ TEST(Compressed, Avx2PutsFp16LinearsOnA16BitGridAndSumsExactly) {
 }
 
 TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
-  // Blocks of 32 on every ISA, against the exact sum in double. AVX-512 VNNI
-  // puts x on a grid per block (step 2^(e - 21), e the exponent of the
+  // Blocks of 32 on every ISA, against the exact sum in double. AVX-VNNI and
+  // AVX-512 VNNI put x on a grid per block (step 2^(e - 21), e the exponent of the
   // block's largest |x|, at least -100) and sums the products exactly in
   // integers; AVX2 does the same on a 16-bit grid (step at most 2^(e - 13))
   // in linears declared fp16 unless RunOptions::exactProducts. Each row
@@ -559,7 +605,7 @@ TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
           // Half a step: 2^(e - 14) at most on AVX2, 2^(e - 22) with VNNI.
           if (isa == runtime::KernelIsa::Avx2)
             grid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 14);
-          else if (isa == runtime::KernelIsa::Avx512Vnni)
+          else if (isa == runtime::KernelIsa::Avx2Vnni || isa == runtime::KernelIsa::Avx512Vnni)
             exactGrid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 22);
         }
         // The fp32 word kernels scale x by down to 2^-28 (and q up as

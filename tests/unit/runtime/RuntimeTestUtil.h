@@ -73,6 +73,8 @@ inline std::vector<runtime::KernelIsa> kernelIsas() {
   std::vector<runtime::KernelIsa> v = {runtime::KernelIsa::Portable};
   if (runtime::cpuHasAvx2())
     v.push_back(runtime::KernelIsa::Avx2);
+  if (runtime::cpuHasAvxVnni())
+    v.push_back(runtime::KernelIsa::Avx2Vnni);
   if (runtime::cpuHasAvx512())
     v.push_back(runtime::KernelIsa::Avx512);
   if (runtime::cpuHasAvx512Vnni())
