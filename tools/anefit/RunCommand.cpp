@@ -18,6 +18,7 @@
 #include "runtime/Npy.h"
 #include "runtime/Profile.h"
 #include "runtime/ThreadPool.h"
+#include "runtime/kernels/Isa.h"
 #include "support/Error.h"
 
 #include <nlohmann/json.hpp>
@@ -100,6 +101,22 @@ json summaryJson(const std::string &name, const Tensor &t, const runtime::Tensor
               {"nans", s.nans},       {"infs", s.infs}};
 }
 
+/// ", kernels ISA" for the summary line, and where linears declared fp16 put
+/// x on 16-bit grids for their int4 products, that too.
+std::string kernelsSaid(bool exactProducts) {
+  std::string s = std::string(", kernels ") + runtime::kernelIsaName(runtime::kernelIsa());
+  if (!exactProducts && runtime::kernelsTakeGrid16())
+    s += " (int4 products of fp16 linears on 16-bit grids; --exact-products: fp32-grade)";
+  return s;
+}
+
+/// The same for --json: "kernels" and "int4_products".
+void addKernels(json &j, bool exactProducts) {
+  j["kernels"] = runtime::kernelIsaName(runtime::kernelIsa());
+  j["int4_products"] =
+      !exactProducts && runtime::kernelsTakeGrid16() ? "16-bit grid in fp16 linears" : "fp32-grade";
+}
+
 /// `run --engine executorch`: the whole program in ExecuTorch's runtime, its
 /// Core ML delegates on the interpreter (runtime/ExecuTorch.h). A method's
 /// inputs have no names in a .pte: they are input0, input1, ... in order.
@@ -168,7 +185,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
   std::ostream text(opts.json ? nullptr : std::cout.rdbuf());
   text << "ExecuTorch " << engine->version() << " runtime, Core ML delegates on anefit's "
        << "interpreter: method " << method << ", " << steps << (steps == 1 ? " step" : " steps")
-       << ", precision " << opts.precision << "\n";
+       << ", precision " << opts.precision << kernelsSaid(false) << "\n";
   std::optional<runtime::NpzWriter> archive;
   if (!opts.output.empty())
     archive.emplace(opts.output, outputPolicy);
@@ -203,6 +220,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
         {"schema", "anefit.run/1"},     {"engine", "executorch"}, {"executorch", engine->version()},
         {"function", method},           {"steps", steps},         {"precision", opts.precision},
         {"results", std::move(steps_)}, {"states", json::array()}};
+    addKernels(j, false);
     if (!opts.output.empty())
       j["output"] = opts.output;
     std::cout << j.dump(2) << "\n";
@@ -317,7 +335,8 @@ int runRun(const RunCliOptions &opts) {
     archive.emplace(opts.output, outputPolicy);
   json results = json::array(), finalStates = json::array();
   text << "function " << run.function().name << ", " << run.steps()
-       << (run.steps() == 1 ? " step" : " steps") << ", precision " << opts.precision << "\n";
+       << (run.steps() == 1 ? " step" : " steps") << ", precision " << opts.precision
+       << kernelsSaid(opts.exactProducts) << "\n";
   while (!run.done()) {
     runtime::StepRecord r = run.next();
     std::string prefix = run.stepped() ? "step" + std::to_string(r.step) + "/" : "";
@@ -359,6 +378,7 @@ int runRun(const RunCliOptions &opts) {
     json j{{"schema", "anefit.run/1"},      {"function", run.function().name},
            {"steps", run.steps()},          {"precision", opts.precision},
            {"results", std::move(results)}, {"states", std::move(finalStates)}};
+    addKernels(j, opts.exactProducts);
     if (!opts.output.empty())
       j["output"] = opts.output;
     if (opts.profile)

@@ -870,7 +870,7 @@ protected:
       if (kernelIsa() == KernelIsa::Avx2Vnni &&
           prepareDigits(x, dt == DType::I4, kFusedDigitsVnni256))
         return;
-      if (x.grade == ProductGrade::Fp16 && kernelIsa() == KernelIsa::Avx2 &&
+      if (x.grade == ProductGrade::Fp16 && kernelsTakeGrid16() &&
           prepareDigits(x, dt == DType::I4, kFusedDigits256))
         return;
     }

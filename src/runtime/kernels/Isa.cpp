@@ -103,6 +103,8 @@ std::optional<KernelIsa> kernelIsaNamed(std::string_view name) {
 
 void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
 
+bool kernelsTakeGrid16() { return kernelIsa() == KernelIsa::Avx2; }
+
 bool kernelPrefetches() { return forcedPrefetch.value_or(!(cpuIsAmd() && cpuHasAvx512())); }
 
 void setKernelPrefetchForTesting(std::optional<bool> on) { forcedPrefetch = on; }

@@ -28,6 +28,11 @@ KernelIsa kernelIsa();
 /// Makes the kernels use `isa` (capped at what the CPU has); tests compare
 /// every path with the portable one. std::nullopt goes back to the best.
 void setKernelIsaForTesting(std::optional<KernelIsa> isa);
+/// True when int4/uint4 blocks of 32 in a product whose result is fp16
+/// (ProductGrade::Fp16, RunOptions::exactProducts off) put x on a 16-bit
+/// grid per block: the kernels are AVX2 without AVX-VNNI or AVX-512, whose
+/// exact-grade forms are not instruction-bound.
+bool kernelsTakeGrid16();
 /// True when the CPU runs the AVX2 kernels (AVX2, FMA, F16C).
 bool cpuHasAvx2();
 /// True when the CPU runs the AVX-512 kernels (AVX-512 F, BW, VL).
