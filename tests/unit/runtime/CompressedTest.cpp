@@ -538,18 +538,19 @@ TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
   // fp32 sum; the fp32 kernels within the second term alone. A linear
   // declared fp32, or exactProducts, gives the fp32 kernels' bits (VNNI's
   // on VNNI). x spans 1e-38 to 1e30 between blocks and 2^-30 inside one,
-  // rows of 1-12 blocks (odd ones end on a half group); x holding an
-  // infinity or a NaN takes the fp32 kernel, bit for bit.
+  // rows of 1-12 blocks (odd ones end on a half group), 1-3 rows of x (each
+  // on its own grids); x holding an infinity or a NaN takes the fp32
+  // kernel, bit for bit.
   for (int iter = 0; iter < 24; ++iter) {
-    int64_t n = 5, k = 32 * rng.pick(1, 12);
+    int64_t n = 5, k = 32 * rng.pick(1, 12), m = rng.pick(1, 3);
     DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
     bool isSigned = dt == DType::I4;
     std::vector<int64_t> q = randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15);
     std::vector<float> sc(static_cast<size_t>(n * (k / 32)));
     for (float &v : sc)
       v = halfToFloat(floatToHalf(rng.uniform(-0.2f, 0.2f)));
-    std::vector<float> xv(static_cast<size_t>(k));
-    for (int64_t blk = 0; blk < k / 32; ++blk) {
+    std::vector<float> xv(static_cast<size_t>(m * k));
+    for (int64_t blk = 0; blk < m * k / 32; ++blk) {
       float mag = std::vector<float>{1e-38f, 1e-30f, 3e-5f, 1.0f, 7e12f, 1e30f}[rng.pick(0, 5)];
       for (int64_t i = 0; i < 32; ++i)
         xv[static_cast<size_t>(blk * 32 + i)] =
@@ -557,24 +558,25 @@ TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
     }
     bool nonFinite = iter % 6 == 5;
     if (nonFinite)
-      xv[static_cast<size_t>(rng.pick(0, k - 1))] =
+      xv[static_cast<size_t>(rng.pick(0, m * k - 1))] =
           rng.pick(0, 1) ? std::numeric_limits<float>::infinity() : std::nanf("");
     ProgramBuilder b;
     Value *w = b.op("constexpr_blockwise_shift_scale",
                     {{"data", packed(dt, q, {n, k})}, {"scale", constF16(sc, {n, k / 32})}},
                     DType::F16, {n, k});
-    Value *x = b.input("x", DType::F32, {1, k});
-    b.output(linearTakenAsFp32(b, x, w, {1, n}, true));
-    b.output(linearTakenAsFp32(b, x, w, {1, n}, false));
-    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {1, k})}};
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(linearTakenAsFp32(b, x, w, {m, n}, true));
+    b.output(linearTakenAsFp32(b, x, w, {m, n}, false));
+    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {m, k})}};
     std::optional<Tensor> avx512;
     for (runtime::KernelIsa isa : kernelIsas()) {
       IsaGuard guard(isa);
-      SCOPED_TRACE(std::string(dtypeName(dt)) + " k " + std::to_string(k) + " isa " + isaName(isa));
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " k " + std::to_string(k) + " m " +
+                   std::to_string(m) + " isa " + isaName(isa));
       std::vector<Tensor> got = runExact(b, in, false), exact = runExact(b, in, true);
       if (isa == runtime::KernelIsa::Avx512)
         avx512 = got[0];
-      for (int64_t r = 0; r < n; ++r) {
+      for (int64_t r = 0; r < m * n; ++r) {
         // Declared fp32, or exactProducts: the fp32 kernels' bits.
         ASSERT_EQ(std::bit_cast<uint32_t>(got[1].floatAt(r)),
                   std::bit_cast<uint32_t>(exact[1].floatAt(r)));
@@ -583,38 +585,39 @@ TEST(Compressed, BlocksOnTheirGridsStayWithinHalfAStepOfEachProduct) {
       }
       if (nonFinite) {
         const Tensor &fp32 = isa == runtime::KernelIsa::Avx512Vnni ? *avx512 : exact[0];
-        for (int64_t r = 0; r < n; ++r)
+        for (int64_t r = 0; r < m * n; ++r)
           ASSERT_EQ(std::bit_cast<uint32_t>(got[0].floatAt(r)),
                     std::bit_cast<uint32_t>(fp32.floatAt(r)))
               << "row " << r;
         continue;
       }
-      for (int64_t r = 0; r < n; ++r) {
+      for (int64_t e = 0; e < m * n; ++e) {
+        int64_t row = e / n, r = e % n;
         double want = 0, mag = 0, grid = 0, exactGrid = 0;
         for (int64_t blk = 0; blk < k / 32; ++blk) {
           double s = sc[static_cast<size_t>(r * (k / 32) + blk)], big = 0, sumQ = 0;
           for (int64_t c = blk * 32; c < blk * 32 + 32; ++c) {
             double qv = static_cast<double>(q[static_cast<size_t>(r * k + c)]);
-            double xc = xv[static_cast<size_t>(c)];
+            double xc = xv[static_cast<size_t>(row * k + c)];
             want += qv * s * xc;
             mag += (std::fabs(qv) + 8) * std::fabs(s * xc);
             big = std::max(big, std::fabs(xc));
             sumQ += std::fabs(qv);
           }
-          int e = big > 0 ? std::max(std::ilogb(big), -100) : 0;
+          int ex = big > 0 ? std::max(std::ilogb(big), -100) : 0;
           // Half a step: 2^(e - 14) at most on AVX2, 2^(e - 22) with VNNI.
           if (isa == runtime::KernelIsa::Avx2)
-            grid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 14);
+            grid += std::fabs(s) * sumQ * std::ldexp(1.0, ex - 14);
           else if (isa == runtime::KernelIsa::Avx2Vnni || isa == runtime::KernelIsa::Avx512Vnni)
-            exactGrid += std::fabs(s) * sumQ * std::ldexp(1.0, e - 22);
+            exactGrid += std::fabs(s) * sumQ * std::ldexp(1.0, ex - 22);
         }
         // The fp32 word kernels scale x by down to 2^-28 (and q up as
         // much): x under 2^-98 underflows there, off by up to 2^-150 of a
         // scaled x, 15 * 2^-122 * |scale| (at most 0.2) of a product.
         double underflow = static_cast<double>(k) * 15 * 0x1p-122 * 0.2;
         double tol = static_cast<double>(k) * 0x1p-24 * mag + underflow + exactGrid;
-        EXPECT_NEAR(got[0].floatAt(r), want, tol + grid) << "row " << r;
-        EXPECT_NEAR(exact[0].floatAt(r), want, tol) << "row " << r;
+        EXPECT_NEAR(got[0].floatAt(e), want, tol + grid) << "x row " << row << ", row " << r;
+        EXPECT_NEAR(exact[0].floatAt(e), want, tol) << "x row " << row << ", row " << r;
       }
     }
   }
