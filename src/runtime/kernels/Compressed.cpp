@@ -325,6 +325,19 @@ __attribute__((target("avx512f"))) inline __m512 wordDot512(__m512i w, const flo
 /// h, m and l of the even values, then of the odd ones, 64 bytes each.
 constexpr int64_t kDigitGroupBytes = 384;
 
+/// Zeros what a grid prep's block loop leaves unwritten, for x of n values
+/// in groups of `values` (groupBytes of digits, values / 8 lane starts and
+/// values / 32 steps each, rounded up): a last group short of blocks, and
+/// uint4's lane starts. Called before the loop (a short last group's blocks
+/// are written over the zeros).
+void zeroPastBlocks(int64_t n, int64_t values, int64_t groupBytes, bool isSigned, int8_t *digits,
+                    int32_t *starts, float *steps) {
+  int64_t groups = ceilDiv<int64_t>(n, values), blocks = n / 32, perGroup = values / 32;
+  std::fill(digits + (blocks / perGroup) * groupBytes, digits + groups * groupBytes, int8_t(0));
+  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * (values / 8), 0);
+  std::fill(steps + blocks, steps + groups * perGroup, 0.0f);
+}
+
 /// x (n values, n a multiple of 32) on its blocks' grids, for
 /// fusedDigits512Of: per group of 128 values kDigitGroupBytes of digits and
 /// 16 lane starts (int4: -8 times the sum of each lane's n; uint4: zeros),
@@ -338,14 +351,8 @@ digitsForWords512(const float *x, int64_t n, bool isSigned, int8_t *digits, int3
   for (int64_t i = 0; i < n; i += 16)
     if (_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(x + i)), fltMax, _CMP_LE_OQ) != 0xFFFF)
       return false;
-  // The loop below writes every block's digits, step and (int4) lane starts;
-  // zeros go where it does not: a last group short of four blocks, and
-  // uint4's starts.
-  int64_t groups = ceilDiv<int64_t>(n, 128), blocks = n / 32;
-  std::fill(digits + (blocks / 4) * kDigitGroupBytes, digits + groups * kDigitGroupBytes,
-            int8_t(0));
-  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 16, 0);
-  std::fill(steps + blocks, steps + groups * 4, 0.0f);
+  zeroPastBlocks(n, 128, kDigitGroupBytes, isSigned, digits, starts, steps);
+  int64_t blocks = n / 32;
   // The even and the odd values of a block, 16 each (they meet the low and
   // the high nibbles).
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
@@ -430,8 +437,8 @@ digitGroup512(__m512i w, const int8_t *d, __m512i start) {
 //     once and scaled by its block's scale times its step.
 //   - int4 is read as uint4 of the value plus 8 and each lane starts at -8
 //     times its n, as in the AVX-512 form.
-// Per 64 values that is 14 vector instructions against 27 for the fp32
-// word kernel (which the AVX2 kernels are bound by, not memory).
+// About 39 vector instructions per 64 packed bytes of the loop, against 58
+// for the fp32 word kernel, whose instructions bound the AVX2 kernels.
 
 /// Bytes of one group of 64 values (32 packed bytes) of digitsForWords256:
 /// l of the even values, l of the odd, h of the even, h of the odd, 32
@@ -501,13 +508,7 @@ __attribute__((target("avx2"))) bool digitsForWords256(const float *x, int64_t n
                                                        float *steps) {
   if (!allFinite(x, n))
     return false;
-  // The blocks write their halves of their groups; a last group of one
-  // block, and uint4's starts, are zeros.
-  int64_t groups = ceilDiv<int64_t>(n, 64), blocks = n / 32;
-  std::fill(digits + (blocks / 2) * kDigitGroupBytes256, digits + groups * kDigitGroupBytes256,
-            int8_t(0));
-  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 8, 0);
-  std::fill(steps + blocks, steps + groups * 2, 0.0f);
+  zeroPastBlocks(n, 64, kDigitGroupBytes256, isSigned, digits, starts, steps);
   forEachBlockOnGrid<14, 32639>(x, n, steps, [&](int64_t b, const int32_t *v) {
     int8_t *g = digits + (b / 2) * kDigitGroupBytes256 + (b % 2) * 16;
     for (int i = 0; i < 32; ++i) {
@@ -530,11 +531,7 @@ __attribute__((target("avx2"))) bool digitsForWords512Avx2(const float *x, int64
                                                            float *steps) {
   if (!allFinite(x, n))
     return false;
-  int64_t groups = ceilDiv<int64_t>(n, 128), blocks = n / 32;
-  std::fill(digits + (blocks / 4) * kDigitGroupBytes, digits + groups * kDigitGroupBytes,
-            int8_t(0));
-  std::fill(starts + (isSigned ? blocks * 4 : 0), starts + groups * 16, 0);
-  std::fill(steps + blocks, steps + groups * 4, 0.0f);
+  zeroPastBlocks(n, 128, kDigitGroupBytes, isSigned, digits, starts, steps);
   forEachBlockOnGrid<21, (1 << 30)>(x, n, steps, [&](int64_t b, const int32_t *v) {
     int8_t *g = digits + (b / 4) * kDigitGroupBytes + (b % 4) * 16;
     for (int i = 0; i < 32; ++i) {
@@ -552,16 +549,24 @@ __attribute__((target("avx2"))) bool digitsForWords512Avx2(const float *x, int64
   return true;
 }
 
+/// The low and the high nibbles of 32 packed bytes as bytes, int4 as uint4
+/// of the value plus 8 (wordBits).
+template <bool Signed>
+__attribute__((target("avx2"))) inline void nibbleBytes(__m256i w, __m256i &lo, __m256i &hi) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  w = wordBits<Signed>(w);
+  lo = _mm256_and_si256(w, low4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+}
+
 /// digitGroup512 on 256-bit registers (AVX-VNNI): the 8 lane sums of one
 /// half of a 64-byte group (32 bytes `w`; `d` the group's digits, plus 32
 /// for its second half; `start` the half's lane starts).
 template <bool Signed>
 __attribute__((target("avx2,avxvnni"))) inline __m256i digitHalfVnni256(__m256i w, const int8_t *d,
                                                                         __m256i start) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  if constexpr (Signed)
-    w = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x88)));
-  __m256i lo = _mm256_and_si256(w, low4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+  __m256i lo, hi;
+  nibbleBytes<Signed>(w, lo, hi);
   const __m256i *dv = reinterpret_cast<const __m256i *>(d);
   const __m256i zero = _mm256_setzero_si256();
   // 64-byte rows of h, m, l of the even values, then of the odd ones.
@@ -581,10 +586,8 @@ __attribute__((target("avx2,avxvnni"))) inline __m256i digitHalfVnni256(__m256i 
 template <bool Signed>
 __attribute__((target("avx2"))) inline __m256i digitGroup256(__m256i w, const int8_t *d,
                                                              __m256i start) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  if constexpr (Signed)
-    w = _mm256_xor_si256(w, _mm256_set1_epi8(static_cast<char>(0x88)));
-  __m256i lo = _mm256_and_si256(w, low4), hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low4);
+  __m256i lo, hi;
+  nibbleBytes<Signed>(w, lo, hi);
   const __m256i *dv = reinterpret_cast<const __m256i *>(d);
   __m256i l = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(dv)),
                                _mm256_maddubs_epi16(hi, _mm256_loadu_si256(dv + 1)));
@@ -913,14 +916,9 @@ protected:
       fusedNibbles512(isSigned, x, y, ldy, r0, r1);
     else if (x.fused == kFusedWords)
       fusedWords(isSigned, x, y, ldy, r0, r1);
-    else if (x.fused == kFusedWords512)
-      fusedWords512(isSigned, x, y, ldy, r0, r1);
-    else if (x.fused == kFusedDigits512)
-      fusedDigits512(isSigned, x, y, ldy, r0, r1);
-    else if (x.fused == kFusedDigits256)
-      fusedDigits256(isSigned, x, y, ldy, r0, r1);
-    else if (x.fused == kFusedDigitsVnni256)
-      fusedDigitsVnni256(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedWords512 || x.fused == kFusedDigits512 ||
+             x.fused == kFusedDigits256 || x.fused == kFusedDigitsVnni256)
+      fusedBlocksOf32(isSigned, x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
 #endif
@@ -1115,10 +1113,21 @@ private:
       withPrefetch(std::false_type{});
   }
 
-  void fusedWords512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
-                     int64_t r1) const {
+  /// Rows [r0, r1) through x.fused, one of the kernels of blocks of 32
+  /// without offsets (the AVX2 ones always prefetch: the choice is not
+  /// theirs).
+  void fusedBlocksOf32(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                       int64_t r1) const {
     blocksOf32Kernel(isSigned, [&](auto sg, auto pf, const auto *scales) {
-      fusedWords512Of<decltype(sg)::value, decltype(pf)::value>(scales, x, y, ldy, r0, r1);
+      constexpr bool Signed = decltype(sg)::value, Prefetch = decltype(pf)::value;
+      if (x.fused == kFusedWords512)
+        fusedWords512Of<Signed, Prefetch>(scales, x, y, ldy, r0, r1);
+      else if (x.fused == kFusedDigits512)
+        fusedDigits512Of<Signed, Prefetch>(scales, x, y, ldy, r0, r1);
+      else if (x.fused == kFusedDigits256)
+        fusedDigits256Of<Signed>(scales, x, y, ldy, r0, r1);
+      else
+        fusedDigitsVnni256Of<Signed>(scales, x, y, ldy, r0, r1);
     });
   }
 
@@ -1187,37 +1196,43 @@ private:
     }
   }
 
+  /// Where row i of x on its grids starts in DotOperand::digits,
+  /// digitStarts and steps, for the kernel `fused`: per group of 128 values
+  /// (kFusedDigits512, kFusedDigitsVnni256: kDigitGroupBytes of digits) or
+  /// 64 (kFusedDigits256: kDigitGroupBytes256), a lane start per 8 values
+  /// and a step per block, the groups rounded up.
+  struct GridRow {
+    int64_t digits, starts, steps;
+  };
+  static GridRow gridRow(const DotOperand &x, int64_t i, int fused) {
+    bool wide = fused != kFusedDigits256;
+    int64_t values = wide ? 128 : 64, groups = i * ceilDiv<int64_t>(x.cols, values);
+    return {groups * (wide ? kDigitGroupBytes : kDigitGroupBytes256), groups * (values / 8),
+            groups * (values / 32)};
+  }
+
   /// x on its blocks' grids for `fused` (kFusedDigits512: fusedDigits512Of;
   /// kFusedDigitsVnni256: fusedDigitsVnni256Of, the same grids and layout;
   /// kFusedDigits256: fusedDigits256Of); false when x holds an infinity or a
   /// NaN.
   bool prepareDigits(DotOperand &x, bool isSigned, int fused) const {
-    bool wide = fused != kFusedDigits256;
-    int64_t values = wide ? 128 : 64, groups = ceilDiv<int64_t>(x.cols, values);
-    int64_t bytes = wide ? kDigitGroupBytes : kDigitGroupBytes256, lanes = values / 8,
-            blocks = values / 32;
-    x.digits.resize(static_cast<size_t>(x.m * groups * bytes));
-    x.digitStarts.resize(static_cast<size_t>(x.m * groups * lanes));
-    x.steps.resize(static_cast<size_t>(x.m * groups * blocks));
+    // Row m's offsets are the sizes of m rows.
+    GridRow all = gridRow(x, x.m, fused);
+    x.digits.resize(static_cast<size_t>(all.digits));
+    x.digitStarts.resize(static_cast<size_t>(all.starts));
+    x.steps.resize(static_cast<size_t>(all.steps));
     auto *digitsOf = fused == kFusedDigits512       ? digitsForWords512
                      : fused == kFusedDigitsVnni256 ? digitsForWords512Avx2
                                                     : digitsForWords256;
     for (int64_t i = 0; i < x.m; ++i)
-      if (!digitsOf(x.x + i * x.ldx, x.cols, isSigned, x.digits.data() + i * groups * bytes,
-                    x.digitStarts.data() + i * groups * lanes,
-                    x.steps.data() + i * groups * blocks)) {
+      if (GridRow at = gridRow(x, i, fused);
+          !digitsOf(x.x + i * x.ldx, x.cols, isSigned, x.digits.data() + at.digits,
+                    x.digitStarts.data() + at.starts, x.steps.data() + at.steps)) {
         x.digits.clear(), x.digitStarts.clear(), x.steps.clear();
         return false;
       }
     x.fused = fused;
     return true;
-  }
-
-  void fusedDigits512(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
-                      int64_t r1) const {
-    blocksOf32Kernel(isSigned, [&](auto sg, auto pf, const auto *scales) {
-      fusedDigits512Of<decltype(sg)::value, decltype(pf)::value>(scales, x, y, ldy, r0, r1);
-    });
   }
 
   /// Rows [r0, r1) of 4-bit blocks of 32 values without offsets through the
@@ -1232,14 +1247,14 @@ private:
     const __m512i first = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     const __m512i second = _mm512_add_epi32(first, _mm512_set1_epi32(4));
     int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
-    int64_t groups = ceilDiv<int64_t>(cols, 128);
+    GridRow per = gridRow(x, 1, x.fused); // one row of x
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
       const S *sc = scales + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < x.m; ++i) {
-        const int8_t *dg = x.digits.data() + i * groups * kDigitGroupBytes;
-        const int32_t *st = x.digitStarts.data() + i * groups * 16;
-        const float *step = x.steps.data() + i * groups * 4;
+        const int8_t *dg = x.digits.data() + i * per.digits;
+        const int32_t *st = x.digitStarts.data() + i * per.starts;
+        const float *step = x.steps.data() + i * per.steps;
         __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
         int64_t u = 0;
         for (; u + 8 <= units; u += 8) {
@@ -1274,14 +1289,6 @@ private:
     }
   }
 
-  /// (The AVX2 kernels always prefetch: the choice is not theirs.)
-  void fusedDigits256(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
-                      int64_t r1) const {
-    blocksOf32Kernel(isSigned, [&](auto sg, auto, const auto *scales) {
-      fusedDigits256Of<decltype(sg)::value>(scales, x, y, ldy, r0, r1);
-    });
-  }
-
   /// Rows [r0, r1) of 4-bit blocks of 32 values without offsets through
   /// 16-bit grids (digitsForWords256): 64 values (32 bytes, two blocks) per
   /// digitGroup256, whose 8 lane sums are converted once and scaled by their
@@ -1295,14 +1302,14 @@ private:
     const __m256i first = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
     const __m256i second = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
     int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
-    int64_t groups = ceilDiv<int64_t>(cols, 64);
+    GridRow per = gridRow(x, 1, x.fused); // one row of x
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
       const S *sc = scales + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < x.m; ++i) {
-        const int8_t *dg = x.digits.data() + i * groups * kDigitGroupBytes256;
-        const int32_t *st = x.digitStarts.data() + i * groups * 8;
-        const float *step = x.steps.data() + i * groups * 2;
+        const int8_t *dg = x.digits.data() + i * per.digits;
+        const int32_t *st = x.digitStarts.data() + i * per.starts;
+        const float *step = x.steps.data() + i * per.steps;
         __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
         int64_t u = 0;
         for (; u + 4 <= units; u += 4) {
@@ -1361,14 +1368,6 @@ private:
     b = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1), _mm256_permutevar_ps(s, second), b);
   }
 
-  /// (The AVX2 kernels always prefetch: the choice is not theirs.)
-  void fusedDigitsVnni256(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
-                          int64_t r1) const {
-    blocksOf32Kernel(isSigned, [&](auto sg, auto, const auto *scales) {
-      fusedDigitsVnni256Of<decltype(sg)::value>(scales, x, y, ldy, r0, r1);
-    });
-  }
-
   /// fusedDigits512Of with AVX-VNNI on 256-bit registers, bit for bit: the
   /// digits of digitsForWords512Avx2, each 512-bit accumulator of
   /// fusedDigits512Of held as two halves (its group's first and second 32
@@ -1379,14 +1378,14 @@ private:
   fusedDigitsVnni256Of(const S *scales, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                        int64_t r1) const {
     int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
-    int64_t groups = ceilDiv<int64_t>(cols, 128);
+    GridRow per = gridRow(x, 1, x.fused); // one row of x
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
       const S *sc = scales + (r / matrix_.rowBlock) * nb;
       for (int64_t i = 0; i < x.m; ++i) {
-        const int8_t *dg = x.digits.data() + i * groups * kDigitGroupBytes;
-        const int32_t *st = x.digitStarts.data() + i * groups * 16;
-        const float *step = x.steps.data() + i * groups * 4;
+        const int8_t *dg = x.digits.data() + i * per.digits;
+        const int32_t *st = x.digitStarts.data() + i * per.starts;
+        const float *step = x.steps.data() + i * per.steps;
         // acc0 and acc1 of fusedDigits512Of, as (a0, b0) and (a1, b1).
         __m256 a0 = _mm256_setzero_ps(), b0 = a0, a1 = a0, b1 = a0;
         int64_t u = 0;
