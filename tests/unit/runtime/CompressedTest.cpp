@@ -379,53 +379,6 @@ TEST(Compressed, Fp16ScalesReadInPlaceGiveTheBitsOfTheirFp32Values) {
   }
 }
 
-TEST(Compressed, VnniPutsEachBlockOnItsGridAndSumsExactly) {
-  std::vector<runtime::KernelIsa> vnni;
-  for (runtime::KernelIsa isa : kernelIsas())
-    if (isa == runtime::KernelIsa::Avx2Vnni || isa == runtime::KernelIsa::Avx512Vnni)
-      vnni.push_back(isa);
-  if (vnni.empty())
-    GTEST_SKIP() << "this CPU has neither AVX-VNNI nor AVX-512 VNNI: their kernels do not run here";
-  // With AVX-VNNI or AVX-512 VNNI: one block whose largest |x| is 1 (grid
-  // step 2^-21); every other x is
-  // 7/16 of a step above a grid point 4j + 2 steps (exact in fp32). On the
-  // right grid each rounds down to 4j + 2, and the sum of the products is
-  // an integer small enough that every later rounding is exact: the row is
-  // exactly sum(q * n) * scale * step. A coarser grid, or another rounding,
-  // gives other n.
-  for (int iter = 0; iter < 20; ++iter) {
-    DType dt = iter % 2 ? DType::I4 : DType::U4;
-    bool isSigned = dt == DType::I4;
-    std::vector<int64_t> q = randomInts(32, isSigned ? -8 : 0, isSigned ? 7 : 15);
-    std::vector<int64_t> n(32);
-    std::vector<float> xv(32);
-    const double step = 0x1p-21;
-    n[0] = int64_t(1) << 21, xv[0] = 1.0f;
-    q[0] = rng.pick(isSigned ? -3 : 0, 3); // |sum| < 2^23 steps: exact in fp32
-    for (size_t i = 1; i < 32; ++i) {
-      n[i] = (4 * rng.pick(0, 1023) + 2) * (rng.pick(0, 1) ? 1 : -1);
-      double off = n[i] > 0 ? 7.0 / 16 : -7.0 / 16;
-      xv[i] = static_cast<float>((static_cast<double>(n[i]) + off) * step);
-    }
-    float sc = 0.125f;
-    ProgramBuilder b;
-    Value *w = b.op("constexpr_blockwise_shift_scale",
-                    {{"data", packed(dt, q, {1, 32})}, {"scale", constF16({sc}, {1, 1})}},
-                    DType::F16, {1, 32});
-    Value *x = b.input("x", DType::F32, {1, 32});
-    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {1, 1}));
-    double sum = 0;
-    for (size_t i = 0; i < 32; ++i)
-      sum += static_cast<double>(q[i] * n[i]);
-    for (runtime::KernelIsa isa : vnni) {
-      IsaGuard guard(isa);
-      float got = run(b, {{"x", Tensor::fromF32(xv, {1, 32})}}, true)[0].floatAt(0);
-      SCOPED_TRACE(std::string(dtypeName(dt)) + " isa " + isaName(isa));
-      ASSERT_EQ(got, static_cast<float>(sum * sc * step));
-    }
-  }
-}
-
 /// linear(x, w) whose result the program declares fp16 (`fp16`) or fp32,
 /// taken on as fp32 (a cast): in fp32 mode the value the kernel gave.
 Value *linearTakenAsFp32(ProgramBuilder &b, Value *x, Value *w, const Shape &out, bool fp16) {
@@ -433,6 +386,68 @@ Value *linearTakenAsFp32(ProgramBuilder &b, Value *x, Value *w, const Shape &out
     return b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, out);
   Value *y = b.op("linear", {{"x", x}, {"weight", w}}, DType::F16, out);
   return b.op("cast", {{"x", y}, {"dtype", constStr("fp32")}}, DType::F32, out);
+}
+
+/// One block of 32 values built so that the right grid makes its row exact:
+/// x[0] = x0 lands on n0 steps, and every other x is 7/16 of a step above a
+/// grid point 4j + 2 steps (exact in fp32), to which the right grid rounds it
+/// down. q[0] is small enough that |sum(q * n)| < 2^23: the row is exactly
+/// sum(q * n) * scale * step in fp32. A finer or coarser grid, or another
+/// rounding, gives other n.
+struct GridBlock {
+  DType dt;
+  std::vector<int64_t> q;
+  std::vector<float> x;
+  float want;
+  static constexpr float kScale = 0.125f;
+
+  GridBlock(DType type, double step, int64_t n0, float x0) : dt(type) {
+    bool isSigned = dt == DType::I4;
+    q = randomInts(32, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<int64_t> n(32);
+    x.resize(32);
+    n[0] = n0, x[0] = x0;
+    q[0] = rng.pick(isSigned ? -3 : 0, 3);
+    for (size_t i = 1; i < 32; ++i) {
+      n[i] = (4 * rng.pick(0, 1023) + 2) * (rng.pick(0, 1) ? 1 : -1);
+      double off = n[i] > 0 ? 7.0 / 16 : -7.0 / 16;
+      x[i] = static_cast<float>((static_cast<double>(n[i]) + off) * step);
+    }
+    double sum = 0;
+    for (size_t i = 0; i < 32; ++i)
+      sum += static_cast<double>(q[i] * n[i]);
+    want = static_cast<float>(sum * kScale * step);
+  }
+
+  /// The row through the kernels in force, the linear declared fp16 or fp32.
+  float run(bool fp16) const {
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(dt, q, {1, 32})}, {"scale", constF16({kScale}, {1, 1})}},
+                    DType::F16, {1, 32});
+    Value *xv = b.input("x", DType::F32, {1, 32});
+    b.output(linearTakenAsFp32(b, xv, w, {1, 1}, fp16));
+    return ::run(b, {{"x", Tensor::fromF32(x, {1, 32})}}, true)[0].floatAt(0);
+  }
+};
+
+TEST(Compressed, VnniPutsEachBlockOnItsGridAndSumsExactly) {
+  std::vector<runtime::KernelIsa> vnni;
+  for (runtime::KernelIsa isa : kernelIsas())
+    if (isa == runtime::KernelIsa::Avx2Vnni || isa == runtime::KernelIsa::Avx512Vnni)
+      vnni.push_back(isa);
+  if (vnni.empty())
+    GTEST_SKIP() << "this CPU has neither AVX-VNNI nor AVX-512 VNNI: their kernels do not run here";
+  // With AVX-VNNI or AVX-512 VNNI: a GridBlock whose largest |x| is 1 (grid
+  // step 2^-21), in a linear declared fp32.
+  for (int iter = 0; iter < 20; ++iter) {
+    GridBlock block(iter % 2 ? DType::I4 : DType::U4, 0x1p-21, int64_t(1) << 21, 1.0f);
+    for (runtime::KernelIsa isa : vnni) {
+      IsaGuard guard(isa);
+      SCOPED_TRACE(std::string(dtypeName(block.dt)) + " isa " + isaName(isa));
+      ASSERT_EQ(block.run(false), block.want);
+    }
+  }
 }
 
 /// run() with RunOptions::exactProducts.
@@ -493,38 +508,15 @@ TEST(Compressed, Avx2PutsFp16LinearsOnA16BitGridAndSumsExactly) {
   // A linear declared fp16, blocks of 32: x on a 16-bit grid per block, step
   // 2^(e - 14) for a largest |x| of exponent e, or 2^(e - 13) when that |x|
   // rounds past 32639 steps (the first value of a quarter of the cases,
-  // 32700 * 2^-14). Every other x is 7/16 of a step above a grid point 4j +
-  // 2 steps; on the right grid each rounds down to it, and the row is
-  // exactly sum(q * n) * scale * step (|sum| < 2^23). A finer or coarser
-  // grid, another rounding, or a largest |x| past the two digits' range
-  // gives other n.
+  // 32700 * 2^-14, on 16350 steps of 2^-13): GridBlocks, whose rows come
+  // out exact only on the right grid. A largest |x| past the two digits'
+  // range gives other n too.
   for (int iter = 0; iter < 24; ++iter) {
-    DType dt = iter % 2 ? DType::I4 : DType::U4;
-    bool isSigned = dt == DType::I4, wide = iter % 4 == 3;
-    std::vector<int64_t> q = randomInts(32, isSigned ? -8 : 0, isSigned ? 7 : 15);
-    std::vector<int64_t> n(32);
-    std::vector<float> xv(32);
-    const double step = wide ? 0x1p-13 : 0x1p-14;
-    n[0] = wide ? 16350 : 16384, xv[0] = wide ? 32700 * 0x1p-14f : 1.0f;
-    q[0] = rng.pick(isSigned ? -3 : 0, 3);
-    for (size_t i = 1; i < 32; ++i) {
-      n[i] = (4 * rng.pick(0, 1023) + 2) * (rng.pick(0, 1) ? 1 : -1);
-      double off = n[i] > 0 ? 7.0 / 16 : -7.0 / 16;
-      xv[i] = static_cast<float>((static_cast<double>(n[i]) + off) * step);
-    }
-    float sc = 0.125f;
-    ProgramBuilder b;
-    Value *w = b.op("constexpr_blockwise_shift_scale",
-                    {{"data", packed(dt, q, {1, 32})}, {"scale", constF16({sc}, {1, 1})}},
-                    DType::F16, {1, 32});
-    Value *x = b.input("x", DType::F32, {1, 32});
-    b.output(linearTakenAsFp32(b, x, w, {1, 1}, true));
-    double sum = 0;
-    for (size_t i = 0; i < 32; ++i)
-      sum += static_cast<double>(q[i] * n[i]);
-    float got = run(b, {{"x", Tensor::fromF32(xv, {1, 32})}}, true)[0].floatAt(0);
-    SCOPED_TRACE(std::string(dtypeName(dt)) + (wide ? " step 2^-13" : " step 2^-14"));
-    ASSERT_EQ(got, static_cast<float>(sum * sc * step));
+    bool wide = iter % 4 == 3;
+    GridBlock block(iter % 2 ? DType::I4 : DType::U4, wide ? 0x1p-13 : 0x1p-14,
+                    wide ? 16350 : 16384, wide ? 32700 * 0x1p-14f : 1.0f);
+    SCOPED_TRACE(std::string(dtypeName(block.dt)) + (wide ? " step 2^-13" : " step 2^-14"));
+    ASSERT_EQ(block.run(true), block.want);
   }
 }
 
