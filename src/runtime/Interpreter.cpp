@@ -550,6 +550,18 @@ struct StepRunner {
     ctx.finish();
     if (options.opTimed)
       options.opTimed(op, opStart, Clock::now());
+    if (options.opResults) {
+      std::vector<const Tensor *> results, operands;
+      for (size_t slot : step.outputSlots)
+        results.push_back(env[slot].valid() ? &env[slot] : nullptr);
+      for (const std::vector<size_t> &slots : step.inputSlots)
+        for (size_t s : slots)
+          if (s != SIZE_MAX)
+            operands.push_back(env[s].valid()           ? &env[s]
+                               : plan.folded[s].valid() ? &plan.folded[s]
+                                                        : nullptr);
+      options.opResults(op, results, operands);
+    }
     if (profile)
       profile->record(step.profileRow,
                       std::chrono::duration<double>(Clock::now() - opStart).count(),

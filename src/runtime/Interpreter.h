@@ -65,6 +65,15 @@ struct RunOptions {
   std::function<void(const Operation &, std::chrono::steady_clock::time_point,
                      std::chrono::steady_clock::time_point)>
       opTimed;
+  /// Called after each top-level op the run computed, with its results as
+  /// the run's later ops will read them (rounded to fp16 in FP16 mode) and
+  /// its operands (in Operation::operandValues order; an operand the op
+  /// updated in place holds the update). Values decoded lazily (compressed
+  /// weights) are passed as they are; one that is not available is null.
+  /// May be empty.
+  std::function<void(const Operation &, const std::vector<const Tensor *> &results,
+                     const std::vector<const Tensor *> &operands)>
+      opResults;
   /// The file the function was read from; every error the interpreter
   /// raises starts with it ("model.mil: function 'main': op ...").
   std::string source;
