@@ -123,6 +123,11 @@ struct PassResult {
   /// decompressed weight the interpreter's fp32 mode keeps unrounded): the
   /// rewrite is exact as the device computes, so `fix` compares in fp16.
   bool exactInFp16 = false;
+  /// A pass computes the same values in real arithmetic by other fp16
+  /// roundings (scale-norm: x scaled before the square): equal to the
+  /// original up to fp32 rounding, not to fp16's. `fix` proves it in fp32
+  /// and measures the fp16 program against the original at fp32.
+  bool exactInFp32Only = false;
 };
 
 class Pass {

@@ -162,10 +162,13 @@ std::string fixHint(const ane::RuleInfo &rule) {
   std::string fix(rule.fix);
   if (passes.empty())
     return fix;
-  // fix picks passes for blocking findings by default, for fallback and
-  // slow ones under --goal ane, for the others only as --passes; a pass that
-  // changes values only when asked.
-  if (rule.effect >= ane::Effect::CompileFail && asked.empty())
+  // fix picks passes for blocking findings and wrong-numerics ones of a
+  // cause Apple documents by default, for fallback and slow ones under
+  // --goal ane, for the others only as --passes; a pass that changes values
+  // only when asked.
+  bool numerics = rule.effect == ane::Effect::WrongNumerics &&
+                  rule.confidence == ane::Confidence::AppleDocumented;
+  if ((rule.effect >= ane::Effect::CompileFail || numerics) && asked.empty())
     return fix + " (`anefit fix` runs " + passes + ")";
   if (rule.effect == ane::Effect::Fallback || rule.effect == ane::Effect::Slow || !asked.empty())
     return fix + " (`anefit fix --goal ane" + asked + "` runs " + passes + ")";

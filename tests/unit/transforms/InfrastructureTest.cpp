@@ -233,7 +233,7 @@ TEST(Pipeline, RejectsUnknownPassesAndOptions) {
   PassManager pm;
   EXPECT_EQ(errorOf([&] { pm.addPipeline("cse"); }),
             "pipeline: unknown pass 'cse'; passes: state-to-io, kv-write-static, decompose-sdpa, "
-            "requantize, split-projection, depthwise-taps, canonicalize, dce");
+            "scale-norm, requantize, split-projection, depthwise-taps, canonicalize, dce");
   std::string e = errorOf([&] { pm.addPipeline("state-to-io{keep}"); });
   EXPECT_NE(e.find("state-to-io: unknown option 'keep'; options: states, keep-largest"),
             std::string::npos)
