@@ -9,6 +9,7 @@
 #include "Bindings.h"
 
 #include "ane/Observations.h"
+#include "fix/Numerics.h"
 #include "io/ETRecord.h"
 #include "report/Sources.h"
 
@@ -147,7 +148,10 @@ PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std
                   const std::vector<std::string> &ignore,
                   const std::optional<std::filesystem::path> &observations,
                   const std::optional<std::filesystem::path> &etrecord,
-                  const std::optional<std::string> &sourceRoot) {
+                  const std::optional<std::string> &sourceRoot, bool numerics, int64_t steps,
+                  uint64_t seed) {
+  if (steps < 1)
+    failExpected("", "steps", "a positive count", std::to_string(steps));
   ane::CheckOptions options;
   applyTarget(chip, os, computeUnits, options);
   options.function = function.value_or("");
@@ -162,15 +166,27 @@ PyReport runCheck(std::variant<PyModel, std::filesystem::path> target, const std
   auto data = std::make_shared<PyReportData>();
   std::string path;
   if (auto *m = std::get_if<PyModel>(&target)) {
-    data->model = m->model;
+    data->model =
+        m->weightsOpen || !numerics ? m->model : loadPyModel(m->model->sourcePath, true).model;
     path = m->model->sourcePath;
   } else {
-    // The checker reads types only: like the CLI, do not open weight files.
+    // The checker reads types only: like the CLI, do not open weight files
+    // (but to run the model for the numerics).
     path = pathText(std::get<std::filesystem::path>(target));
-    data->model = loadPyModel(path, /*openWeights=*/false).model;
+    data->model = loadPyModel(path, /*openWeights=*/numerics).model;
   }
   {
     nb::gil_scoped_release release;
+    if (numerics) {
+      NumericsOptions n;
+      n.run.function = options.function;
+      n.run.random = true;
+      n.run.seed = seed;
+      n.run.steps = steps;
+      n.inputsText = "random inputs, seed " + std::to_string(seed);
+      options.numerics =
+          std::make_shared<const ane::NumericsMeasurement>(measureNumerics(*data->model, n));
+    }
     data->report = ane::checkModel(*data->model, options);
   }
   data->report.modelPath = path;
@@ -540,7 +556,19 @@ void addReportAdvice(nb::class_<PyReport> &c) {
           },
           "What a Mac observed (``check(..., observations=...)``), as the ``observation`` "
           "object of the JSON report: conclusion, culprits, each suspect's prediction against "
-          "the observation; ``None`` for a prediction only.");
+          "the observation; ``None`` for a prediction only.")
+      .def_prop_ro(
+          "numerics",
+          [](const PyReport &r) -> nb::object {
+            if (!r.report().options.numerics)
+              return nb::none();
+            nb::object j = nb::module_::import_("json").attr("loads")(ane::renderJson(r.report()));
+            return j["numerics"];
+          },
+          "What ``check(..., numerics=True)`` measured, as the ``numerics`` object of the "
+          "JSON report: the run, the outputs at fp16 against fp32 (``diverged``), each op "
+          "where a divergence starts (``origin``) and each square's largest |x|; ``None`` "
+          "without it.");
 }
 
 /// Report.raise_for: raises AneCompileRisk, with the report and the
@@ -616,6 +644,7 @@ void bindCheckFunctions(nb::module_ &m) {
         nb::arg("compute_units") = "cpu_and_ne", nb::arg("function") = nb::none(),
         nb::arg("ignore") = std::vector<std::string>(), nb::arg("observations") = nb::none(),
         nb::arg("etrecord") = nb::none(), nb::arg("source_root") = nb::none(),
+        nb::arg("numerics") = false, nb::arg("steps") = 8, nb::arg("seed") = 0,
         "Predicts, per op, whether Core ML places it on the ANE, falls back to CPU/GPU or makes "
         "the ANE compile fail, with the rule, the reason, the evidence and the fix. ``model`` "
         "is a :class:`Model` or a path (weight files are then not opened). ``chip``: a chip "
@@ -626,7 +655,11 @@ void bindCheckFunctions(nb::module_ &m) {
         "probe kit (:func:`probe`, ``anefit check --observations``): observed outcomes replace "
         "predictions, :attr:`Report.observation` holds the conclusion; ``etrecord``: the "
         "export's ETRecord, so each finding's :attr:`Finding.source` names the PyTorch line, "
-        "module and buffer behind its op (paths relative to ``source_root`` when given).");
+        "module and buffer behind its op (paths relative to ``source_root`` when given); "
+        "``numerics``: also run the model (weights read) at fp32 and at the ANE's fp16 for "
+        "``steps`` steps on random inputs from ``seed`` (``anefit check --numerics``): "
+        "ANE-NUM-001 names the ops where fp16 leaves fp32, :attr:`Report.numerics` holds the "
+        "measurement and the verdict is ``'wrong-numerics'`` when the outputs are lost.");
 
   m.def(
       "partitioner_keywords",

@@ -105,7 +105,30 @@ struct PyFixResult {
   nb::object model;
   std::optional<std::string> output;
   std::optional<std::string> stateMapPath;
+  /// FixVerification::originalAtFp16 / fixedAtFp16 (None when not measured).
+  nb::object originalAtFp16;
+  nb::object fixedAtFp16;
+  bool fp16Refused = false;
 };
+
+/// A PrecisionGap as a dict; None when it was not measured.
+nb::object gapObject(const PrecisionGap &g) {
+  if (!g.measured)
+    return nb::none();
+  nb::dict d;
+  d["steps"] = g.steps;
+  d["max_abs_diff"] = g.maxAbsDiff;
+  d["mean_abs_diff"] = g.meanAbsDiff;
+  d["output"] = g.widest;
+  d["rel_error"] = g.relError;
+  d["top1_agree"] = g.top1Agree;
+  d["rows"] = g.rows;
+  d["non_finite"] = g.nonFinite;
+  d["collapsed_rows"] = g.collapsedRows;
+  d["values_compared"] = g.compared;
+  d["diverged"] = g.diverged();
+  return d;
+}
 
 FixVerify verifyOption(const nb::handle &verify) {
   if (nb::isinstance<nb::bool_>(verify))
@@ -189,6 +212,9 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
   }
   r.lossy = result.lossy;
   r.notRun = result.notRun;
+  r.originalAtFp16 = gapObject(v.originalAtFp16);
+  r.fixedAtFp16 = gapObject(v.fixedAtFp16);
+  r.fp16Refused = result.fp16Refused;
   for (const FixStage &stage : result.stages)
     for (const Residency &res : stage.residency) {
       nb::dict d;
@@ -245,7 +271,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
                   const std::string &requantize, double maxRelError, double minTop1,
                   const std::string &chip, const std::string &os, const std::string &computeUnits,
                   const std::optional<fs::path> &etrecord,
-                  const std::optional<fs::path> &sourceRoot) {
+                  const std::optional<fs::path> &sourceRoot, bool allowFp16Divergence) {
   SourceArgs sources = sourceArgs(etrecord, sourceRoot);
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
@@ -261,6 +287,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.requantize = parseRequantize(requantize);
   options.minTop1 = minTop1;
   options.maxRelError = maxRelError;
+  options.allowFp16Divergence = allowFp16Divergence;
   std::string output = out ? pathText(*out) : std::string();
   if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
     return nb::cast(fixProgram(target, output, options, force, sources));
@@ -420,6 +447,18 @@ void bindTransform(nb::module_ &m) {
               "in fp16 mode (``rounded_max_abs_diff``), then that model with the fixed one.")
       .def_ro("rounded_max_abs_diff", &PyFixResult::roundedMaxAbsDiff,
               "Largest difference of the first step of a two-step proof; 0 when equal.")
+      .def_ro("original_at_fp16", &PyFixResult::originalAtFp16,
+              nb::sig("def original_at_fp16(self) -> dict[str, object] | None"),
+              "The original at the ANE's precision (fp16, every op rounded) against itself at "
+              "fp32, what the model means: ``max_abs_diff``, ``mean_abs_diff``, ``output`` (the "
+              "widest), ``rel_error``, ``top1_agree`` of ``rows``, ``non_finite``, "
+              "``collapsed_rows``, ``diverged``; None when not verified.")
+      .def_ro("fixed_at_fp16", &PyFixResult::fixedAtFp16,
+              nb::sig("def fixed_at_fp16(self) -> dict[str, object] | None"),
+              "The fixed model at fp16 against the original at fp32, the same keys.")
+      .def_ro("fp16_refused", &PyFixResult::fp16Refused,
+              "The fixed model's fp16 outputs are lost (``fixed_at_fp16['diverged']``) and "
+              "``allow_fp16_divergence`` was not given: not ``ok``, nothing written.")
       .def_ro("lossy", &PyFixResult::lossy,
               "A pass changed values beyond rounding (``requantize`` other than fp16): the "
               "error is measured instead of held to ``atol``/``rtol``.")
@@ -479,6 +518,7 @@ void bindTransform(nb::module_ &m) {
         nb::arg("requantize") = "keep", nb::arg("max_rel_error") = 0.05, nb::arg("min_top1") = 0.0,
         nb::arg("chip") = "any", nb::arg("os") = "any", nb::arg("compute_units") = "cpu_and_ne",
         nb::arg("etrecord") = nb::none(), nb::arg("source_root") = nb::none(),
+        nb::arg("allow_fp16_divergence") = false,
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
@@ -486,7 +526,8 @@ void bindTransform(nb::module_ &m) {
                 "requantize: str = 'keep', max_rel_error: float = 0.05, min_top1: float = 0.0, "
                 "chip: str = 'any', os: str = "
                 "'any', compute_units: str = 'cpu_and_ne', etrecord: str | os.PathLike[str] | "
-                "None = None, source_root: str | os.PathLike[str] | None = None) -> "
+                "None = None, source_root: str | os.PathLike[str] | None = None, "
+                "allow_fp16_divergence: bool = False) -> "
                 "FixResult | "
                 "ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
@@ -499,7 +540,10 @@ void bindTransform(nb::module_ &m) {
         "``'lut4'``, ...: ``anefit fix --help`` and docs/passes.md list them); a lossy "
         "rewrite is kept when its widest output stays within ``max_rel_error`` (relative RMS) "
         "and its top-1 agrees on ``min_top1`` of rows. ``chip``, ``os``, ``compute_units``: the "
-        "target the checks predict for, as in :func:`check`. "
+        "target the checks predict for, as in :func:`check`. Both models are also measured at "
+        "the ANE's precision (fp16) against the original at fp32 (``original_at_fp16``, "
+        "``fixed_at_fp16``); a rewrite whose fp16 outputs are lost is refused unless "
+        "``allow_fp16_divergence``. "
         "``verify``: "
         "True (an interpreter error raises InputError), False, or ``'auto'`` (as the command "
         "line: under 2 GB of weights, skipped when the interpreter cannot run the model). "

@@ -804,23 +804,95 @@ static void checkNegInfMask(RuleContext &ctx, const Operation *op) {
   }
 }
 
+/// True when `v` is some x divided by its own largest |x| (floored or not):
+/// real_div(x, reduce_max(abs(x))) or real_div(x, maximum(reduce_max(abs(x)),
+/// c)), the form coremltools lowers torch's rms_norm to and scale-norm
+/// writes. Its square is at most 1, whatever x holds.
+static bool scaledByItsPeak(const Value *v) {
+  const Operation *div = v ? v->definingOp : nullptr;
+  if (!div || div->type != "real_div")
+    return false;
+  const Value *x = div->inputValue("x");
+  const Operation *m = div->inputValue("y") ? div->inputValue("y")->definingOp : nullptr;
+  if (m && m->type == "maximum") {
+    const Value *a = m->inputValue("x"), *b = m->inputValue("y");
+    const Value *peak = a && a->definingOp && a->definingOp->type == "reduce_max" ? a : b;
+    m = peak ? peak->definingOp : nullptr;
+  }
+  if (!x || !m || m->type != "reduce_max")
+    return false;
+  const Value *absIn = m->inputValue("x");
+  const Operation *abs = absIn ? absIn->definingOp : nullptr;
+  return abs && abs->type == "abs" && abs->inputValue("x") == x;
+}
+
 // ANE-DTYPE-005: x*x before a mean overflows fp16 once |x| > ~256.
 static void checkSquareOverflow(RuleContext &ctx, const Operation *op) {
   if (!op || op->outputs.empty() || op->output()->type.dtype() != DType::F16)
     return;
   bool square = op->type == "square";
-  if (op->type == "mul") {
-    const Value *x = op->inputValue("x");
-    square = x && x == op->inputValue("y");
-  }
+  const Value *base = op->inputValue("x");
+  if (op->type == "mul")
+    square = base && base == op->inputValue("y");
   if (op->type == "pow") {
     auto e = immediateInput(*op, "y");
     square = e && e->numElements() == 1 && e->elementAsDouble(0) == 2.0;
   }
-  if (!square || !reaches(ctx.facts, *op, {"reduce_mean", "reduce_sum"}, 2))
+  if (!square || scaledByItsPeak(base) ||
+      !reaches(ctx.facts, *op, {"reduce_mean", "reduce_sum"}, 2))
     return;
-  ctx.report(op, "squares an fp16 tensor before a reduction (decomposed RMSNorm); values above "
-                 "~256 overflow to inf");
+  std::string message = "squares an fp16 tensor before a reduction (decomposed RMSNorm); values "
+                        "above ~256 overflow to inf";
+  if (const NumericsMeasurement *n = ctx.facts.options.numerics.get()) {
+    const MeasuredOp *m = n->find(ctx.facts.function->name, op->name);
+    char buf[200];
+    if (m && m->maxAbsIn > 256)
+      std::snprintf(buf, sizeof buf,
+                    "; measured: max |x| %.6g at fp32 (its square %.3g > 65504) on %lld step%s",
+                    m->maxAbsIn, m->maxAbsIn * m->maxAbsIn, static_cast<long long>(n->steps),
+                    n->steps == 1 ? "" : "s");
+    else if (m)
+      std::snprintf(buf, sizeof buf,
+                    "; measured: max |x| %.6g at fp32, below 256 on %lld step%s (other "
+                    "inputs may reach it)",
+                    m->maxAbsIn, static_cast<long long>(n->steps), n->steps == 1 ? "" : "s");
+    else
+      std::snprintf(buf, sizeof buf, "; not measured (the op did not run)");
+    message += buf;
+  }
+  ctx.report(op, message);
+}
+
+// ANE-NUM-001: what `check --numerics` measured: the ops where the fp16
+// result first leaves fp32.
+static void checkMeasuredDivergence(RuleContext &ctx, const Operation *op) {
+  const NumericsMeasurement *n = ctx.facts.options.numerics.get();
+  if (!op || !n)
+    return;
+  const MeasuredOp *m = n->find(ctx.facts.function->name, op->name);
+  if (!m || !m->origin)
+    return;
+  char buf[400];
+  std::string what;
+  if (m->nonFinite)
+    what = std::to_string(m->nonFinite) + " of " + std::to_string(m->elements) +
+           " values inf or NaN at fp16";
+  else if (m->zeroed)
+    what = std::to_string(m->zeroed) + " of " + std::to_string(m->elements) +
+           " values zero at fp16 and not at fp32";
+  else {
+    std::snprintf(buf, sizeof buf, "relative RMS error %.3g against fp32 (tolerance %.3g)",
+                  m->relError, n->tolerance);
+    what = buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "at step %lld: %s, %s; at fp32 max |input| %.6g, max |result| %.6g (fp16 "
+                "ends at 65504)",
+                static_cast<long long>(m->step), what.c_str(),
+                m->nonFinite || m->zeroed ? "from inputs that lost none"
+                                          : "while its inputs match fp32",
+                m->maxAbsIn, m->maxAbsOut);
+  ctx.report(op, buf);
 }
 
 // ANE-SHAPE-001: Apple's ANE rules cap tensor rank at 5.

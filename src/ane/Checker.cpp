@@ -44,6 +44,8 @@ std::string_view verdictName(Verdict v) {
     return "no-ane";
   case Verdict::AtRisk:
     return "at-risk";
+  case Verdict::WrongNumerics:
+    return "wrong-numerics";
   case Verdict::AneFails:
     return "ane-fails";
   }
@@ -365,6 +367,8 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
                  : atRisk                            ? Verdict::AtRisk
                  : anyOff                            ? Verdict::Partial
                                                      : Verdict::Ane;
+    if (options.numerics && options.numerics->function == fn->name && options.numerics->diverged())
+      fr.verdict = std::max(fr.verdict, Verdict::WrongNumerics);
     report.verdict = std::max(report.verdict, fr.verdict);
 
     for (const RawFinding &f : raw) {

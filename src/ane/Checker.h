@@ -11,6 +11,7 @@
 #pragma once
 
 #include "ane/AneRules.h"
+#include "ane/Measured.h"
 #include "ir/Model.h"
 
 #include <cstdint>
@@ -36,6 +37,9 @@ struct CheckOptions {
   const Coverage *coverage = nullptr;
   /// Rules not to apply (`--ignore`).
   std::vector<RuleId> ignore = {};
+  /// What a run at fp16 against fp32 measured (`check --numerics`); null:
+  /// predicted from types only. Must outlive the check.
+  std::shared_ptr<const NumericsMeasurement> numerics = nullptr;
 };
 
 /// Where an op is predicted to run.
@@ -124,10 +128,13 @@ struct Segment {
 /// Whether the ANE will take a function, and how much of it, from least to
 /// most severe (a model's verdict is its worst function's).
 enum class Verdict : uint8_t {
-  Ane,      ///< every placed op on the ANE
-  Partial,  ///< ANE with CPU/GPU fallbacks
-  NoAne,    ///< nothing on the ANE (whole-function fallback)
-  AtRisk,   ///< a failure rule fires, but public working evidence contests it for this case
+  Ane,     ///< every placed op on the ANE
+  Partial, ///< ANE with CPU/GPU fallbacks
+  NoAne,   ///< nothing on the ANE (whole-function fallback)
+  AtRisk,  ///< a failure rule fires, but public working evidence contests it for this case
+  /// Measured (`check --numerics`): at the ANE's fp16 the outputs are lost
+  /// (inf, NaN, collapsed rows) or their top-1 leaves fp32's.
+  WrongNumerics,
   AneFails, ///< the ANE compile or first run is predicted to fail, uncontested
 };
 std::string_view verdictName(Verdict v);

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 #include <random>
 
 namespace anefit {
@@ -20,7 +21,9 @@ std::vector<std::string> blockingRules(const ane::CheckReport &report) {
   for (const ane::RuleInfo &r : ane::allRules())
     for (const ane::Finding &f : report.findings)
       if (f.rule == r.id &&
-          (f.effect == ane::Effect::CompileFail || f.effect == ane::Effect::RuntimeFail)) {
+          (f.effect == ane::Effect::CompileFail || f.effect == ane::Effect::RuntimeFail ||
+           (f.effect == ane::Effect::WrongNumerics &&
+            r.confidence == ane::Confidence::AppleDocumented))) {
         out.emplace_back(r.code);
         break;
       }
@@ -138,6 +141,64 @@ std::string fixPipeline(const FixOptions &options, const ane::CheckReport &befor
   return any ? picked : std::string();
 }
 
+namespace {
+
+/// Steps every function of `original` and its counterpart in `fixed` for
+/// `steps` steps on the same random inputs, each model at its own
+/// precision, and calls `each(at, outO, outF, so)` after every step (`at`
+/// names the function and step, `so` is the original's stepper, whose
+/// states moved states are compared with).
+template <class Each>
+void stepSideBySide(const Model &original, const Model &fixed, const StateMap &map, int64_t steps,
+                    uint64_t seed, runtime::Precision precisionO, runtime::Precision precisionF,
+                    Each each) {
+  std::mt19937_64 rng(seed);
+  for (const auto &fnPtr : original.program->functions) {
+    const Function &fo = *fnPtr;
+    const Function *ff = fixed.program->findFunction(fo.name);
+    if (!ff)
+      throw InputError("fix: function '" + fo.name + "' is missing after the rewrite");
+    FunctionDescription desc = original.description.describe(fo.name);
+    // The original keeps every state in the interpreter; the fixed model
+    // keeps only the states it did not move, the others go around the host
+    // loop of the state map. What the host itself carries (ExecuTorch's
+    // buffer write-back around a .pte delegate) goes around for both.
+    runtime::CarryMap hostO = steps > 1 ? runtime::hostCarries(original, fo) : runtime::CarryMap{};
+    runtime::CarryMap hostF = steps > 1 ? runtime::hostCarries(fixed, *ff) : runtime::CarryMap{};
+    runtime::CarryMap moved = runtime::carriesFromStateMap(map, *ff);
+    hostF.insert(hostF.end(), moved.begin(), moved.end());
+    std::vector<std::string> carried;
+    for (const runtime::Carry &c : hostO)
+      carried.push_back(c.input);
+    runtime::StepperOptions runO, runF;
+    runO.run.precision = precisionO;
+    runF.run.precision = precisionF;
+    runO.run.source = runF.run.source = original.sourcePath; // errors name the model's file
+    runtime::Stepper so(fo, hostO, runO), sf(*ff, hostF, runF);
+    for (int64_t step = 0; step < steps; ++step) {
+      runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng, carried);
+      std::vector<runtime::NamedTensor> outO = so.step(inputs);
+      std::vector<runtime::NamedTensor> outF = sf.step(inputs);
+      each(fo.name + ": step " + std::to_string(step) + ": ", outO, outF, so);
+    }
+  }
+}
+
+/// The widest float output (last axis) of `outs`: an LLM's logits.
+std::string widestOutput(const std::vector<runtime::NamedTensor> &outs) {
+  std::string name;
+  int64_t widest = 1;
+  for (const runtime::NamedTensor &t : outs)
+    if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
+        t.tensor.dim(t.tensor.rank() - 1) > widest) {
+      widest = t.tensor.dim(t.tensor.rank() - 1);
+      name = t.name;
+    }
+  return name;
+}
+
+} // namespace
+
 runtime::Comparison compareRewrite(const Model &original, const Model &fixed, const StateMap &map,
                                    int64_t steps, uint64_t seed, runtime::Tolerance tolerance,
                                    runtime::Precision precision, FixVerification *error) {
@@ -149,15 +210,8 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
                      const std::vector<runtime::NamedTensor> &b) {
     if (!error)
       return;
-    if (error->top1Output.empty()) {
-      int64_t widest = 1;
-      for (const runtime::NamedTensor &t : a)
-        if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
-            t.tensor.dim(t.tensor.rank() - 1) > widest) {
-          widest = t.tensor.dim(t.tensor.rank() - 1);
-          error->top1Output = t.name;
-        }
-    }
+    if (error->top1Output.empty())
+      error->top1Output = widestOutput(a);
     for (const runtime::NamedTensor &x : a)
       for (const runtime::NamedTensor &y : b) {
         if (x.name != y.name || !isFloat(x.tensor.dtype()) || x.tensor.shape() != y.tensor.shape())
@@ -185,48 +239,94 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
         }
       }
   };
-  std::mt19937_64 rng(seed);
-  for (const auto &fnPtr : original.program->functions) {
-    const Function &fo = *fnPtr;
-    const Function *ff = fixed.program->findFunction(fo.name);
-    if (!ff)
-      throw InputError("fix: function '" + fo.name + "' is missing after the rewrite");
-    FunctionDescription desc = original.description.describe(fo.name);
-    // The original keeps every state in the interpreter; the fixed model
-    // keeps only the states it did not move, the others go around the host
-    // loop of the state map. What the host itself carries (ExecuTorch's
-    // buffer write-back around a .pte delegate) goes around for both.
-    runtime::CarryMap hostO = steps > 1 ? runtime::hostCarries(original, fo) : runtime::CarryMap{};
-    runtime::CarryMap hostF = steps > 1 ? runtime::hostCarries(fixed, *ff) : runtime::CarryMap{};
-    runtime::CarryMap moved = runtime::carriesFromStateMap(map, *ff);
-    hostF.insert(hostF.end(), moved.begin(), moved.end());
-    std::vector<std::string> carried;
-    for (const runtime::Carry &c : hostO)
-      carried.push_back(c.input);
-    runtime::StepperOptions run;
-    run.run.precision = precision;
-    run.run.source = original.sourcePath; // errors name the model's file
-    runtime::Stepper so(fo, hostO, run), sf(*ff, hostF, run);
-    for (int64_t step = 0; step < steps; ++step) {
-      runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng, carried);
-      std::vector<runtime::NamedTensor> outO = so.step(inputs);
-      std::vector<runtime::NamedTensor> outF = sf.step(inputs);
-      std::string at = fo.name + ": step " + std::to_string(step) + ": ";
-      cmp.compareOutputs(at, outO, outF);
-      measure(outO, outF);
-      for (const StateMapEntry &e : map.entries) {
-        const runtime::Tensor *was = so.states().find(e.state);
-        for (const runtime::NamedTensor &nt : outF)
-          if (was && nt.name == e.output)
-            cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor);
-      }
-    }
-  }
+  stepSideBySide(original, fixed, map, steps, seed, precision, precision,
+                 [&](const std::string &at, const std::vector<runtime::NamedTensor> &outO,
+                     const std::vector<runtime::NamedTensor> &outF, const runtime::Stepper &so) {
+                   cmp.compareOutputs(at, outO, outF);
+                   measure(outO, outF);
+                   for (const StateMapEntry &e : map.entries) {
+                     const runtime::Tensor *was = so.states().find(e.state);
+                     for (const runtime::NamedTensor &nt : outF)
+                       if (was && nt.name == e.output)
+                         cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor);
+                   }
+                 });
   if (error) {
     error->meanAbsDiff = counted ? sumAbs / counted : 0;
     error->relError = norm2 > 0 ? std::sqrt(err2 / norm2) : (err2 > 0 ? INFINITY : 0);
   }
   return cmp;
+}
+
+void GapMeter::add(const std::vector<runtime::NamedTensor> &outR,
+                   const std::vector<runtime::NamedTensor> &outM) {
+  PrecisionGap &gap = gap_;
+  if (gap.widest.empty())
+    gap.widest = widestOutput(outR);
+  for (const runtime::NamedTensor &x : outR)
+    for (const runtime::NamedTensor &y : outM) {
+      if (x.name != y.name || !isFloat(x.tensor.dtype()) || x.tensor.shape() != y.tensor.shape())
+        continue;
+      std::vector<float> u = x.tensor.toFloats(), v = y.tensor.toFloats();
+      bool widest = x.name == gap.widest;
+      for (size_t i = 0; i < u.size(); ++i) {
+        if (!std::isfinite(u[i]))
+          continue;
+        ++gap.compared;
+        if (!std::isfinite(v[i])) {
+          ++gap.nonFinite;
+          lostInWidest_ = lostInWidest_ || widest;
+          continue;
+        }
+        double d = std::fabs(static_cast<double>(u[i]) - v[i]);
+        sumAbs_ += d;
+        gap.maxAbsDiff = std::max(gap.maxAbsDiff, d);
+        if (widest) {
+          err2_ += d * d;
+          norm2_ += static_cast<double>(u[i]) * u[i];
+        }
+      }
+      if (!widest || u.empty())
+        continue;
+      auto last = static_cast<std::ptrdiff_t>(x.tensor.dim(x.tensor.rank() - 1));
+      for (size_t r = 0; r + static_cast<size_t>(last) <= u.size();
+           r += static_cast<size_t>(last)) {
+        auto rowU = u.begin() + static_cast<std::ptrdiff_t>(r);
+        auto rowV = v.begin() + static_cast<std::ptrdiff_t>(r);
+        auto [minU, maxU] = std::minmax_element(rowU, rowU + last);
+        auto [minV, maxV] = std::minmax_element(rowV, rowV + last);
+        // One value across a row of many: what an overflowed norm leaves
+        // (rsqrt(inf) = 0 times anything).
+        if (last > 1 && *minV == *maxV && *minU != *maxU)
+          ++gap.collapsedRows;
+        gap.top1Agree += std::max_element(rowU, rowU + last) - rowU ==
+                         std::max_element(rowV, rowV + last) - rowV;
+        ++gap.rows;
+      }
+    }
+}
+
+PrecisionGap GapMeter::finish(int64_t steps) const {
+  PrecisionGap gap = gap_;
+  gap.measured = true;
+  gap.steps = steps;
+  size_t finite = gap.compared - gap.nonFinite;
+  gap.meanAbsDiff = finite ? sumAbs_ / static_cast<double>(finite) : 0;
+  gap.relError = lostInWidest_ ? INFINITY
+                 : norm2_ > 0  ? std::sqrt(err2_ / norm2_)
+                               : (err2_ > 0 ? INFINITY : 0);
+  return gap;
+}
+
+PrecisionGap measurePrecisionGap(const Model &reference, const Model &model, const StateMap &map,
+                                 int64_t steps, uint64_t seed) {
+  GapMeter meter;
+  stepSideBySide(reference, model, map, steps, seed, runtime::Precision::FP32,
+                 runtime::Precision::FP16,
+                 [&](const std::string &, const std::vector<runtime::NamedTensor> &outR,
+                     const std::vector<runtime::NamedTensor> &outM,
+                     const runtime::Stepper &) { meter.add(outR, outM); });
+  return meter.finish(steps);
 }
 
 namespace {
@@ -372,6 +472,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
                                       passes.stateMap.keptStates.begin(),
                                       passes.stateMap.keptStates.end());
     result.lossy = result.lossy || passes.lossy;
+    result.exactInFp32Only = result.exactInFp32Only || passes.exactInFp32Only;
     if (passes.exactInFp16)
       result.roundedPasses.push_back(element);
     if (!hasErrors(verifyModel(*result.fixed)))
@@ -421,8 +522,13 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
                                  options.tolerance, runtime::Precision::FP16);
       baseline = rounded.get();
     }
+    // A rewrite equal only up to fp32 rounding is held equal in fp32; its
+    // fp16 program is measured against the original at fp32 below.
+    runtime::Precision precision =
+        result.exactInFp32Only ? runtime::Precision::FP32 : options.precision;
+    v.precision = precision;
     v.comparison = compareRewrite(*baseline, *result.fixed, result.stateMap, options.steps,
-                                  options.seed, options.tolerance, options.precision, &v);
+                                  options.seed, options.tolerance, precision, &v);
     if (!result.lossy)
       v.status = v.comparison.ok() && v.rounded.ok() ? FixVerification::Status::Same
                                                      : FixVerification::Status::Different;
@@ -432,6 +538,15 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
                                                    options.minTop1 * static_cast<double>(v.top1Rows)
               ? FixVerification::Status::Measured
               : FixVerification::Status::TooLossy;
+    // The proofs above compare two programs at one precision. The ANE
+    // computes in fp16 and the model means fp32: measure both programs
+    // there, the original to show what the device would answer without the
+    // rewrite, the fixed one to refuse a program whose fp16 outputs are lost.
+    stage("verify at fp16");
+    v.originalAtFp16 = measurePrecisionGap(model, model, StateMap{}, options.steps, options.seed);
+    v.fixedAtFp16 =
+        measurePrecisionGap(model, *result.fixed, result.stateMap, options.steps, options.seed);
+    result.fp16Refused = v.fixedAtFp16.diverged() && !options.allowFp16Divergence;
   } catch (const InputError &e) {
     // An op without a kernel (or similar) should not keep users from a
     // rewrite they did not ask to verify; FixVerify::Always insists.

@@ -82,6 +82,10 @@ struct FixOptions {
   /// rows (0: not required; random-weight models have near ties).
   double minTop1 = 0;
   FixVerify verify = FixVerify::Auto;
+  /// Write a rewrite whose outputs at the ANE's precision (fp16) are lost
+  /// (PrecisionGap::diverged) where the original's at fp32 are not; by
+  /// default such a rewrite is refused (FixResult::ok is false).
+  bool allowFp16Divergence = false;
   /// Prediction steps compared, states carried between them (>= 1).
   int64_t steps = 8;
   /// Seed of the random inputs of the comparison.
@@ -93,6 +97,55 @@ struct FixOptions {
   /// Called as each stage starts ("check", "rewrite", "verify"); may be empty.
   std::function<void(std::string_view stage)> progress;
 };
+
+/// One model stepped at the ANE's precision (every float op rounded to
+/// fp16) against a reference stepped at fp32, the numbers the model means:
+/// how far the outputs move, and whether they are lost (non-finite values,
+/// or rows of the widest output collapsed to one value) where the
+/// reference's are not.
+struct PrecisionGap {
+  bool measured = false;
+  int64_t steps = 0;
+  double maxAbsDiff = 0;
+  double meanAbsDiff = 0;
+  /// ||fp16 - fp32|| / ||fp32|| over `widest`, every step (infinity when
+  /// fp16 values are lost there).
+  double relError = 0;
+  std::string widest;
+  size_t top1Agree = 0, rows = 0;
+  /// Output elements finite at fp32 and inf or NaN at fp16.
+  size_t nonFinite = 0;
+  /// Rows of `widest` whose fp16 values are all one value (all zero, as an
+  /// overflowed norm leaves them) while the fp32 row's are not.
+  size_t collapsedRows = 0;
+  /// Elements compared (finite in the reference).
+  size_t compared = 0;
+
+  /// The fp16 outputs are lost somewhere the fp32 ones are not.
+  bool diverged() const { return nonFinite > 0 || collapsedRows > 0; }
+};
+
+/// Accumulates a PrecisionGap one step at a time: the reference's outputs
+/// (fp32) against the model's (fp16), matched by name.
+class GapMeter {
+public:
+  void add(const std::vector<runtime::NamedTensor> &reference,
+           const std::vector<runtime::NamedTensor> &model);
+  PrecisionGap finish(int64_t steps) const;
+
+private:
+  PrecisionGap gap_;
+  double sumAbs_ = 0, err2_ = 0, norm2_ = 0;
+  bool lostInWidest_ = false;
+};
+
+/// Steps `model` at fp16 and `reference` (the same model, or the one it was
+/// rewritten from) at fp32 for `steps` steps on the same random inputs,
+/// carrying states as `map` says (the rewrite's state map; empty when both
+/// are one model), and measures the gap. Throws InputError when the
+/// interpreter cannot run either.
+PrecisionGap measurePrecisionGap(const Model &reference, const Model &model, const StateMap &map,
+                                 int64_t steps, uint64_t seed);
 
 /// How the comparison of original and fixed model ended.
 struct FixVerification {
@@ -129,6 +182,13 @@ struct FixVerification {
   size_t top1Agree = 0, top1Rows = 0;
   /// ||fixed - original|| / ||original|| over `top1Output`, every step.
   double relError = 0;
+  /// The precision `comparison` ran in: FixOptions::precision, or fp32 when
+  /// FixResult::exactInFp32Only.
+  runtime::Precision precision = runtime::Precision::FP32;
+  /// The original at the ANE's precision against itself at fp32 (what the
+  /// model means), and the fixed model at the ANE's precision against the
+  /// original at fp32: what the device would answer before and after.
+  PrecisionGap originalAtFp16, fixedAtFp16;
 };
 
 /// Where one function's compute is predicted to run.
@@ -178,6 +238,11 @@ struct FixResult {
   std::vector<FixStage> stages;
   /// A pass changed values beyond rounding (PassResult::lossy).
   bool lossy = false;
+  /// A pass is equal to the original only up to fp32 rounding
+  /// (PassResult::exactInFp32Only): equality is proven in fp32 whatever
+  /// FixOptions::precision says, and the fp16 program is measured
+  /// (FixVerification::fixedAtFp16).
+  bool exactInFp32Only = false;
   /// The passes that wrote weights exactly as the device holds them
   /// (PassResult::exactInFp16), as pipeline elements; see
   /// FixVerification::rounded.
@@ -189,15 +254,22 @@ struct FixResult {
 
   /// The rewritten model passed the structural verifier.
   bool verifies() const { return !hasErrors(verifierDiagnostics); }
-  /// Safe to save: it verifies and the comparison did not find a difference.
+  /// Safe to save: it verifies, the comparison did not find a difference,
+  /// and at the ANE's precision its outputs are not lost (unless
+  /// FixOptions::allowFp16Divergence said to keep it anyway).
   bool ok() const {
     return verifies() && verification.status != FixVerification::Status::Different &&
-           verification.status != FixVerification::Status::TooLossy;
+           verification.status != FixVerification::Status::TooLossy && !fp16Refused;
   }
+  /// The fixed model's fp16 outputs are lost and the options did not allow it.
+  bool fp16Refused = false;
 };
 
-/// The blocking findings of `report` (compile-fail or runtime-fail,
-/// confirmed or at-risk): their rule ids, each once, in table order.
+/// The findings of `report` that keep the model from compiling, running or
+/// answering right on the ANE: compile-fail and runtime-fail, confirmed or
+/// at-risk, and wrong-numerics of a cause Apple documents (fp16's range:
+/// ANE-DTYPE-004, ANE-DTYPE-005); their rule ids, each once, in table
+/// order. fix removes them under every goal.
 std::vector<std::string> blockingRules(const ane::CheckReport &report);
 
 /// The rules of `report`'s findings that keep ops off the ANE without

@@ -50,7 +50,9 @@ struct ProgramProof {
     Skipped,   ///< no ExecuTorch, or it cannot run the original: skipReason
     Same,      ///< every output within the verification's tolerance
     Different, ///< an exact rewrite, yet outside it: firstMismatch; output removed
-    Measured,  ///< a lossy rewrite outside it: the difference is measured, not judged
+    /// A lossy rewrite outside it (or rewrites equal at no one precision,
+    /// `mixedPrecisions`): the difference is measured, not judged.
+    Measured,
   };
   Status status = Status::NotRun;
   std::string skipReason;
@@ -62,6 +64,9 @@ struct ProgramProof {
   size_t compared = 0;
   double maxAbsDiff = 0;
   std::string firstMismatch;
+  /// Weights written as the device rounds them (equal in fp16) and a pass
+  /// equal only in fp32 together: why the run is Measured.
+  bool mixedPrecisions = false;
 };
 
 struct FixFileOptions {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -71,6 +72,8 @@ const char *verdictColor(Verdict v) {
     return "\033[1;31m";
   case Verdict::AtRisk:
     return "\033[1;38;5;208m";
+  case Verdict::WrongNumerics:
+    return "\033[1;35m";
   case Verdict::Ane:
     return "\033[1;32m";
   case Verdict::Partial:
@@ -270,6 +273,42 @@ Json observationJson(const Observation &o) {
 
 } // namespace
 
+/// "numerics (measured): ..." lines of a report whose check ran
+/// --numerics: the run, the outputs at fp16 against fp32, the ops diverging.
+static std::string numericsText(const NumericsMeasurement &n) {
+  char buf[600];
+  std::snprintf(buf, sizeof buf,
+                "\nnumerics (measured): function '%s' at fp16 (every op rounded) against fp32, "
+                "%lld step%s on %s\n",
+                n.function.c_str(), static_cast<long long>(n.steps), n.steps == 1 ? "" : "s",
+                n.inputs.c_str());
+  std::string out = buf;
+  if (!n.widest.empty()) {
+    char rel[32] = "inf";
+    if (!std::isinf(n.outputRelError))
+      std::snprintf(rel, sizeof rel, "%.2f%%", 100 * n.outputRelError);
+    std::snprintf(buf, sizeof buf,
+                  "  outputs: '%s': relative RMS error %s, top-1 agrees on %zu/%zu rows",
+                  n.widest.c_str(), rel, n.top1Agree, n.rows);
+    out += buf;
+  } else {
+    out += "  outputs: no float output";
+  }
+  if (n.outputNonFinite)
+    out += "; " + std::to_string(n.outputNonFinite) + " values inf or NaN";
+  if (n.collapsedRows)
+    out += "; " + std::to_string(n.collapsedRows) + " rows collapsed to one value";
+  out += n.diverged() ? ": WRONG\n" : "\n";
+  size_t origins = 0;
+  for (const MeasuredOp &m : n.ops)
+    origins += m.origin;
+  out += "  ops: " + std::to_string(n.divergentOps) + " of " + std::to_string(n.opsCompared) +
+         " lose values or leave fp32 by more than " +
+         std::to_string(std::lround(n.tolerance * 100)) + "%; " + std::to_string(origins) +
+         " start a divergence that carries on (ANE-NUM-001)\n";
+  return out;
+}
+
 std::string renderText(const CheckReport &report, const TextOptions &options) {
   auto paint = [&](const char *code, const std::string &s) {
     return options.color ? std::string(code) + s + "\033[0m" : s;
@@ -387,10 +426,12 @@ std::string renderText(const CheckReport &report, const TextOptions &options) {
                std::string(levelName(it->first));
   if (report.observation)
     out += observationText(*report.observation);
+  if (report.options.numerics)
+    out += numericsText(*report.options.numerics);
   out += "\nsummary: " + (summary.empty() ? std::string("no findings") : summary) + "; verdict " +
          std::string(verdictName(report.verdict)) +
          (report.observation && !report.observation->originalOutcome.empty() ? " (observed)" : "") +
-         "\n";
+         (report.options.numerics ? " (numerics measured)" : "") + "\n";
   return out;
 }
 
@@ -465,6 +506,36 @@ std::string renderJson(const CheckReport &report) {
     counts[std::string(levelName(l))] = n;
   }
   j["findingCounts"] = counts;
+  if (const NumericsMeasurement *n = report.options.numerics.get()) {
+    Json ops = Json::array();
+    for (const MeasuredOp &m : n->ops)
+      ops.push_back({{"function", m.function},
+                     {"op", m.op},
+                     {"origin", m.origin},
+                     {"maxAbsIn", m.maxAbsIn},
+                     {"maxAbsOut", m.maxAbsOut},
+                     {"relError", std::isinf(m.relError) ? Json(nullptr) : Json(m.relError)},
+                     {"nonFinite", m.nonFinite},
+                     {"zeroed", m.zeroed},
+                     {"elements", m.elements},
+                     {"step", m.step}});
+    j["numerics"] = {
+        {"function", n->function},
+        {"steps", n->steps},
+        {"inputs", n->inputs},
+        {"tolerance", n->tolerance},
+        {"diverged", n->diverged()},
+        {"outputs",
+         {{"widest", n->widest},
+          {"relError", std::isinf(n->outputRelError) ? Json(nullptr) : Json(n->outputRelError)},
+          {"nonFinite", n->outputNonFinite},
+          {"collapsedRows", n->collapsedRows},
+          {"rows", n->rows},
+          {"top1Agree", n->top1Agree}}},
+        {"opsCompared", n->opsCompared},
+        {"divergentOps", n->divergentOps},
+        {"ops", ops}};
+  }
   Json fns = Json::array();
   for (const FunctionReport &f : report.functions) {
     Json fj;

@@ -422,8 +422,10 @@ def assert_steps_alike(label, precision, original, fixed):
     """The proof of a .pte fix, whichever way the two programs were stepped (`anefit
     run`, anefit.Session): `original` and `fixed` are their logits at each of the same
     decode steps (decode_inputs). The carried caches change the logits from step to
-    step, and the programs agree to fp32 round-off, or in fp16 mode (every op rounded
-    to fp16, as the ANE computes) to 1% of the largest logit."""
+    step, and the programs agree in fp32 to a step of fp16 at the largest logit (the
+    logits are fp16 outputs, and scale-norm's norm rounds apart from the original's
+    by fp32 round-off, which can move a logit to the next fp16 value), or in fp16
+    mode (every op rounded to fp16, as the ANE computes) to 1% of the largest logit."""
     assert len(fixed) == len(original)
     diff = max(float(np.max(np.abs(a.astype(np.float64) - b.astype(np.float64))))
                for a, b in zip(original, fixed))
@@ -431,4 +433,4 @@ def assert_steps_alike(label, precision, original, fixed):
     print(f"{label} {precision}: max |diff logits| over {len(original)} steps = {diff:.3g} "
           f"(max |logit| {scale:.3g})")
     assert not np.array_equal(original[0], original[-1])
-    assert diff <= (1e-4 if precision == "fp32" else 1e-2 * max(scale, 1.0))
+    assert diff <= (2.0**-10 if precision == "fp32" else 1e-2) * max(scale, 1.0)

@@ -58,14 +58,15 @@ def test_fix_writes_the_program_the_command_line_writes(anefit_py, anefit, fixed
     (d,) = result.delegates
     assert d.path == x + "#0"
     # kv-write-static picked for the (contested, so at-risk) ANE-STATE-006.
-    assert d.picked_for == ["ANE-STATE-006"] and d.pipeline.startswith("kv-write-static")
+    assert d.picked_for == ["ANE-STATE-006", "ANE-DTYPE-005"]
+    assert d.pipeline.startswith("kv-write-static,scale-norm")
     assert d.verification == "same" and d.steps == STEPS and d.first_mismatch == ""
     assert d.values_compared == 110592  # logits and 22 written-back buffers, 8 steps
     assert d.carries == {} and d.state_map_json == ""  # no Core ML state moved
     assert blocking(d.before) and not blocking(d.after)
     cli = tmp_path / "cli.pte"
     log = anefit("fix", x, "-o", cli, "--verify", check=True).stdout
-    assert f"  passes: {d.pipeline} (for ANE-STATE-006)" in log
+    assert f"  passes: {d.pipeline} (for {', '.join(d.picked_for)})" in log
     assert same_payload(anefit_py, cli, y)
 
 

@@ -26,7 +26,8 @@ def test_fix_does_what_the_command_line_does(anefit_py, anefit, tmp_path):
     assert f"  passes: {result.pipeline} (for {', '.join(result.picked_for)})" in cli
     assert [f"  {c}" for c in result.changes + result.diagnostics] == \
         [line for line in cli[2:] if not line.startswith(
-            ("check ", "  main:", "verify", "wrote", "residency", "    after ", "left off", "  ANE-"))]
+            ("check ", "  main:", "verify", "wrote", "residency", "    after ", "left off", "  ANE-",
+             "at the ANE's precision", "  original:", "  fixed:"))]
     # The residency the command line prints, stage by stage.
     stages = [r["stage"] for r in result.residency]
     assert stages[0] == "check" and stages[1:] == [p.split("{")[0] for p in

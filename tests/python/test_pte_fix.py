@@ -127,10 +127,13 @@ def test_original_and_fixed_step_alike(anefit, fixed, tmp_path, name, precision)
 
 @pytest.fixture(scope="module")
 def requantized(anefit, tmp_path_factory):
-    """The 4-bit export fixed for residency with exact fp16 weights: (x, y, stdout)."""
+    """The 4-bit export fixed for residency with exact fp16 weights and the passes
+    that are bit-exact in fp16 (not scale-norm, equal only to fp32 rounding):
+    (x, y, stdout)."""
     x = os.path.join(PTE_DIR, "lfm2_export_llm_4w.pte")
     y = str(tmp_path_factory.mktemp("residency") / "fp16.pte")
-    proc = anefit("fix", x, "-o", y, "--goal", "ane", "--requantize", "fp16")
+    proc = anefit("fix", x, "-o", y, "--passes",
+                  "kv-write-static,requantize{to=fp16},canonicalize,dce")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return x, y, proc.stdout
 

@@ -11,10 +11,12 @@
 
 #include "ane/Checker.h"
 #include "ane/Observations.h"
+#include "fix/Numerics.h"
 #include "io/ModelIO.h"
 #include "report/HtmlReport.h"
 #include "report/Report.h"
 #include "report/Sources.h"
+#include "runtime/Npy.h"
 #include "support/Error.h"
 #include "support/Text.h"
 
@@ -40,7 +42,29 @@ struct CheckCliOptions {
   std::string etrecord;
   std::string sourceRoot;
   std::string modelExplorer;
+  bool numerics = false;
+  std::string inputsNpz;
+  int64_t steps = 0;
+  uint64_t seed = 0;
 };
+
+/// `--numerics`: runs the model at fp32 and fp16 (fix/Numerics.h) and
+/// returns what the checker reads of it.
+std::shared_ptr<const ane::NumericsMeasurement> measure(const Model &model,
+                                                        const CheckCliOptions &o) {
+  NumericsOptions n;
+  n.run.function = o.function;
+  n.run.random = true;
+  n.run.seed = o.seed;
+  if (!o.inputsNpz.empty())
+    n.run.inputs.addArchive(runtime::readNpz(o.inputsNpz), o.inputsNpz);
+  n.run.steps = o.steps ? o.steps : (o.inputsNpz.empty() ? 8 : 0);
+  n.run.missingInputHint = "give it in --inputs, or leave it to the seeded draw";
+  n.inputsText = o.inputsNpz.empty() ? "random inputs, seed " + std::to_string(o.seed)
+                                     : o.inputsNpz + " (inputs it does not give: random, seed " +
+                                           std::to_string(o.seed) + ")";
+  return std::make_shared<const ane::NumericsMeasurement>(measureNumerics(model, n));
+}
 
 int runCheck(const CheckCliOptions &o) {
   ane::CheckOptions options;
@@ -58,9 +82,15 @@ int runCheck(const CheckCliOptions &o) {
     options.ignore.push_back(*rule);
   }
 
+  if (!o.numerics && (!o.inputsNpz.empty() || o.steps || o.seed))
+    failExpected("", o.inputsNpz.empty() ? (o.steps ? "--steps" : "--seed") : "--inputs",
+                 "--numerics (they set its run)", "no --numerics");
+  if (o.steps < 0)
+    failExpected("", "--steps", "a positive count", std::to_string(o.steps));
   // The checker reads types only; not opening the weight files proves it.
+  // --numerics runs the model, so it opens them.
   std::vector<std::unique_ptr<Model>> models =
-      loadModels(o.model, LoadOptions{.openWeights = false});
+      loadModels(o.model, LoadOptions{.openWeights = o.numerics});
   if (models.size() > 1 && format == "html")
     throw InputError::at(o.model, "",
                          "holds " + std::to_string(models.size()) +
@@ -86,6 +116,8 @@ int runCheck(const CheckCliOptions &o) {
     observed = ane::readObservations(o.observations);
   std::vector<ane::CheckReport> reports;
   for (size_t i = 0; i < models.size(); ++i) {
+    if (o.numerics)
+      options.numerics = measure(*models[i], o);
     reports.push_back(ane::checkModel(*models[i], options));
     reports.back().modelPath = models.size() > 1 ? o.model + "#" + std::to_string(i) : o.model;
     if (observed)
@@ -166,9 +198,23 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--model-explorer", o->modelExplorer,
                   "With --etrecord: also write a Model Explorer node-data overlay (JSON) of "
                   "each edge node's predicted placement, for --node_data_paths");
+  cmd->add_flag("--numerics", o->numerics,
+                "Also run the model (weights read) at fp32 and at the ANE's fp16 on sample "
+                "inputs and measure where fp16 leaves fp32: ANE-NUM-001 names the ops where it "
+                "starts, ANE-DTYPE-005 states each square's largest |x|, and the verdict is "
+                "wrong-numerics when the outputs are lost");
+  cmd->add_option("--inputs", o->inputsNpz,
+                  "With --numerics: inputs from a .npz (NAME for every step, step<k>/NAME for "
+                  "step k); inputs it does not give are drawn from --seed")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--steps", o->steps,
+                  "With --numerics: steps to run, states carried (default 8, or the steps of "
+                  "--inputs)");
+  cmd->add_option("--seed", o->seed, "With --numerics: seed of the random inputs (default 0)");
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");
-  cmd->footer("Weight files are never opened. Rules: 'anefit rules' or docs/rules.md.\n"
+  cmd->footer("Weight files are never opened (but with --numerics). Rules: 'anefit rules' or "
+              "docs/rules.md.\n"
               "Exit codes: 0 no finding at or above --fail-on, 1 findings, 2 usage or input "
               "error.");
   cmd->callback([o, &result] { result.exitCode = runGuarded([&] { return runCheck(*o); }); });

@@ -18,6 +18,7 @@
 #include "transforms/Requantize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -42,6 +43,7 @@ struct FixCliOptions {
   double atol = 1e-4;
   double rtol = 1e-3;
   bool force = false;
+  bool allowFp16Divergence = false;
   std::string precision = "fp32";
   std::string maxMemory;
   std::string etrecord;
@@ -157,6 +159,45 @@ void printLeftOff(const FixResult &result, const FixSources &sources) {
   }
 }
 
+/// "max abs diff 0.0123, mean 0.00101; 'logits': relative RMS error 0.4%,
+/// top-1 agrees on 8/8 rows", and what was lost.
+std::string gapText(const PrecisionGap &g) {
+  char buf[300];
+  std::snprintf(buf, sizeof buf, "max abs diff %.3g, mean %.3g", g.maxAbsDiff, g.meanAbsDiff);
+  std::string out = buf;
+  if (!g.widest.empty())
+    out += "; '" + g.widest + "': relative RMS error " +
+           (std::isinf(g.relError) ? std::string("inf") : percent(g.relError, 1)) +
+           ", top-1 agrees on " + std::to_string(g.top1Agree) + "/" + std::to_string(g.rows) +
+           " rows";
+  if (g.nonFinite)
+    out += "; " + std::to_string(g.nonFinite) + " of " + std::to_string(g.compared) +
+           " values inf or NaN";
+  if (g.collapsedRows)
+    out += "; " + std::to_string(g.collapsedRows) + " of " + std::to_string(g.rows) +
+           " rows collapsed to one value";
+  return out;
+}
+
+/// The two lines of the fp16 measurement (FixVerification::originalAtFp16,
+/// fixedAtFp16), and on stderr why a diverged rewrite is not saved.
+void printPrecisionGap(const FixResult &result, const FixCliOptions &opts) {
+  const FixVerification &v = result.verification;
+  if (!v.fixedAtFp16.measured)
+    return;
+  std::cout << "at the ANE's precision (fp16, every op rounded) against the original at fp32, "
+            << v.fixedAtFp16.steps << " steps:\n";
+  std::cout << "  original: " << gapText(v.originalAtFp16)
+            << (v.originalAtFp16.diverged() ? ": LOST\n" : "\n");
+  std::cout << "  fixed:    " << gapText(v.fixedAtFp16)
+            << (v.fixedAtFp16.diverged() ? ": LOST\n" : "\n");
+  if (result.fp16Refused)
+    std::cerr << "anefit: error: at fp16 the fixed model's outputs are lost where the original's "
+                 "at fp32 are not; nothing written (--allow-fp16-divergence writes it anyway)\n";
+  else if (v.fixedAtFp16.diverged() && opts.allowFp16Divergence)
+    std::cout << "  written anyway (--allow-fp16-divergence)\n";
+}
+
 /// Prints what fixModel did, and on stderr why a rewrite that is not ok()
 /// is not saved.
 void report(const FixResult &result, const FixCliOptions &opts, const FixSources &sources) {
@@ -171,7 +212,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
     // Where the blocking findings the passes remove come from.
     printSites(sources.before, result.before, [&](const ane::Finding &f) {
       std::string_view code = ane::ruleInfo(f.rule).code;
-      return f.level() >= ane::Level::AtRisk &&
+      return (f.level() >= ane::Level::AtRisk || f.effect == ane::Effect::WrongNumerics) &&
              std::find(result.pickedFor.begin(), result.pickedFor.end(), code) !=
                  result.pickedFor.end();
     });
@@ -225,10 +266,13 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
       line(v.rounded, first.c_str(), true);
       if (!v.rounded.ok())
         break;
-      line(v.comparison, " the other passes against it", opts.precision == "fp16");
+      line(v.comparison, " the other passes against it", v.precision == runtime::Precision::FP16);
       break;
     }
-    line(v.comparison, "", opts.precision == "fp16");
+    line(v.comparison, "", v.precision == runtime::Precision::FP16);
+    if (result.exactInFp32Only && opts.precision == "fp16")
+      std::cout << "  (held equal in fp32: a pass computes the same values by other fp16 "
+                   "roundings; at fp16 it is measured against the original below)\n";
     break;
   }
   case FixVerification::Status::Measured:
@@ -238,7 +282,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
                   "verify: %lld steps, %zu values compared; lossy rewrite, error measured: max abs "
                   "diff %.3g, mean abs diff %.3g%s",
                   (long long)v.steps, v.comparison.compared(), v.comparison.maxAbsDiff(),
-                  v.meanAbsDiff, opts.precision == "fp16" ? " (fp16 mode)" : "");
+                  v.meanAbsDiff, v.precision == runtime::Precision::FP16 ? " (fp16 mode)" : "");
     std::cout << buf;
     if (v.top1Rows) {
       std::cout << "; '" << v.top1Output << "': relative RMS error " << percent(v.relError, 1)
@@ -256,6 +300,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
     break;
   }
   }
+  printPrecisionGap(result, opts);
 }
 
 /// The line of the program's run in ExecuTorch's runtime (ProgramProof).
@@ -278,7 +323,10 @@ void printProgramProof(const ProgramProof &p) {
     std::cout << buf
               << (p.status == ProgramProof::Status::Same        ? ": same outputs\n"
                   : p.status == ProgramProof::Status::Different ? ": DIFFERENT\n"
-                                                                : " (lossy rewrite, measured)\n");
+                  : p.mixedPrecisions
+                      ? " (measured: the fp16 weights are equal at fp16 and scale-norm at fp32, "
+                        "each proven above; together at neither)\n"
+                      : " (lossy rewrite, measured)\n");
     if (p.status == ProgramProof::Status::Different)
       std::cerr << "anefit: error: in ExecuTorch's runtime the fixed program differs from the "
                    "original: "
@@ -302,6 +350,7 @@ FixOptions fixOptions(const FixCliOptions &opts) {
   options.seed = opts.seed;
   options.tolerance = {opts.atol, opts.rtol};
   options.precision = runtime::parsePrecision(opts.precision);
+  options.allowFp16Divergence = opts.allowFp16Divergence;
   return options;
 }
 
@@ -393,6 +442,9 @@ void registerFix(CLI::App &verb, VerbResult &result) {
                 "run original and fixed models in the interpreter and compare (default: on "
                 "when the weights are under 2 GB)");
   cmd->add_flag("--no-verify", opts->noVerify, "skip the interpreter comparison");
+  cmd->add_flag("--allow-fp16-divergence", opts->allowFp16Divergence,
+                "write the model even when its outputs at the ANE's precision (fp16) are lost "
+                "(inf, NaN or collapsed rows) where the original's at fp32 are not");
   cmd->add_option("--steps", opts->steps, "prediction steps to compare (default 8)");
   cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)");
   cmd->add_option("--atol", opts->atol, "absolute tolerance of the comparison (default 1e-4)");

@@ -55,8 +55,9 @@ TEST(FixFile, RewritesTheCoreMLPayloadOfAnExportLlmProgram) {
   EXPECT_EQ(seen, (std::vector<std::string>{in + "#0 forward/delegate 0 (CoreMLBackend)"}));
   ASSERT_EQ(r.models.size(), 1u);
   const FixResult &fix = r.models[0].result;
-  // Picked for the blocking (at-risk) ANE-STATE-006 of the plain-input caches.
-  EXPECT_EQ(fix.pickedFor, (std::vector<std::string>{"ANE-STATE-006"}));
+  // Picked for the blocking (at-risk) ANE-STATE-006 of the plain-input caches,
+  // and for the RMSNorms that square x in fp16 (ANE-DTYPE-005).
+  EXPECT_EQ(fix.pickedFor, (std::vector<std::string>{"ANE-STATE-006", "ANE-DTYPE-005"}));
   EXPECT_EQ(fix.pipeline.rfind("kv-write-static", 0), 0u) << fix.pipeline;
   EXPECT_GT(blockingFindings(fix.before), 0u);
   EXPECT_EQ(blockingFindings(fix.after), 0u);

@@ -47,7 +47,13 @@ TEST(Fix, RewritesACopyAndProvesIt) {
   // Per step: output y (8 values) and two moved states (8 each).
   EXPECT_EQ(r.verification.comparison.compared(), 5u * 24u);
   EXPECT_TRUE(r.ok());
-  EXPECT_EQ(stages, (std::vector<std::string>{"check", "rewrite", "check", "verify"}));
+  EXPECT_EQ(stages,
+            (std::vector<std::string>{"check", "rewrite", "check", "verify", "verify at fp16"}));
+  // Both models measured at fp16 against the original at fp32.
+  EXPECT_TRUE(r.verification.originalAtFp16.measured);
+  EXPECT_TRUE(r.verification.fixedAtFp16.measured);
+  EXPECT_FALSE(r.verification.fixedAtFp16.diverged());
+  EXPECT_FALSE(r.fp16Refused);
 }
 
 TEST(Fix, FindsARewriteThatChangesNumbers) {

@@ -1,0 +1,287 @@
+//===- Numerics.cpp - Where fp16 leaves fp32, op by op --------------------===//
+#include "fix/Numerics.h"
+
+#include "fix/Fix.h"
+#include "support/DType.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace anefit {
+namespace {
+
+/// mul(x, x), square(x) or pow(x, 2): the ops ANE-DTYPE-005 is about,
+/// whose measured |x| the report states whether they diverge or not.
+bool isSquare(const Operation &op) {
+  if (op.type == "square")
+    return true;
+  if (op.type == "mul")
+    return op.inputValue("x") && op.inputValue("x") == op.inputValue("y");
+  if (op.type == "pow") {
+    const Constant *e = op.constInput("y");
+    return e && e->numElements() == 1 && e->elementAsDouble(0) == 2.0;
+  }
+  return false;
+}
+
+/// One value's fp32 result on the current step.
+struct Kept {
+  double maxAbs = 0;
+  /// Its values, when they fit the budget (else only maxAbs is compared).
+  std::vector<float> values;
+};
+
+/// Origins a divergent value keeps track of (the first ones).
+constexpr size_t kFollowed = 8;
+
+/// A result drifts when more than this share of its elements moves past the
+/// tolerance (ours), or its relative RMS error does.
+constexpr double kOffShare = 0.25;
+
+/// Below this |x| an fp32 value may round to zero in fp16 (half the
+/// smallest subnormal, 2^-25); above it a zero at fp16 is a lost value.
+constexpr double kZeroFloor = 2.9802322387695312e-08;
+
+class Measurement {
+public:
+  explicit Measurement(const NumericsOptions &options) : options_(options) {}
+
+  /// The fp32 run's results of `op` (and the function inputs it reads):
+  /// kept for the fp16 run's comparison.
+  void keep(const Operation &op, const std::vector<const runtime::Tensor *> &results,
+            const std::vector<const runtime::Tensor *> &operands) {
+    if (op.type == "const")
+      return;
+    std::vector<Value *> reads = op.operandValues();
+    for (size_t i = 0; i < reads.size() && i < operands.size(); ++i)
+      if (!reads[i]->definingOp && !kept_.count(reads[i]))
+        keepValue(reads[i], operands[i]);
+    for (size_t i = 0; i < results.size() && i < op.outputs.size(); ++i)
+      keepValue(op.outputs[i].get(), results[i]);
+  }
+
+  /// The fp16 run's results of `op`, held against the kept fp32 ones.
+  void compare(const Operation &op, const std::vector<const runtime::Tensor *> &results,
+               const std::vector<const runtime::Tensor *> &) {
+    if (op.type == "const")
+      return;
+    std::vector<const Value *> divergedInputs;
+    bool inputLost = false;
+    double maxIn = 0;
+    for (const Value *v : op.operandValues()) {
+      if (diverged_.count(v))
+        divergedInputs.push_back(v);
+      inputLost = inputLost || lost_.count(v);
+      auto it = kept_.find(v);
+      if (it != kept_.end())
+        maxIn = std::max(maxIn, it->second.maxAbs);
+    }
+    for (size_t i = 0; i < results.size() && i < op.outputs.size(); ++i) {
+      const runtime::Tensor *t = results[i];
+      const Value *value = op.outputs[i].get();
+      auto it = kept_.find(value);
+      if (!t || t->isLazy() || !isFloat(t->dtype()) || it == kept_.end() ||
+          it->second.values.empty())
+        continue;
+      const std::vector<float> &u = it->second.values;
+      std::vector<float> v = t->toFloats();
+      if (v.size() != u.size())
+        continue;
+      ++compared_;
+      ane::MeasuredOp m;
+      m.op = op.name;
+      m.maxAbsIn = maxIn;
+      m.maxAbsOut = it->second.maxAbs;
+      m.elements = u.size();
+      m.step = step_;
+      // The tensor's typical magnitude (median |x| at fp32): an element is
+      // off when it moves by more than the tolerance of its own size plus
+      // that, so rounding near zero is not counted, and a few massive
+      // channels do not hide the loss of every other one.
+      std::vector<float> mags(u.size());
+      for (size_t e = 0; e < u.size(); ++e)
+        mags[e] = std::isfinite(u[e]) ? std::fabs(u[e]) : 0.0f;
+      auto mid = mags.begin() + static_cast<std::ptrdiff_t>(mags.size() / 2);
+      std::nth_element(mags.begin(), mid, mags.end());
+      double typical = mags.empty() ? 0.0 : *mid;
+      double err2 = 0, norm2 = 0;
+      size_t off = 0, counted = 0;
+      for (size_t e = 0; e < u.size(); ++e) {
+        if (!std::isfinite(u[e]))
+          continue;
+        ++counted;
+        if (!std::isfinite(v[e])) {
+          ++m.nonFinite;
+          continue;
+        }
+        if (v[e] == 0 && std::fabs(u[e]) > kZeroFloor)
+          ++m.zeroed;
+        double d = static_cast<double>(u[e]) - v[e];
+        err2 += d * d;
+        norm2 += static_cast<double>(u[e]) * u[e];
+        off += std::fabs(d) > options_.tolerance * (std::fabs(u[e]) + typical);
+      }
+      m.relError = m.nonFinite ? INFINITY : norm2 > 0 ? std::sqrt(err2 / norm2) : 0;
+      bool lost = m.nonFinite > 0 || m.zeroed > 0;
+      bool divergent = lost || m.relError > options_.tolerance ||
+                       static_cast<double>(off) > kOffShare * static_cast<double>(counted);
+      if (divergent) {
+        diverged_.insert(value);
+        ++divergentThisStep_;
+        // Values lost from values that were not: a loss starts here,
+        // whatever error the inputs already carried (an overflow after a
+        // drift is an overflow of its own).
+        if (lost) {
+          lost_.insert(value);
+          if (!inputLost)
+            merge(op, m, /*origin=*/true);
+        }
+        // Which drifts this one descends from: a new one when what it
+        // reads is right, else theirs (a few at most are followed).
+        std::vector<size_t> &from = originsOf_[value];
+        if (divergedInputs.empty() && !lost) {
+          from.push_back(pending_.size());
+          pending_.push_back({&op, m});
+        }
+        for (const Value *in : divergedInputs)
+          for (size_t o : originsOf_[in])
+            if (from.size() < kFollowed && std::find(from.begin(), from.end(), o) == from.end())
+              from.push_back(o);
+      }
+      if (isSquare(op))
+        merge(op, m, /*origin=*/false);
+    }
+  }
+
+  /// Clears what one step kept. The step's drifting ops that read no
+  /// divergent value become origins when their drift reaches a function
+  /// output that diverges too; one that dies on the way (an eps term
+  /// rounded far below the sum it is added to) starts nothing. Losses
+  /// (inf, NaN, zeroed values) are origins where they start.
+  void endStep(const Function &fn) {
+    std::vector<char> reaches(pending_.size(), 0);
+    for (const Value *out : fn.body->outputs)
+      if (diverged_.count(out))
+        for (size_t o : originsOf_[out])
+          reaches[o] = 1;
+    for (size_t i = 0; i < pending_.size(); ++i)
+      if (reaches[i])
+        merge(*pending_[i].op, pending_[i].measured, /*origin=*/true);
+    pending_.clear();
+    originsOf_.clear();
+    lost_.clear();
+    kept_.clear();
+    diverged_.clear();
+    keptBytes_ = 0;
+    divergentOps_ = std::max(divergentOps_, divergentThisStep_);
+    divergentThisStep_ = 0;
+    ++step_;
+  }
+
+  ane::NumericsMeasurement result(const std::string &function) {
+    ane::NumericsMeasurement out;
+    out.function = function;
+    out.steps = step_;
+    out.inputs = options_.inputsText;
+    out.tolerance = options_.tolerance;
+    out.opsCompared = step_ ? compared_ / static_cast<size_t>(step_) : 0;
+    out.divergentOps = divergentOps_;
+    for (const Operation *op : order_)
+      out.ops.push_back(measured_.at(op));
+    return out;
+  }
+
+private:
+  /// A divergent op that read no divergent value, until the step ends.
+  struct Pending {
+    const Operation *op;
+    ane::MeasuredOp measured;
+  };
+
+  /// One value's fp32 values (or its largest |x| past the budget).
+  void keepValue(const Value *value, const runtime::Tensor *t) {
+    if (!t || t->isLazy() || !isFloat(t->dtype()))
+      return;
+    Kept k;
+    std::vector<float> v = t->toFloats();
+    for (float x : v)
+      if (std::isfinite(x))
+        k.maxAbs = std::max(k.maxAbs, static_cast<double>(std::fabs(x)));
+    uint64_t bytes = v.size() * sizeof(float);
+    if (keptBytes_ + bytes <= options_.keepBytes) {
+      keptBytes_ += bytes;
+      k.values = std::move(v);
+    }
+    kept_[value] = std::move(k);
+  }
+
+  /// Adds one step's comparison of `op` to its record: largest
+  /// magnitudes over the steps, the worst step's losses and error.
+  void merge(const Operation &op, const ane::MeasuredOp &m, bool origin) {
+    auto [it, inserted] = measured_.try_emplace(&op, m);
+    if (inserted) {
+      order_.push_back(&op);
+    } else {
+      ane::MeasuredOp &r = it->second;
+      r.maxAbsIn = std::max(r.maxAbsIn, m.maxAbsIn);
+      r.maxAbsOut = std::max(r.maxAbsOut, m.maxAbsOut);
+      bool worse = m.nonFinite + m.zeroed > r.nonFinite + r.zeroed ||
+                   (m.nonFinite + m.zeroed == r.nonFinite + r.zeroed && m.relError > r.relError);
+      if (worse) {
+        r.nonFinite = m.nonFinite;
+        r.zeroed = m.zeroed;
+        r.relError = m.relError;
+        r.elements = m.elements;
+        r.step = m.step;
+      }
+    }
+    it->second.origin = it->second.origin || origin;
+  }
+
+  const NumericsOptions &options_;
+  std::unordered_map<const Value *, Kept> kept_;
+  std::unordered_set<const Value *> diverged_, lost_;
+  std::vector<Pending> pending_;
+  std::unordered_map<const Value *, std::vector<size_t>> originsOf_;
+  std::unordered_map<const Operation *, ane::MeasuredOp> measured_;
+  std::vector<const Operation *> order_;
+  uint64_t keptBytes_ = 0;
+  size_t compared_ = 0, divergentThisStep_ = 0, divergentOps_ = 0;
+  int64_t step_ = 0;
+};
+
+} // namespace
+
+ane::NumericsMeasurement measureNumerics(const Model &model, const NumericsOptions &options) {
+  Measurement m(options);
+  runtime::ModelRunOptions o32 = options.run, o16 = options.run;
+  o32.run.precision = runtime::Precision::FP32;
+  o16.run.precision = runtime::Precision::FP16;
+  o32.run.opResults = [&](const Operation &op, const std::vector<const runtime::Tensor *> &r,
+                          const std::vector<const runtime::Tensor *> &in) { m.keep(op, r, in); };
+  o16.run.opResults = [&](const Operation &op, const std::vector<const runtime::Tensor *> &r,
+                          const std::vector<const runtime::Tensor *> &in) { m.compare(op, r, in); };
+  runtime::ModelRun run32(model, std::move(o32)), run16(model, std::move(o16));
+  GapMeter meter;
+  while (!run32.done()) {
+    runtime::StepRecord r32 = run32.next();
+    runtime::StepRecord r16 = run16.next();
+    meter.add(r32.outputs, r16.outputs);
+    m.endStep(run32.function());
+  }
+  ane::NumericsMeasurement out = m.result(run32.function().name);
+  for (ane::MeasuredOp &op : out.ops)
+    op.function = out.function;
+  PrecisionGap gap = meter.finish(run32.steps());
+  out.widest = gap.widest;
+  out.outputNonFinite = gap.nonFinite;
+  out.collapsedRows = gap.collapsedRows;
+  out.rows = gap.rows;
+  out.top1Agree = gap.top1Agree;
+  out.outputRelError = gap.relError;
+  return out;
+}
+
+} // namespace anefit
