@@ -25,6 +25,13 @@ between the ANE and the CPU::
     plan = anefit.split("model.mlpackage")
     plan.skip_ops_for_coreml_delegation                # for ExecuTorch's CoreMLPartitioner
 
+Measure it where the ANE computes, in fp16, against the fp32 the model
+means, on its own weights and on real text::
+
+    report = anefit.check("model.pte", numerics=True)    # report.numerics, ANE-NUM-001
+    q = anefit.perplexity("model.pte", "text.txt", "tokenizer.json")
+    q["fp32"]["perplexity"], q["fp16"]["perplexity"]
+
 Settle a predicted failure on a Mac: write the bisection kit, run it there,
 and read back what it observed::
 
@@ -68,9 +75,11 @@ from ._core import (
     fix,
     load,
     load_delegates,
+    perplexity,
     probe,
     rules,
     split,
+    tokenize,
 )
 
 __all__ = [
@@ -94,10 +103,12 @@ __all__ = [
     "fix",
     "load",
     "load_delegates",
+    "perplexity",
     "probe",
     "rules",
     "run",
     "split",
+    "tokenize",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]

@@ -10,10 +10,13 @@
 //===----------------------------------------------------------------------===//
 #include "Bindings.h"
 
+#include "fix/Quality.h"
+#include "io/Tokenizer.h"
 #include "runtime/ModelRun.h"
 #include "runtime/Stepper.h"
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
@@ -285,7 +288,73 @@ PyModel modelOf(std::variant<PyModel, std::filesystem::path> target) {
 
 } // namespace
 
+/// `anefit.perplexity`: `anefit run MODEL --perplexity TEXT --tokenizer TOK`.
+nb::dict runPerplexity(std::variant<PyModel, std::filesystem::path> model,
+                       const std::filesystem::path &text, const std::filesystem::path &tokenizer,
+                       int64_t maxTokens, const std::optional<std::string> &function, int threads) {
+  if (maxTokens < 2)
+    failExpected("", "max_tokens", "at least 2", std::to_string(maxTokens));
+  runtime::checkThreadCount(threads, "threads");
+  std::string textPath = pathText(text);
+  Tokenizer tok = Tokenizer::read(pathText(tokenizer));
+  std::vector<uint8_t> bytes =
+      readFileBytes(textPath, InputOptions{.maxBytes = uint64_t(64) << 20});
+  QualityOptions q;
+  q.function = function.value_or("");
+  q.tokens =
+      tok.encode(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+  if (q.tokens.size() < 2)
+    failExpected(textPath, "", "a text of at least 2 tokens",
+                 std::to_string(q.tokens.size()) + " token" + (q.tokens.size() == 1 ? "" : "s"));
+  if (static_cast<int64_t>(q.tokens.size()) > maxTokens)
+    q.tokens.resize(static_cast<size_t>(maxTokens));
+  q.tokenizerVocab = tok.vocabSize();
+  q.threads = threads;
+  PyModel pm = modelOf(std::move(model));
+  QualityResult r;
+  {
+    nb::gil_scoped_release release;
+    r = measureQuality(*pm.model, q);
+  }
+  nb::dict out;
+  out["function"] = r.function;
+  out["token_input"] = r.tokenInput;
+  out["position_input"] = r.positionInput;
+  out["logits"] = r.logitsOutput;
+  out["vocab"] = r.vocab;
+  out["tokens"] = r.predicted + 1;
+  out["predicted"] = r.predicted;
+  for (const QualityRun &run : r.runs) {
+    nb::dict d;
+    d["perplexity"] = run.perplexity;
+    d["nll"] = run.nll;
+    d["top1_correct"] = run.top1Correct;
+    d["top1_agree_with_fp32"] = run.agreeWithFirst;
+    d["non_finite_steps"] = run.nonFiniteSteps;
+    out[run.precision == runtime::Precision::FP16 ? "fp16" : "fp32"] = d;
+  }
+  return out;
+}
+
 void bindRun(nb::module_ &m) {
+  m.def("perplexity", &runPerplexity, nb::arg("model"), nb::arg("text"), nb::arg("tokenizer"),
+        nb::arg("max_tokens") = 300, nb::arg("function") = nb::none(), nb::arg("threads") = 0,
+        "Measures an LLM decode program on real text, as ``anefit run MODEL --perplexity TEXT "
+        "--tokenizer TOKENIZER`` does: the text's first ``max_tokens`` tokens (the model's "
+        "byte-level BPE ``tokenizer.json``) teacher-forced at positions 0, 1, ..., once at fp32 "
+        "(what the model means) and once at the ANE's fp16. Returns a dict: the inputs and "
+        "logits found, ``tokens``, ``predicted``, and per precision (``'fp32'``, ``'fp16'``) "
+        "``perplexity``, ``nll``, ``top1_correct`` (top-1 is the next token), "
+        "``top1_agree_with_fp32`` and ``non_finite_steps``.");
+  m.def(
+      "tokenize",
+      [](const std::filesystem::path &tokenizer, const std::string &text) {
+        return Tokenizer::read(pathText(tokenizer)).encode(text);
+      },
+      nb::arg("tokenizer"), nb::arg("text"),
+      "The ids of ``text`` by a byte-level BPE ``tokenizer.json``, as :func:`perplexity` reads "
+      "them (no special token added).");
+
   nb::class_<PySession>(
       m, "Session",
       "One function of a model, stepped like a host loop steps it: the prepared interpreter, the "

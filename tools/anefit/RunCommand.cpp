@@ -9,9 +9,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Command.h"
+#include "fix/Quality.h"
 
 #include "io/ETRecord.h"
 #include "io/ModelIO.h"
+#include "io/Tokenizer.h"
 #include "report/Sources.h"
 #include "runtime/ExecuTorch.h"
 #include "runtime/ModelRun.h"
@@ -20,6 +22,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Isa.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <nlohmann/json.hpp>
 
@@ -60,7 +63,97 @@ struct RunCliOptions {
   std::string etrecord;
   std::string sourceRoot;
   std::string engine = "interpreter";
+  std::string perplexity;
+  std::string tokenizer;
+  int64_t maxTokens = 300;
 };
+
+/// `--perplexity TEXT --tokenizer TOKENIZER`: the text's tokens teacher-forced
+/// through the model at fp32 and fp16 (fix/Quality.h).
+int runPerplexity(const RunCliOptions &opts) {
+  for (auto [given, flag] : {std::pair{!opts.inputs.empty(), "--input"},
+                             {!opts.inputsNpz.empty(), "--inputs"},
+                             {opts.random, "--random"},
+                             {opts.steps != 0, "--steps"},
+                             {!opts.states.empty(), "--state"},
+                             {!opts.output.empty(), "--output"},
+                             {opts.profile, "--profile"},
+                             {opts.engine != "interpreter", "--engine"}})
+    if (given)
+      failExpected("", flag, "no inputs, steps or outputs of its own with --perplexity",
+                   std::string(flag));
+  if (opts.tokenizer.empty())
+    failExpected("", "--perplexity", "--tokenizer TOKENIZER.json", "no --tokenizer");
+  if (opts.maxTokens < 2)
+    failExpected("", "--max-tokens", "at least 2", std::to_string(opts.maxTokens));
+  applyMaxMemory(opts.maxMemory);
+  runtime::checkThreadCount(opts.threads, "--threads");
+  Tokenizer tokenizer = Tokenizer::read(opts.tokenizer);
+  std::vector<uint8_t> bytes =
+      readFileBytes(opts.perplexity, InputOptions{.maxBytes = uint64_t(64) << 20});
+  std::string text(bytes.begin(), bytes.end());
+  QualityOptions q;
+  q.function = opts.function;
+  q.tokens = tokenizer.encode(text);
+  if (q.tokens.size() < 2)
+    failExpected(opts.perplexity, "", "a text of at least 2 tokens",
+                 std::to_string(q.tokens.size()) + " token" + (q.tokens.size() == 1 ? "" : "s"));
+  if (static_cast<int64_t>(q.tokens.size()) > opts.maxTokens)
+    q.tokens.resize(static_cast<size_t>(opts.maxTokens));
+  q.tokenizerVocab = tokenizer.vocabSize();
+  q.threads = opts.threads;
+  std::unique_ptr<Model> model = loadModel(opts.model);
+  bool tty = !opts.json && isatty(STDERR_FILENO);
+  q.progress = [&](size_t run, int64_t done, int64_t total) {
+    if (tty && (done % 16 == 0 || done == total))
+      std::cerr << "\r" << (run == 0 ? "fp32" : "fp16") << ": " << done << "/" << total << " tokens"
+                << (done == total ? "\n" : "") << std::flush;
+  };
+  QualityResult r = measureQuality(*model, q);
+  auto name = [](runtime::Precision p) { return p == runtime::Precision::FP16 ? "fp16" : "fp32"; };
+  if (opts.json) {
+    json runs = json::array();
+    for (const QualityRun &run : r.runs)
+      runs.push_back(
+          {{"precision", name(run.precision)},
+           {"perplexity", std::isfinite(run.perplexity) ? json(run.perplexity) : json(nullptr)},
+           {"nll", std::isfinite(run.nll) ? json(run.nll) : json(nullptr)},
+           {"top1Correct", run.top1Correct},
+           {"top1AgreeWithFp32", run.agreeWithFirst},
+           {"nonFiniteSteps", run.nonFiniteSteps}});
+    json j = {{"schema", "anefit.perplexity/1"},
+              {"model", opts.model},
+              {"text", opts.perplexity},
+              {"tokenizer", opts.tokenizer},
+              {"function", r.function},
+              {"tokenInput", r.tokenInput},
+              {"positionInput", r.positionInput},
+              {"logits", r.logitsOutput},
+              {"vocab", r.vocab},
+              {"tokens", r.predicted + 1},
+              {"predicted", r.predicted},
+              {"runs", runs}};
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    return kExitOk;
+  }
+  std::cout << "perplexity: " << opts.model << " on " << opts.perplexity << " (" << r.predicted + 1
+            << " tokens, " << r.predicted << " predicted, teacher-forced; '" << r.tokenInput << "'"
+            << (r.positionInput.empty() ? "" : " at '" + r.positionInput + "'") << " -> '"
+            << r.logitsOutput << "')\n";
+  for (const QualityRun &run : r.runs) {
+    char buf[300];
+    std::snprintf(buf, sizeof buf, "  %s: perplexity %.4g, top-1 is the next token on %zu/%lld",
+                  name(run.precision), run.perplexity, run.top1Correct,
+                  static_cast<long long>(r.predicted));
+    std::cout << buf;
+    if (&run != &r.runs.front())
+      std::cout << "; top-1 agrees with fp32 on " << run.agreeWithFirst << "/" << r.predicted;
+    if (run.nonFiniteSteps)
+      std::cout << "; " << run.nonFiniteSteps << " steps with inf or NaN logits";
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
 
 /// Splits "NAME=FILE".
 std::pair<std::string, std::string> splitAssignment(const std::string &s, const char *flag) {
@@ -229,6 +322,10 @@ int runInExecuTorch(const RunCliOptions &opts) {
 }
 
 int runRun(const RunCliOptions &opts) {
+  if (!opts.perplexity.empty())
+    return runPerplexity(opts);
+  if (!opts.tokenizer.empty())
+    failExpected("", "--tokenizer", "--perplexity TEXT", "no --perplexity");
   if (opts.engine == "executorch")
     return runInExecuTorch(opts);
   if (opts.engine != "interpreter")
@@ -444,6 +541,18 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                   "method's inputs are input0, input1, ... ; --function names the method "
                   "(default forward); --random gives an LLM program random token ids below its "
                   "get_vocab_size and the step as position");
+  cmd->add_option("--perplexity", opts->perplexity,
+                  "Measure an LLM decode program on this text file instead: its tokens "
+                  "(--tokenizer) teacher-forced at positions 0, 1, ..., at fp32 and at the "
+                  "ANE's fp16: perplexity, top-1 next-token hits, fp16's top-1 agreement with "
+                  "fp32")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", opts->tokenizer,
+                  "With --perplexity: the model's tokenizer.json (byte-level BPE: GPT-2, "
+                  "SmolLM, Llama 3, Qwen 2)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--max-tokens", opts->maxTokens,
+                  "With --perplexity: tokens of the text used (default 300)");
   addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runRun(*opts); }); });

@@ -1,0 +1,204 @@
+//===- Quality.cpp - A language model measured on real text ---------------===//
+#include "fix/Quality.h"
+
+#include "runtime/ModelRun.h"
+#include "support/DType.h"
+#include "support/Error.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace anefit {
+namespace {
+
+bool contains(const std::string &name, std::string_view part) {
+  return name.find(part) != std::string::npos;
+}
+
+/// The integer input an embedding reads: the indices of a gather over a
+/// constant table, through casts and reshapes; nullptr if none.
+const Value *embeddingInput(const Function &fn, const std::vector<const Value *> &candidates) {
+  for (const auto &op : fn.body->ops) {
+    if (op->type != "gather" || !op->constInput("x"))
+      continue;
+    const Value *v = op->inputValue("indices");
+    for (int hops = 0; v && v->definingOp && hops < 4; ++hops) {
+      const std::string &t = v->definingOp->type;
+      if (t != "cast" && t != "reshape" && t != "squeeze" && t != "expand_dims")
+        break;
+      v = v->definingOp->inputValue("x");
+    }
+    if (std::find(candidates.begin(), candidates.end(), v) != candidates.end())
+      return v;
+  }
+  return nullptr;
+}
+
+/// A tensor of `in`'s shape (symbolic dims 1) holding `value` everywhere.
+runtime::Tensor filled(const Value &in, int64_t value) {
+  runtime::Shape shape;
+  for (const Dim &d : in.type.shape())
+    shape.push_back(d.isStatic() ? d.size : 1);
+  runtime::Tensor t = runtime::Tensor::zeros(DType::I32, shape);
+  std::fill_n(t.mutableData<int32_t>(), t.numElements(), static_cast<int32_t>(value));
+  return t.convertTo(in.type.dtype());
+}
+
+} // namespace
+
+QualityResult measureQuality(const Model &model, const QualityOptions &options) {
+  const std::string &file = model.sourcePath;
+  if (options.tokens.size() < 2)
+    failExpected(file, "text", "at least 2 tokens (one to predict from, one to predict)",
+                 std::to_string(options.tokens.size()) + " token" +
+                     (options.tokens.size() == 1 ? "" : "s"));
+  if (!model.program)
+    failExpected(file, "model", "an ML Program", "a model without one");
+  const Function *fn = options.function.empty() ? model.defaultFunction()
+                                                : model.program->findFunction(options.function);
+  if (!fn)
+    failExpected(file, "--function", "a function of the model", "'" + options.function + "'");
+
+  // The token and position inputs: integer inputs the host does not carry.
+  std::vector<std::string> carried;
+  for (const runtime::Carry &c : runtime::hostCarries(model, *fn))
+    carried.push_back(c.input);
+  std::vector<const Value *> ints;
+  for (const auto &in : fn->inputs)
+    if (in->type.isTensor() && isInteger(in->type.dtype()) &&
+        std::find(carried.begin(), carried.end(), in->name) == carried.end())
+      ints.push_back(in.get());
+  const Value *token = nullptr, *position = nullptr;
+  for (const Value *v : ints)
+    if (contains(v->name, "token") || contains(v->name, "input_ids"))
+      token = token ? token : v;
+  if (!token)
+    token = embeddingInput(*fn, ints);
+  for (const Value *v : ints)
+    if (v != token && contains(v->name, "pos"))
+      position = position ? position : v;
+  if (!token)
+    failExpected(file, "function '" + fn->name + "'",
+                 "an LLM decode step: an integer token input (named like 'tokens' or "
+                 "'input_ids', or read by an embedding gather)",
+                 "none");
+  int64_t tokensPerStep = 1;
+  for (const Dim &d : token->type.shape())
+    tokensPerStep *= d.isStatic() ? d.size : 1;
+  if (tokensPerStep != 1)
+    failExpected(file, "input '" + token->name + "'",
+                 "one token a step (a decode function; pick it with --function)",
+                 token->type.shapeStr());
+  for (const auto &in : fn->inputs)
+    if (in->type.isTensor() && in.get() != token && in.get() != position &&
+        std::find(carried.begin(), carried.end(), in->name) == carried.end())
+      failExpected(file, "input '" + in->name + "'", "only a token, a position and carried caches",
+                   "an input text cannot fill");
+
+  QualityResult result;
+  result.function = fn->name;
+  result.tokenInput = token->name;
+  result.positionInput = position ? position->name : "";
+  result.predicted = static_cast<int64_t>(options.tokens.size()) - 1;
+
+  runtime::RunInputs inputs;
+  for (int64_t k = 0; k < result.predicted; ++k) {
+    runtime::TensorMap step;
+    step.emplace(token->name, filled(*token, options.tokens[static_cast<size_t>(k)]));
+    if (position)
+      step.emplace(position->name, filled(*position, k));
+    inputs.perStep.emplace(k, std::move(step));
+  }
+
+  std::vector<std::vector<int64_t>> top1s;
+  for (size_t r = 0; r < options.precisions.size(); ++r) {
+    runtime::ModelRunOptions o;
+    o.function = fn->name;
+    o.inputs = inputs;
+    o.steps = result.predicted;
+    o.run.precision = options.precisions[r];
+    o.run.threads = options.threads;
+    o.run.source = file;
+    runtime::ModelRun run(model, std::move(o));
+    QualityRun q;
+    q.precision = options.precisions[r];
+    std::vector<int64_t> top1;
+    double nll = 0;
+    for (int64_t k = 0; k < result.predicted; ++k) {
+      runtime::StepRecord rec;
+      try {
+        rec = run.next();
+      } catch (const InputError &e) {
+        if (k == 0)
+          throw;
+        // Past the program's context a cache index leaves its range.
+        throw InputError(std::string(e.what()) + " (at position " + std::to_string(k) +
+                         " of the text; is it longer than the program's context? --max-tokens "
+                         "sets how many tokens are used)");
+      }
+      // The logits: the widest float output.
+      const runtime::NamedTensor *logits = nullptr;
+      for (const runtime::NamedTensor &t : rec.outputs)
+        if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
+            (!logits ||
+             t.tensor.dim(t.tensor.rank() - 1) > logits->tensor.dim(logits->tensor.rank() - 1)))
+          logits = &t;
+      if (!logits)
+        failExpected(file, "function '" + fn->name + "'", "logits (a float output)", "none");
+      int64_t vocab = logits->tensor.dim(logits->tensor.rank() - 1);
+      if (k == 0 && r == 0) {
+        result.logitsOutput = logits->name;
+        result.vocab = vocab;
+        if (options.tokenizerVocab > vocab)
+          failExpected(file, "output '" + logits->name + "'",
+                       "logits as wide as the tokenizer's " +
+                           std::to_string(options.tokenizerVocab) + " tokens",
+                       std::to_string(vocab) + " (a tokenizer of another model?)");
+        for (int64_t id : options.tokens)
+          if (id < 0 || id >= vocab)
+            failExpected(file, "output '" + logits->name + "'",
+                         "a logit for every token of the text",
+                         "none for token " + std::to_string(id));
+      }
+      // The last row: the logits after this step's token.
+      std::vector<float> all = logits->tensor.toFloats();
+      const float *row = all.data() + (all.size() - static_cast<size_t>(vocab));
+      int64_t next = options.tokens[static_cast<size_t>(k) + 1];
+      double peak = -INFINITY;
+      int64_t arg = 0;
+      bool finite = true;
+      for (int64_t i = 0; i < vocab; ++i) {
+        finite = finite && std::isfinite(row[i]);
+        if (row[i] > peak) {
+          peak = row[i];
+          arg = i;
+        }
+      }
+      if (!finite) {
+        ++q.nonFiniteSteps;
+        nll = INFINITY;
+      } else {
+        double sum = 0;
+        for (int64_t i = 0; i < vocab; ++i)
+          sum += std::exp(static_cast<double>(row[i]) - peak);
+        nll += std::log(sum) + peak - row[next];
+      }
+      q.top1Correct += arg == next;
+      top1.push_back(arg);
+      if (options.progress)
+        options.progress(r, k + 1, result.predicted);
+    }
+    q.nll = nll / static_cast<double>(result.predicted);
+    q.perplexity = std::exp(q.nll);
+    if (!top1s.empty())
+      for (size_t k = 0; k < top1.size(); ++k)
+        q.agreeWithFirst += top1[k] == top1s.front()[k];
+    else
+      q.agreeWithFirst = top1.size();
+    top1s.push_back(std::move(top1));
+    result.runs.push_back(q);
+  }
+  return result;
+}
+
+} // namespace anefit

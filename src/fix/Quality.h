@@ -1,0 +1,73 @@
+//===- Quality.h - A language model measured on real text -------*- C++ -*-===//
+//
+// Random inputs prove that two programs compute the same thing; they do not
+// say whether either answers well. This steps a decode program through a
+// real text, one token a step at positions 0, 1, 2, ... (teacher forcing),
+// and scores the logits of each step against the next token: perplexity,
+// the share of steps whose top-1 is that token, and, when several
+// precisions run, how often their top-1s agree with the first's. fp32 is
+// what the model means; fp16 rounds every op as the ANE computes.
+//
+// The program is an LLM decode step as export_llm and coremltools write it:
+// an integer token input (name holding "token" or "input_ids", or the
+// integer input an embedding gather reads), an integer position input (name
+// holding "pos"), caches carried by the host contract (ExecuTorch's buffer
+// write-back, a state map) or kept as Core ML states, and logits as its
+// widest float output.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include "ir/Model.h"
+#include "runtime/Interpreter.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace anefit {
+
+struct QualityOptions {
+  /// The function to step (empty: the model's default).
+  std::string function;
+  /// The text's token ids; the first predicts the second, and so on.
+  std::vector<int64_t> tokens;
+  /// The vocabulary of the tokenizer that made them: a program whose
+  /// logits are narrower is refused.
+  int64_t tokenizerVocab = 0;
+  /// One run per precision, in order; agreement is counted against the first.
+  std::vector<runtime::Precision> precisions = {runtime::Precision::FP32, runtime::Precision::FP16};
+  int threads = 0;
+  /// Called after each step of each run with (run, steps done, steps).
+  std::function<void(size_t, int64_t, int64_t)> progress;
+};
+
+struct QualityRun {
+  runtime::Precision precision = runtime::Precision::FP32;
+  /// Mean negative log-likelihood of the next token (nats) and exp of it.
+  double nll = 0;
+  double perplexity = 0;
+  /// Steps whose top-1 logit is the next token.
+  size_t top1Correct = 0;
+  /// Steps whose top-1 equals the first run's top-1.
+  size_t agreeWithFirst = 0;
+  /// Steps whose logits held an inf or NaN (their NLL is infinite).
+  size_t nonFiniteSteps = 0;
+};
+
+struct QualityResult {
+  std::string function;
+  std::string tokenInput, positionInput, logitsOutput;
+  int64_t vocab = 0;
+  /// Tokens predicted: tokens - 1.
+  int64_t predicted = 0;
+  std::vector<QualityRun> runs;
+};
+
+/// Steps the model through `options.tokens` once per precision. Throws
+/// InputError naming the model or the place: fewer than two tokens, a
+/// program that is not a one-token decode step, a token id past its logits.
+QualityResult measureQuality(const Model &model, const QualityOptions &options);
+
+} // namespace anefit
