@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -36,6 +37,10 @@ struct Kept {
 /// Origins a divergent value keeps track of (the first ones).
 constexpr size_t kFollowed = 8;
 
+/// fp16's spacing at 1 is 2^-10: four steps of it at the largest input
+/// bound what rounding the inputs can move a result by (ours).
+constexpr double kInputUlps = 4.0 / 1024.0;
+
 /// A result drifts when more than this share of its elements moves past the
 /// tolerance (ours), or its relative RMS error does.
 constexpr double kOffShare = 0.25;
@@ -64,84 +69,58 @@ public:
 
   /// The fp16 run's results of `op`, held against the kept fp32 ones.
   void compare(const Operation &op, const std::vector<const runtime::Tensor *> &results,
-               const std::vector<const runtime::Tensor *> &) {
+               const std::vector<const runtime::Tensor *> &operands) {
     if (op.type == "const")
       return;
+    // Function inputs carried from step to step (caches) hold each run's
+    // own values: what the fp16 run carries in may already have left fp32.
+    std::vector<Value *> reads = op.operandValues();
+    for (size_t i = 0; i < reads.size() && i < operands.size(); ++i)
+      if (!reads[i]->definingOp && assessed_.insert(reads[i]).second)
+        if (auto c = held(reads[i], operands[i], 0)) {
+          if (c->divergent)
+            diverged_.insert(reads[i]);
+          if (c->lost)
+            lost_.insert(reads[i]);
+        }
     std::vector<const Value *> divergedInputs;
-    bool inputLost = false;
+    bool inputLost = false, inputNonFinite = false;
     double maxIn = 0;
-    for (const Value *v : op.operandValues()) {
+    for (const Value *v : reads) {
       if (diverged_.count(v))
         divergedInputs.push_back(v);
       inputLost = inputLost || lost_.count(v);
+      inputNonFinite = inputNonFinite || nonFinite_.count(v);
       auto it = kept_.find(v);
       if (it != kept_.end())
         maxIn = std::max(maxIn, it->second.maxAbs);
     }
     for (size_t i = 0; i < results.size() && i < op.outputs.size(); ++i) {
-      const runtime::Tensor *t = results[i];
       const Value *value = op.outputs[i].get();
-      auto it = kept_.find(value);
-      if (!t || t->isLazy() || !isFloat(t->dtype()) || it == kept_.end() ||
-          it->second.values.empty())
-        continue;
-      const std::vector<float> &u = it->second.values;
-      std::vector<float> v = t->toFloats();
-      if (v.size() != u.size())
+      std::optional<Held> c = held(value, results[i], maxIn);
+      if (!c)
         continue;
       ++compared_;
-      ane::MeasuredOp m;
+      ane::MeasuredOp &m = c->m;
       m.op = op.name;
       m.maxAbsIn = maxIn;
-      m.maxAbsOut = it->second.maxAbs;
-      m.elements = u.size();
       m.step = step_;
-      // The tensor's typical magnitude (median |x| at fp32): an element is
-      // off when it moves by more than the tolerance of its own size plus
-      // that, so rounding near zero is not counted, and a few massive
-      // channels do not hide the loss of every other one.
-      std::vector<float> mags(u.size());
-      for (size_t e = 0; e < u.size(); ++e)
-        mags[e] = std::isfinite(u[e]) ? std::fabs(u[e]) : 0.0f;
-      auto mid = mags.begin() + static_cast<std::ptrdiff_t>(mags.size() / 2);
-      std::nth_element(mags.begin(), mid, mags.end());
-      double typical = mags.empty() ? 0.0 : *mid;
-      double err2 = 0, norm2 = 0;
-      size_t off = 0, counted = 0;
-      for (size_t e = 0; e < u.size(); ++e) {
-        if (!std::isfinite(u[e]))
-          continue;
-        ++counted;
-        if (!std::isfinite(v[e])) {
-          ++m.nonFinite;
-          continue;
-        }
-        if (v[e] == 0 && std::fabs(u[e]) > kZeroFloor)
-          ++m.zeroed;
-        double d = static_cast<double>(u[e]) - v[e];
-        err2 += d * d;
-        norm2 += static_cast<double>(u[e]) * u[e];
-        off += std::fabs(d) > options_.tolerance * (std::fabs(u[e]) + typical);
-      }
-      m.relError = m.nonFinite ? INFINITY : norm2 > 0 ? std::sqrt(err2 / norm2) : 0;
-      bool lost = m.nonFinite > 0 || m.zeroed > 0;
-      bool divergent = lost || m.relError > options_.tolerance ||
-                       static_cast<double>(off) > kOffShare * static_cast<double>(counted);
-      if (divergent) {
+      if (c->divergent) {
         diverged_.insert(value);
         ++divergentThisStep_;
-        // Values lost from values that were not: a loss starts here,
-        // whatever error the inputs already carried (an overflow after a
-        // drift is an overflow of its own).
-        if (lost) {
+        if (m.nonFinite)
+          nonFinite_.insert(value);
+        if (c->lost)
           lost_.insert(value);
-          if (!inputLost)
-            merge(op, m, /*origin=*/true);
-        }
+        // Where a loss starts: inf or NaN from finite inputs (an overflow
+        // after a drift is an overflow of its own), or zeros from inputs
+        // that hold fp32's values.
+        if ((m.nonFinite && !inputNonFinite) || (c->lost && divergedInputs.empty() && !inputLost))
+          merge(op, m, /*origin=*/true);
         // Which drifts this one descends from: a new one when what it
         // reads is right, else theirs (a few at most are followed).
         std::vector<size_t> &from = originsOf_[value];
-        if (divergedInputs.empty() && !lost) {
+        if (divergedInputs.empty() && !c->lost) {
           from.push_back(pending_.size());
           pending_.push_back({&op, m});
         }
@@ -172,6 +151,8 @@ public:
     pending_.clear();
     originsOf_.clear();
     lost_.clear();
+    nonFinite_.clear();
+    assessed_.clear();
     kept_.clear();
     diverged_.clear();
     keptBytes_ = 0;
@@ -199,6 +180,67 @@ private:
     const Operation *op;
     ane::MeasuredOp measured;
   };
+
+  /// One value's fp16 values held against its kept fp32 ones.
+  struct Held {
+    ane::MeasuredOp m;
+    bool lost = false;
+    bool divergent = false;
+  };
+
+  /// `value`'s fp16 values `t` against the kept fp32 ones, `maxIn` the
+  /// largest |x| of what produced them; nullopt when either is missing.
+  std::optional<Held> held(const Value *value, const runtime::Tensor *t, double maxIn) const {
+    auto it = kept_.find(value);
+    if (!t || t->isLazy() || !isFloat(t->dtype()) || it == kept_.end() || it->second.values.empty())
+      return std::nullopt;
+    const std::vector<float> &u = it->second.values;
+    std::vector<float> v = t->toFloats();
+    if (v.size() != u.size())
+      return std::nullopt;
+    Held h;
+    ane::MeasuredOp &m = h.m;
+    m.maxAbsOut = it->second.maxAbs;
+    m.elements = u.size();
+    // The tensor's typical magnitude (median |x| at fp32): an element is
+    // off when it moves by more than the tolerance of its own size plus
+    // that, so rounding near zero is not counted, and a few massive
+    // channels do not hide the loss of every other one.
+    std::vector<float> mags(u.size());
+    for (size_t e = 0; e < u.size(); ++e)
+      mags[e] = std::isfinite(u[e]) ? std::fabs(u[e]) : 0.0f;
+    auto mid = mags.begin() + static_cast<std::ptrdiff_t>(mags.size() / 2);
+    std::nth_element(mags.begin(), mid, mags.end());
+    double typical = mags.empty() ? 0.0 : *mid;
+    double err2 = 0, norm2 = 0;
+    size_t off = 0, counted = 0;
+    for (size_t e = 0; e < u.size(); ++e) {
+      if (!std::isfinite(u[e]))
+        continue;
+      ++counted;
+      if (!std::isfinite(v[e])) {
+        ++m.nonFinite;
+        continue;
+      }
+      // Zero where fp32 holds a value of the tensor's own size, and more
+      // than the rounding of its inputs to fp16 explains (4 steps of fp16
+      // at the largest input): lost (an underflow). A difference of two
+      // large values that fp16 rounds to the same number is rounding.
+      double u1 = std::fabs(u[e]);
+      if (v[e] == 0 && u1 > kZeroFloor && u1 > options_.tolerance * typical &&
+          u1 > kInputUlps * maxIn)
+        ++m.zeroed;
+      double d = static_cast<double>(u[e]) - v[e];
+      err2 += d * d;
+      norm2 += static_cast<double>(u[e]) * u[e];
+      off += std::fabs(d) > options_.tolerance * (u1 + typical);
+    }
+    m.relError = m.nonFinite ? INFINITY : norm2 > 0 ? std::sqrt(err2 / norm2) : 0;
+    h.lost = m.nonFinite > 0 || m.zeroed > 0;
+    h.divergent = h.lost || m.relError > options_.tolerance ||
+                  static_cast<double>(off) > kOffShare * static_cast<double>(counted);
+    return h;
+  }
 
   /// One value's fp32 values (or its largest |x| past the budget).
   void keepValue(const Value *value, const runtime::Tensor *t) {
@@ -242,7 +284,7 @@ private:
 
   const NumericsOptions &options_;
   std::unordered_map<const Value *, Kept> kept_;
-  std::unordered_set<const Value *> diverged_, lost_;
+  std::unordered_set<const Value *> diverged_, lost_, nonFinite_, assessed_;
   std::vector<Pending> pending_;
   std::unordered_map<const Value *, std::vector<size_t>> originsOf_;
   std::unordered_map<const Operation *, ane::MeasuredOp> measured_;
