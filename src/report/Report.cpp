@@ -972,9 +972,11 @@ std::string rulesMarkdown(std::string_view corpusSection) {
         "- **State dims other than the innermost.** coremltools#2631 measured a non-multiple-of-32 "
         "width; shipping KV caches with 8 heads run on the ANE, so only the innermost dim is a "
         "rule (ANE-STATE-003/004).\n"
-        "- **Unpredictable failures.** Shape-specific compile OOMs (ExecuTorch#8439), a 667 MB "
-        "program whose ANE compile fails at load (coremltools#2758) and a 5568x5568 input "
-        "(coremltools#2247) have no isolated cause; no rule claims them.\n\n"
+        "- **Unpredictable failures.** Shape-specific compile OOMs (ExecuTorch#8439: a static "
+        "Llama 1B at seq 128 fails where 130, 256 and 512 compile) and a 667 MB program whose "
+        "ANE compile fails at load (coremltools#2758) have no isolated cause; no rule claims "
+        "them. The 5568x5568 input of coremltools#2247 is at-risk under ANE-SHAPE-010, whose "
+        "plane threshold is ours.\n\n"
         "## Known conflicts in the evidence\n\n"
         "- Kernel-width limits differ between sources (13 vs 15 vs 16); the chip table uses 13 "
         "for the oldest family and 16 after.\n"
@@ -990,7 +992,21 @@ std::string rulesMarkdown(std::string_view corpusSection) {
         "documents int8-int8 compute on A17 Pro/M4; always at-risk.\n"
         "- RangeDim inputs: the ExecuTorch partitioner docs and coremltools#2370 keep them off "
         "the ANE, one older Xcode report (coremltools#1909) saw a RangeDim model on the ANE; "
-        "ANE-SHAPE-004 follows the documented behaviour.\n";
+        "ANE-SHAPE-004 follows the documented behaviour.\n"
+        "- KV state written at a runtime position: Anemll and CoreML-LLM ship it on the ANE; "
+        "FluidInference/mobius#77 (Qwen3-0.6B, M5 Pro, coremltools 9) and CoreML-LLM's first "
+        "dual-state Gemma 4 build (error -14, later compiling with coremltools 9) failed the "
+        "ANE compile, and an ExecuTorch maintainer calls the update unsupported (PR#7616). No "
+        "published difference separates them, so no rule flags the plain write; its variants "
+        "with evidence are rules (rank 5: ANE-STATE-011, a shifted window: -008, a slice "
+        "returned: -009, a multifunction prefill: -010).\n"
+        "- Softplus and log-sum-exp placement: on an M4 softplus reaches the ANE and computes "
+        "wrong above x ~ 10.4 (ANE-DTYPE-006), an M2 Pro keeps it on the CPU (ANE-OP-012), and "
+        "the M4 reports keep both on the CPU in smaller graphs: the cost model's choice, which "
+        "no rule predicts.\n"
+        "- A lookup table rescaled by constexpr_blockwise_shift_scale (ANE-QUANT-005) aborts "
+        "the macOS 26 ANE load (coremltools PR#2688), CoreML-LLM reports it compiling; "
+        "always at-risk.\n";
   return md;
 }
 
