@@ -20,6 +20,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <set>
 #include <unordered_set>
 
@@ -710,6 +711,176 @@ static void checkLargeStateWrite(RuleContext &ctx, const Operation *op) {
                 "write size, and Anemll writes 64 rows at a runtime position on the ANE";
 }
 
+/// `v` with views, permutes and casts traced back to their source.
+static const Value *throughViews(const Value *v) {
+  while (v && v->definingOp && isView(*v->definingOp))
+    v = v->definingOp->inputValue("x");
+  return v;
+}
+
+/// The state whose read produced `v` (through views), or null.
+static const Value *stateReadBy(const Value *v) {
+  v = throughViews(v);
+  const Operation *def = v ? v->definingOp : nullptr;
+  return def && def->type == "read_state" ? stateOperand(*def) : nullptr;
+}
+
+// ANE-STATE-008: a window kept in a state and rolled by slicing off its first
+// rows and concatenating the new ones (Bonsai/Qwen3 on CoreML-LLM: error -14).
+// The same cat-shift ships in Gemma 4, so the finding is always contested.
+static void checkStateRollShift(RuleContext &ctx, const Operation *) {
+  for (const Value *s : ctx.facts.states) {
+    auto inner = innermostDim(s);
+    if (!inner || *inner < 32)
+      continue;
+    auto it = ctx.facts.stateOps.find(s);
+    if (it == ctx.facts.stateOps.end())
+      continue;
+    for (const Operation *w : it->second) {
+      const Value *v = throughViews(writtenValue(*w));
+      const Operation *cat = v ? v->definingOp : nullptr;
+      if (!cat || cat->type != "concat")
+        continue;
+      const OpInput *values = cat->input("values");
+      bool shifted = false;
+      for (const Binding &b : values ? values->bindings : std::vector<Binding>{}) {
+        const Value *part = throughViews(b.value);
+        const Operation *slice = part ? part->definingOp : nullptr;
+        shifted |= slice && (slice->type == "slice_by_index" || slice->type == "slice_by_size") &&
+                   stateReadBy(slice->inputValue("x")) == s;
+      }
+      if (!shifted)
+        continue;
+      RawFinding &f = ctx.report(w, "new value of " + stateDesc(s) +
+                                        " is a slice of its old value concatenated with new rows "
+                                        "(a sliding window shifted in-graph)");
+      f.related = it->second;
+      f.contested = "CoreML-LLM reports Gemma 4 shipping the same cat-shift of a state on the "
+                    "ANE; the Qwen3 failure had tied embeddings as another suspect";
+    }
+  }
+}
+
+// ANE-STATE-009: Gemma 4 E4B on CoreML-LLM failed the iPhone ANE compile
+// (std::bad_cast) when a slice of the updated KV state was a chunk output; the
+// Mac ran it. Always contested (one model, other suspects).
+static void checkStateSliceOutput(RuleContext &ctx, const Operation *) {
+  std::unordered_map<const Value *, const Value *> written; // value -> state
+  for (const Value *s : ctx.facts.states) {
+    auto it = ctx.facts.stateOps.find(s);
+    if (it == ctx.facts.stateOps.end())
+      continue;
+    for (const Operation *w : it->second)
+      if (const Value *v = writtenValue(*w)) {
+        written[throughViews(v)] = s;
+        if (!w->outputs.empty())
+          written[w->output()] = s;
+      }
+  }
+  if (written.empty())
+    return;
+  for (const Value *out : ctx.facts.function->body->outputs) {
+    const Value *v = throughViews(out);
+    const Operation *slice = v ? v->definingOp : nullptr;
+    if (!slice || (slice->type != "slice_by_index" && slice->type != "slice_by_size"))
+      continue;
+    auto hit = written.find(throughViews(slice->inputValue("x")));
+    if (hit == written.end())
+      continue;
+    RawFinding &f =
+        ctx.report(slice, "output '" + out->name + "' " + out->type.shapeStr() +
+                              " is a slice of the value written into " + stateDesc(hit->second));
+    f.contested = "one model (Gemma 4 E4B) with other suspects in the chunk; the Mac ANE runs "
+                  "the same chunk";
+  }
+}
+
+/// Rows written per call into each state by slice_update (the largest extent
+/// of the update along an axis where it is shorter than the state).
+static std::map<std::string, int64_t> stateWriteRows(const Function &fn) {
+  std::map<std::string, int64_t> rows;
+  walk(*fn.body, [&](const Operation &op) {
+    if (op.type != "slice_update")
+      return;
+    const Value *x = throughViews(op.inputValue("x"));
+    const Operation *read = x ? x->definingOp : nullptr;
+    const Value *state = read && read->type == "read_state" ? stateOperand(*read) : nullptr;
+    const Type *update = op.inputType("update");
+    auto us = update ? shapeOf(*update) : std::nullopt;
+    auto xs = x ? shapeOf(x->type) : std::nullopt;
+    if (!state || !us || !xs || us->size() != xs->size())
+      return;
+    int64_t n = 0;
+    for (size_t i = 0; i < us->size(); ++i)
+      if ((*us)[i] != (*xs)[i])
+        n = std::max(n, (*us)[i]);
+    rows[state->name] = std::max(rows[state->name], n);
+  });
+  return rows;
+}
+
+// ANE-STATE-010: a Gemma 4 stateful chunk as a multifunction model (T=1
+// decode + T=8 prefill over the same two states) failed the iPhone ANE
+// compile; the same prefill as its own single-function package compiled.
+static void checkMultifunctionState(RuleContext &ctx, const Operation *) {
+  const Program *program = ctx.facts.model ? ctx.facts.model->program.get() : nullptr;
+  if (!program || program->functions.size() < 2 || ctx.facts.states.empty())
+    return;
+  std::map<std::string, int64_t> mine = stateWriteRows(*ctx.facts.function);
+  for (const auto &other : program->functions) {
+    if (other.get() == ctx.facts.function)
+      continue;
+    std::map<std::string, int64_t> theirs = stateWriteRows(*other);
+    for (const Value *s : ctx.facts.states) {
+      auto a = mine.find(s->name), b = theirs.find(s->name);
+      if (a == mine.end() || b == theirs.end() || a->second == b->second)
+        continue;
+      RawFinding &f =
+          reportState(ctx, s,
+                      stateDesc(s) + " takes " + std::to_string(a->second) +
+                          " written row(s) per call here and " + std::to_string(b->second) +
+                          " in function '" + other->name + "' of the same model");
+      f.contested = "one model (Gemma 4 on CoreML-LLM), failing on the iPhone only; the same "
+                    "prefill as a single-function package compiles";
+      return;
+    }
+  }
+}
+
+// ANE-STATE-011: the coremltools stateful GPT-2 with rank-5 KV states failed
+// to build its execution plan with the Neural Engine; the KV states that ship
+// (Anemll, CoreML-LLM) are rank 4. Always contested.
+static void checkStateRank5(RuleContext &ctx, const Operation *) {
+  for (const Value *s : ctx.facts.states) {
+    if (!s->type.hasRank() || s->type.rank() != 5)
+      continue;
+    auto it = ctx.facts.stateOps.find(s);
+    if (it == ctx.facts.stateOps.end())
+      continue;
+    for (const Operation *read : it->second) {
+      if (read->type != "read_state" || read->outputs.empty())
+        continue;
+      const Operation *write = nullptr;
+      walk(*ctx.facts.function->body, [&](const Operation &op) {
+        if (!write && op.type == "slice_update" &&
+            (isRuntime(op, "begin") || isRuntime(op, "end")) &&
+            throughViews(op.inputValue("x")) == read->output())
+          write = &op;
+      });
+      if (!write)
+        continue;
+      RawFinding &f = ctx.report(write, stateDesc(s) +
+                                            " has rank 5 and is written at a runtime "
+                                            "position by '" +
+                                            write->name + "'");
+      f.related = it->second;
+      f.contested = "one report (coremltools#2325, state layout not published); rank-4 KV "
+                    "states written the same way ship on the ANE (Anemll, CoreML-LLM)";
+      break;
+    }
+  }
+}
+
 /// A cast between fp16 and fp32 that only joins a function input or output to
 /// the fp16 graph, as coremltools inserts for an fp16 model with fp32 I/O. Such
 /// casts are native on every ANE generation and are no fp32 island.
@@ -895,6 +1066,35 @@ static void checkMeasuredDivergence(RuleContext &ctx, const Operation *op) {
   ctx.report(op, buf);
 }
 
+// ANE-DTYPE-006: coremltools#2687/#2690: softplus collapses to 0 above
+// x ~ 10.4 and a 32-channel log-sum-exp above x ~ 7.6 on the ANE (fp16 exp
+// without a max shift); CPU and GPU are right. Value-dependent: a softplus on a
+// gate whose inputs stay small runs (Qwen3.5 gated delta).
+static void checkExpOverflow(RuleContext &ctx, const Operation *op) {
+  if (!op || op->outputs.empty() || op->output()->type.dtype() != DType::F16)
+    return;
+  ctx.report(op, "'" + op->type +
+                     "' in fp16: on the ANE its exp overflows and the output drops "
+                     "to 0 (softplus above x ~ 10.4, a 32-channel log-sum-exp above x ~ 7.6)");
+}
+
+// ANE-DTYPE-007: ExecuTorch keeps the embedding off Core ML because the ANE
+// takes token ids as uint16, which cannot address a 128256-row vocabulary.
+static void checkWideGatherIds(RuleContext &ctx, const Operation *op) {
+  if (!op || !isRuntime(*op, "indices"))
+    return;
+  const Type *x = paramType(*op, "x");
+  auto shape = x ? shapeOf(*x) : std::nullopt;
+  if (!shape || shape->empty())
+    return;
+  auto axis = normalizeAxis(immediateInt(*op, "axis").value_or(0), (int64_t)shape->size());
+  if (!axis || (*shape)[*axis] <= 65536)
+    return;
+  ctx.report(op,
+             "gathers from " + std::to_string((*shape)[*axis]) + " rows of " + x->shapeStr() +
+                 " at runtime ids; ids above 65535 do not fit the uint16 the ANE reads them as");
+}
+
 // ANE-SHAPE-001: Apple's ANE rules cap tensor rank at 5.
 static void checkRankAbove5(RuleContext &ctx, const Operation *op) {
   if (!op || !isCompute(*op))
@@ -948,6 +1148,53 @@ static void checkZeroDim(RuleContext &ctx, const Operation *op) {
       ctx.report(op, "'" + v.name + "' " + v.type.shapeStr() + " has a zero-size dim");
       done = true;
     }
+  });
+}
+
+// ANE-SHAPE-009: CoreML-LLM: the A18 Pro ANE faults on rank-10 patchify views
+// that the Mac ANE accepts (a statement, no log): always contested.
+static void checkPhoneRankAbove5(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op))
+    return;
+  bool done = false;
+  forEachTensor(*op, [&](const Value &v, bool) {
+    if (!done && v.type.hasRank() && v.type.rank() > 5) {
+      RawFinding &f = ctx.report(op, "'" + v.name + "' " + v.type.shapeStr() + " has rank " +
+                                         std::to_string(v.type.rank()) +
+                                         "; the iPhone ANE faulted on rank-10 views at predict");
+      f.contested = "a statement without a log (CoreML-LLM); the Mac ANE accepts the same views";
+      done = true;
+    }
+  });
+}
+
+// ANE-SHAPE-010: a (1, 3, 5568, 5568) image failed the ANE compile
+// (coremltools#2247); the limit is ours, above the 4096 x 4096 planes that
+// attention over a 64x64 latent makes.
+static constexpr int64_t kLargePlaneElements = 4096 * 4096;
+
+static void checkLargePlane(RuleContext &ctx, const Operation *op) {
+  if (!op || !isCompute(*op))
+    return;
+  bool done = false;
+  forEachTensor(*op, [&](const Value &v, bool) {
+    // Weights are laid out by the compiler, not as activation planes.
+    if (v.definingOp && isConstLike(*v.definingOp))
+      return;
+    auto shape = shapeOf(v.type);
+    if (done || !shape || shape->size() < 2)
+      return;
+    int64_t h = (*shape)[shape->size() - 2], w = shape->back();
+    if (h <= 0 || w <= 0 || h * w <= kLargePlaneElements)
+      return;
+    RawFinding &f = ctx.report(op, "'" + v.name + "' " + v.type.shapeStr() +
+                                       ": its last two axes "
+                                       "hold " +
+                                       std::to_string(h) + " x " + std::to_string(w) +
+                                       " elements (> 4096 x 4096)");
+    f.contested = "one report with only the input shape published, and no source states a plane "
+                  "limit; the 4096 x 4096 threshold is ours";
+    done = true;
   });
 }
 
@@ -1128,6 +1375,48 @@ static void checkArgReduceAxis(RuleContext &ctx, const Operation *op) {
                        " elements > 2048");
 }
 
+static void checkSoftplusOldChip(RuleContext &ctx, const Operation *op) {
+  if (op)
+    ctx.report(op, "'" + op->type + "' is placed off the Neural Engine on " +
+                       std::string(ctx.facts.chip->display) +
+                       ": an M2 Pro kept it on the CPU in every shape tried");
+}
+
+static void checkCumsumOp(RuleContext &ctx, const Operation *op) {
+  reportOp(ctx, op, "is placed on the CPU by Core ML (MLComputePlan)");
+}
+
+static void checkExp2Op(RuleContext &ctx, const Operation *op) {
+  reportOp(ctx, op, "was among the ops that left the ANE when it replaced exp in softmax");
+}
+
+// ANE-OP-015: mobius's PocketTTS KV cache written by scatter at the current
+// position failed the ANE compile, rank 5 or split into rank-4 K and V alike.
+static void checkScatterCache(RuleContext &ctx, const Operation *op) {
+  if (!op || !isRuntime(*op, "indices"))
+    return;
+  const Value *data = throughViews(op->inputValue("data"));
+  if (!data)
+    return;
+  const Value *state = stateReadBy(data);
+  if (!state && !(data->isBlockInput() && data->type.isTensor()))
+    return;
+  ctx.report(
+      op, "scatters into " +
+              (state ? stateDesc(state) : "input '" + data->name + "' " + data->type.shapeStr()) +
+              " at runtime indices (a cache written in-graph)");
+}
+
+// ANE-OP-016: CoreML-LLM: a data-dependent gather_nd returned all zeros on the
+// iOS ANE while the Mac CPU/GPU were right.
+static void checkGatherNdRuntime(RuleContext &ctx, const Operation *op) {
+  if (!op || !isRuntime(*op, "indices"))
+    return;
+  const Value *idx = op->inputValue("indices");
+  ctx.report(op, "'gather_nd' at runtime indices" + (idx ? " '" + idx->name + "'" : std::string()) +
+                     " returned all zeros on the iPhone ANE");
+}
+
 /// Conv weight shape [Cout, Cin/groups, spatial...] if static.
 static std::optional<std::vector<int64_t>> convWeightShape(const Operation &op) {
   const Type *w = paramType(op, "weight");
@@ -1300,6 +1589,33 @@ static void checkStrideFactor(RuleContext &ctx, const Operation *op) {
   }
 }
 
+// ANE-ATTN-003: Stable Diffusion attention converted through einsum with
+// batch and heads folded into one axis, scores (16, 4096, 4096), was not
+// loaded on the ANE (coremltools#1613). Rank-3 bmm over 64x64 chunks stays on
+// it (CoreML-LLM): the sequence threshold is ours. Always contested.
+static constexpr int64_t kFoldedAttentionSeq = 1024;
+
+static void checkFoldedAttention(RuleContext &ctx, const Operation *op) {
+  if (!op || op->outputs.empty() || !isRuntime(*op, "x") || !isRuntime(*op, "y"))
+    return;
+  const Type *x = paramType(*op, "x");
+  const Type *y = paramType(*op, "y");
+  auto out = shapeOf(op->output()->type);
+  if (!x || !y || !x->hasRank() || !y->hasRank() || x->rank() != 3 || y->rank() != 3 || !out ||
+      out->size() != 3)
+    return;
+  int64_t rows = (*out)[1], cols = (*out)[2];
+  if (std::max(rows, cols) < kFoldedAttentionSeq || (*out)[0] < 2)
+    return;
+  RawFinding &f = ctx.report(op, "rank-3 matmul -> " + op->output()->type.shapeStr() + ": " +
+                                     std::to_string((*out)[0]) +
+                                     " batch x head slices folded into one axis "
+                                     "over a sequence of " +
+                                     std::to_string(std::max(rows, cols)));
+  f.contested = "one report with other suspects (coremltools#1613, head count assumed); the "
+                "1024-long sequence threshold is ours";
+}
+
 static void checkSdpaIos26(RuleContext &ctx, const Operation *op) {
   if (op && op->type == "scaled_dot_product_attention")
     ctx.report(op, "the ANE SDPA kernel gives wrong results on iOS 26");
@@ -1397,6 +1713,57 @@ static void checkActivationQuant(RuleContext &ctx, const Operation *op) {
   RawFinding &f = ctx.report(op, "'" + op->type + "' quantizes activations (W8A8)");
   f.contested = "Apple documents int8-int8 activation compute on the Neural Engine of A17 Pro "
                 "and M4; the rejection was one iPhone report";
+}
+
+/// The ops reading the result of `op` (the consumers of a decompressed weight).
+static std::vector<const Operation *> consumersOf(const FunctionFacts &f, const Operation &op) {
+  auto it = op.outputs.empty() ? f.users.end() : f.users.find(op.output());
+  return it == f.users.end() ? std::vector<const Operation *>{} : it->second;
+}
+
+// ANE-QUANT-005: coremltools PR#2688: a lookup table rescaled by
+// constexpr_blockwise_shift_scale (enable_per_channel_scale, and the per-tensor
+// wrapper) aborts the ANE load on macOS 26 ('mps.dequantize' wants quantized
+// data). CoreML-LLM reports the same chain compiling: always contested.
+static void checkRescaledLut(RuleContext &ctx, const Operation *op) {
+  if (!op)
+    return;
+  const Type *data = paramType(*op, "data");
+  if (!data || !isFloat(data->dtype()))
+    return;
+  const Value *d = op->inputValue("data");
+  const Operation *def = d ? d->definingOp : nullptr;
+  RawFinding &f =
+      ctx.report(op, "rescales the " + std::string(dtypeName(data->dtype())) + " weight " +
+                         data->shapeStr() + (def ? " from '" + def->type + "'" : std::string()) +
+                         "; the ANE dequantize takes quantized data only");
+  f.contested = "CoreML-LLM reports per-grouped-channel palettization with a per-channel scale "
+                "compiling for the ANE";
+  f.related = consumersOf(ctx.facts, *op);
+}
+
+// ANE-QUANT-006: CoreML-LLM: ternary weights with a 2-bit lookup table per
+// (row, block) fail the ANE compile (-14); one table per group of output
+// channels compiles. Observed in one stateful model: always contested.
+static void checkLutPerBlock(RuleContext &ctx, const Operation *op) {
+  if (!op)
+    return;
+  const Type *idx = paramType(*op, "indices");
+  const Type *lut = paramType(*op, "lut");
+  auto is = idx ? shapeOf(*idx) : std::nullopt;
+  auto ls = lut ? shapeOf(*lut) : std::nullopt;
+  if (!is || !ls || ls->size() != is->size() + 2)
+    return;
+  std::string axes;
+  for (size_t i = 0; i < is->size(); ++i)
+    if ((*ls)[i] > 1)
+      axes += (axes.empty() ? "" : ", ") + std::to_string(i);
+  if (axes.find(',') == std::string::npos)
+    return;
+  RawFinding &f = ctx.report(op, "lookup table " + dimsStr(*ls) + " over weight " + dimsStr(*is) +
+                                     " varies along axes " + axes + " (a table per block)");
+  f.contested = "one report, in a stateful model with other suspects (CoreML-LLM)";
+  f.related = consumersOf(ctx.facts, *op);
 }
 
 static std::string gigabytes(uint64_t bytes) {

@@ -356,17 +356,23 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
     markAtRisk(fr, index, raw, placedFindings);
     summarizeCoverage(fr, options.coverage ? *options.coverage : builtinCoverage());
 
-    bool fails = false, atRisk = false;
-    for (const RawFinding &f : raw)
+    // A contested failure outranks per-op fallbacks that leave no op on the
+    // ANE (Core ML may still try the ANE), but not a rule that keeps the whole
+    // function off it (compute units, dynamic shapes, model size).
+    bool fails = false, atRisk = false, wholeOff = false;
+    for (const RawFinding &f : raw) {
       if (f.effect >= Effect::CompileFail)
         (f.contested.empty() ? fails : atRisk) = true;
+      wholeOff |= f.wholeFunction && f.effect == Effect::Fallback;
+    }
+    bool noAne = fr.aneOps == 0 && !fr.ops.empty();
     bool anyOff = std::any_of(fr.ops.begin(), fr.ops.end(),
                               [](const OpReport &o) { return o.placement != Placement::Ane; });
-    fr.verdict = fails                               ? Verdict::AneFails
-                 : fr.aneOps == 0 && !fr.ops.empty() ? Verdict::NoAne
-                 : atRisk                            ? Verdict::AtRisk
-                 : anyOff                            ? Verdict::Partial
-                                                     : Verdict::Ane;
+    fr.verdict = fails                            ? Verdict::AneFails
+                 : noAne && (wholeOff || !atRisk) ? Verdict::NoAne
+                 : atRisk                         ? Verdict::AtRisk
+                 : anyOff                         ? Verdict::Partial
+                                                  : Verdict::Ane;
     if (options.numerics && options.numerics->function == fn->name && options.numerics->diverged())
       fr.verdict = std::max(fr.verdict, Verdict::WrongNumerics);
     report.verdict = std::max(report.verdict, fr.verdict);
