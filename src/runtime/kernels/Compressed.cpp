@@ -1424,24 +1424,26 @@ private:
     // fp16 scales widened for a batch of rows at a time, in one pass.
     constexpr int64_t kBatch = 64;
     thread_local std::vector<float> widened;
-    int64_t rb = matrix_.rowBlock;
+    int64_t rb = matrix_.rowBlock, ahead = 2 * kBatch / rb * nb,
+            scaleCount = numElementsOf(blocks_);
     if (scaleHalf_ && widened.size() < static_cast<size_t>((kBatch + 1) * nb))
       widened.resize(static_cast<size_t>((kBatch + 1) * nb));
     auto run = [&](auto offsetsTag, auto checkedTag) {
       constexpr bool Offsets = decltype(offsetsTag)::value, Checked = decltype(checkedTag)::value;
       for (int64_t b0 = r0; b0 < r1; b0 += kBatch) {
         int64_t b1 = std::min(r1, b0 + kBatch), first = b0 / rb;
-        if (scaleHalf_) {
-          int64_t n = ((b1 - 1) / rb - first + 1) * nb;
-          halfToFloatN(scaleHalf_ + first * nb, widened.data(), n);
-          // The next batch's scales, read while this batch's rows are.
-          const char *next = reinterpret_cast<const char *>(scaleHalf_ + first * nb + n);
-          for (int64_t o = 0; o < n * 2; o += 64)
-            _mm_prefetch(next + o, _MM_HINT_T0);
-        }
+        if (scaleHalf_)
+          halfToFloatN(scaleHalf_ + first * nb, widened.data(), ((b1 - 1) / rb - first + 1) * nb);
         const float *scales = scaleHalf_ ? widened.data() : scaleFloats() + first * nb;
         auto tablesOf = [&](int64_t r) {
-          int64_t p = (r / rb) * nb;
+          int64_t p = (rb == 1 ? r : r / rb) * nb;
+          if (scaleHalf_ && p + ahead < scaleCount) {
+            // The scales of a row two batches on, fetched while this batch's
+            // rows are read (the pass that widens them would wait).
+            const char *next = reinterpret_cast<const char *>(scaleHalf_ + p + ahead);
+            for (int64_t o = 0; o < nb * 2; o += 64)
+              _mm_prefetch(next + o, _MM_HINT_T0);
+          }
           return BlockTables<Offsets, Checked>{q, scales + (p - first * nb),
                                                Offsets ? offsetF_.data() + p : nullptr};
         };
