@@ -962,10 +962,10 @@ void tableRowsAt(const CompressedValue::DotOperand &x, const uint8_t *const *row
 }
 
 /// y[i * ldy + r] for rows [r0, r1) of 4-bit values and every row i of x:
-/// row r's bytes at rowBytes(r), its tables tablesOf(r), its
-/// `blocks` blocks of `chunks` 32-value chunks. Rows go two at a time with
-/// one or two rows of x, one at a time with more (AVX-512 takes four rows
-/// of x at once, AVX2 two).
+/// row r's bytes at rowBytes(r), its tables tablesOf(r), its `blocks`
+/// blocks of `chunks` 32-value chunks. Rows go four at a time with one row
+/// of x on AVX-512, two at a time with one or two rows of x, one at a time
+/// with more (AVX-512 takes four rows of x at once, AVX2 two).
 template <class RowBytes, class TablesOf>
 void tableRows(const CompressedValue::DotOperand &x, int64_t r0, int64_t r1, int64_t blocks,
                int64_t chunks, float *y, int64_t ldy, RowBytes rowBytes, TablesOf tablesOf) {
@@ -1411,8 +1411,8 @@ private:
   }
 
   /// Rows [r0, r1) through the table kernels (fp16 mode), each block's
-  /// table made from its scale (fp16 scales widened a row at a time) and
-  /// offset.
+  /// table made from its scale (fp16 scales widened a batch of rows at a
+  /// time) and offset.
   void tableRowsOf(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                    int64_t r1) const {
     float q[16];
