@@ -1470,8 +1470,17 @@ private:
       bool finite =
           std::all_of(offsetF_.begin(), offsetF_.end(), [](float v) { return std::isfinite(v); });
       int64_t nb = numElementsOf(blocks_);
-      for (int64_t i = 0; i < nb && finite; ++i)
-        finite = std::isfinite(scaleAt(i));
+      if (scaleHalf_) {
+        // fp16 bits: infinities and NaNs have every exponent bit set.
+        for (int64_t i = 0; i < nb && finite; ++i) {
+          uint16_t h;
+          std::memcpy(&h, scaleHalf_ + i, sizeof h);
+          finite = (h & 0x7C00) != 0x7C00;
+        }
+      } else {
+        const float *sc = scaleFloats();
+        finite = finite && std::all_of(sc, sc + nb, [](float v) { return std::isfinite(v); });
+      }
       finite_ = finite;
     });
     return finite_;
