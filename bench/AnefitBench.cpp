@@ -17,7 +17,7 @@
 //
 //   anefit-bench --benchmark_filter=read_bandwidth/threads:2 --benchmark_format=json
 //   anefit-bench --model M.mil --inputs I.npz|random [--threads N] [--no-spin]
-//                [--exact-products] [--steps N] [--isa
+//                [--exact-products] [--precision fp32|fp16] [--steps N] [--isa
 //                portable|avx2|avx2vnni|avx512|avx512vnni|best]
 //                [--prefetch auto|on|off]
 //                --benchmark_filter=step --benchmark_format=json
@@ -156,6 +156,7 @@ struct StepArgs {
   int threads = 1;
   bool spin = true;
   bool exactProducts = false;
+  runtime::Precision precision = runtime::Precision::FP32;
   int64_t steps = 0;
 };
 
@@ -186,6 +187,7 @@ void registerStep(const StepArgs &args) {
   options.run.threads = args.threads;
   options.run.spin = args.spin;
   options.run.exactProducts = args.exactProducts;
+  options.run.precision = args.precision;
   runtime::CarryMap carries = runtime::hostCarries(*model, *fn);
   for (runtime::Carry &c : carries)
     if (auto it = feed.find(c.input); it != feed.end()) {
@@ -242,7 +244,14 @@ int main(int argc, char **argv) {
       args.spin = false;
     else if (a == "--exact-products")
       args.exactProducts = true;
-    else if (a == "--steps")
+    else if (a == "--precision") {
+      try {
+        args.precision = runtime::parsePrecision(value());
+      } catch (const std::exception &e) {
+        std::cerr << "anefit-bench: " << e.what() << "\n";
+        return 2;
+      }
+    } else if (a == "--steps")
       args.steps = std::atoll(value().c_str());
     else if (a == "--isa") {
       // The weight kernels' instruction set (default: the best the CPU has).
@@ -269,7 +278,7 @@ int main(int argc, char **argv) {
       }
     } else if (a == "-h" || a == "--help") {
       std::cout << "usage: anefit-bench [--model MODEL --inputs INPUTS.npz|random] [--threads N] "
-                   "[--no-spin] [--exact-products] [--steps N] [--isa "
+                   "[--no-spin] [--exact-products] [--precision fp32|fp16] [--steps N] [--isa "
                    "portable|avx2|avx2vnni|avx512|avx512vnni|best] "
                    "[--prefetch auto|on|off] "
                    "[--benchmark_* flags]\n";

@@ -17,7 +17,7 @@ tables of an export) counts as the one slice a step gathers.
 
     python3 bench/run_exports.py --bench build/bench/anefit-bench \\
         --anefit build/tools/anefit/anefit [--threads 1,2] [--spin on,off] \\
-        [--isa avx2|avx512|best] [--exact-products] [--rounds 3] MODEL...
+        [--isa avx2|avx512|best] [--exact-products] [--precision fp32,fp16] [--rounds 3] MODEL...
 
 The last column is how much of the file the page cache gives in 2 MB pages:
 the same export steps faster in them than in 4 KB pages (docs/run.md).
@@ -25,6 +25,11 @@ the same export steps faster in them than in 4 KB pages (docs/run.md).
 `--spin on,off` also steps each model on more than one thread with `--no-spin`
 (idle threads sleep at once between parallel ops instead of polling for up to
 50 us) and compares wall and CPU time per step with the default.
+
+`--precision fp32,fp16` steps each model in both modes of the interpreter
+(anefit-bench --precision; fp16 rounds every op result to fp16), in turn within
+each round, and gives the fp16 step against the fp32 one (medians of the round
+ratios, wall and CPU time).
 
 Make the full-size LFM2-350M exports with
 `scripts/export_executorch_fixtures.py --set export_llm --config lfm2_350m`.
@@ -109,11 +114,19 @@ def main():
                     help="keep int4 products fp32-grade in linears declared fp16 (anefit-bench "
                          "--exact-products; without it the AVX2 kernels put x on a 16-bit grid "
                          "per block there)")
+    ap.add_argument("--precision", default="fp32",
+                    help="fp32, fp16 or fp32,fp16: the interpreter's mode (anefit-bench "
+                         "--precision); both give the fp16 step against the fp32 one")
     args = ap.parse_args()
     threads = [int(t) for t in args.threads.split(",")]
+    precisions = args.precision.split(",")
+    if any(p not in ("fp32", "fp16") for p in precisions):
+        sys.exit(f"run_exports: --precision: expected fp32, fp16 or fp32,fp16, "
+                 f"found '{args.precision}'")
     spins = [{"on": True, "off": False}[s] for s in args.spin.split(",")]
-    # (threads, spin) pairs to run; one thread never waits for another.
-    configs = [(t, s) for t in threads for s in (spins if t > 1 else [spins[0]])]
+    # (threads, spin, precision) to run; one thread never waits for another.
+    configs = [(t, s, p) for t in threads for s in (spins if t > 1 else [spins[0]])
+               for p in precisions]
     bench, anefit = os.path.abspath(args.bench), os.path.abspath(args.anefit)
 
     sizes = {m: weight_bytes_read(anefit, m) for m in args.models}
@@ -126,7 +139,8 @@ def main():
         for c in configs:
             for m in args.models:
                 ms, cms, peak, huge = bench_step(bench, m, "random", c[0], args.steps, args.isa,
-                                                 spin=c[1], exact=args.exact_products)
+                                                 spin=c[1], exact=args.exact_products,
+                                                 precision=c[2])
                 times[(m, c)].append(ms)
                 cpu[(m, c)].append(cms)
                 rss[m] = max(rss.get(m, 0), peak)
@@ -146,7 +160,7 @@ def main():
           + (" --exact-products" if args.exact_products else ""))
     print(f"{args.rounds} rounds of {args.steps} steps, medians; wall ms/step and process CPU "
           f"ms/step")
-    print(f"{'model':34s} {'thr':>3s} {'spin':>4s} {'ms/step':>8s} {'CPU ms':>7s} "
+    print(f"{'model':34s} {'thr':>3s} {'spin':>4s} {'prec':>4s} {'ms/step':>8s} {'CPU ms':>7s} "
           f"{'weights read':>13s} {'GB/s':>6s} {'% of bound':>10s} {'peak RSS':>9s} "
           f"{'RSS/stored':>10s} {'2 MB pages':>10s}")
     for c in configs:
@@ -156,18 +170,19 @@ def main():
             cms = statistics.median(cpu[(m, c)])
             read, stored = sizes[m]
             bound_ms = read / bounds[t] / 1e6
-            print(f"{label[m][-34:]:34s} {t:3d} {'on' if c[1] else 'off':>4s} "
+            print(f"{label[m][-34:]:34s} {t:3d} {'on' if c[1] else 'off':>4s} {c[2]:>4s} "
                   f"{ms:8.1f} {cms:7.1f} {read / 1e6:10.0f} MB {read / ms / 1e6:6.1f} "
                   f"{100 * bound_ms / ms:9.0f}% {rss[m] / 2**20:5.0f} MiB "
                   f"{rss[m] / stored:9.2f}x {100 * pmd[m] / os.path.getsize(m):9.0f}%")
-    base = {t: (t, spins[0]) for t in threads}  # each thread count as first listed
+    # Each thread count as first listed, in the first precision listed.
+    base = {t: (t, spins[0], precisions[0]) for t in threads}
     if len(threads) > 1:
         print(f"read bandwidth, {threads[-1]} threads vs {threads[0]}: "
               f"{bounds[threads[-1]] / bounds[threads[0]]:.2f}x (the most a memory-bound step "
               f"can gain)")
         for m in args.models:
             for c in configs:
-                if c[0] != threads[-1]:
+                if c[0] != threads[-1] or c[2] != precisions[0]:
                     continue
                 pairs = [a / b for a, b in zip(times[(m, base[threads[0]])], times[(m, c)])]
                 print(f"{label[m]}: {threads[-1]} threads (spin "
@@ -178,10 +193,21 @@ def main():
             for t in threads:
                 if t == 1:
                     continue
-                on, off = (t, True), (t, False)
+                on, off = (t, True, precisions[0]), (t, False, precisions[0])
                 wall = [b / a for a, b in zip(times[(m, on)], times[(m, off)])]
                 cpus = [b / a for a, b in zip(cpu[(m, on)], cpu[(m, off)])]
                 print(f"{label[m]}, {t} threads, spin off vs on: wall "
+                      f"{statistics.median(wall):.2f}x, CPU time {statistics.median(cpus):.2f}x "
+                      f"(median of round ratios)")
+    if len(precisions) > 1:
+        for m in args.models:
+            for c in configs:
+                if c[2] != precisions[0]:
+                    continue
+                other = (c[0], c[1], precisions[1])
+                wall = [b / a for a, b in zip(times[(m, c)], times[(m, other)])]
+                cpus = [b / a for a, b in zip(cpu[(m, c)], cpu[(m, other)])]
+                print(f"{label[m]}, {c[0]} thread(s): {precisions[1]} vs {precisions[0]}: wall "
                       f"{statistics.median(wall):.2f}x, CPU time {statistics.median(cpus):.2f}x "
                       f"(median of round ratios)")
     first = args.models[0]

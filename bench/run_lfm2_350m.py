@@ -37,6 +37,8 @@ drift of the machine's speed touches all of them.
 
     python3 bench/run_lfm2_350m.py --bench build/bench/anefit-bench \\
         [--threads 1] [--rounds 3] [--forms fp16,int4,lut4]
+    python3 bench/run_lfm2_350m.py --forms fp16,int4 --workdir DIR --build-only
+        (DIR/fp16/model.mil, DIR/int4/model.mil for bench/run_exports.py)
 
 The logits of every form are checked against the baseline (or, without torch,
 against a numpy fp32 step) on one step.
@@ -547,14 +549,14 @@ def run_json(cmd):
 
 
 def bench_step(bench, model, feed_npz, threads, steps, isa="best", prefetch="auto", spin=True,
-               exact=False):
+               exact=False, precision="fp32"):
     """Wall and CPU ms per step (mean of `steps`), peak RSS and the model's bytes mapped with
     2 MB pages, of anefit-bench on one model (feed_npz may be "random"; isa, prefetch,
-    spin=False and exact=True are anefit-bench's --isa, --prefetch, --no-spin and
-    --exact-products)."""
+    spin=False, exact=True and precision are anefit-bench's --isa, --prefetch, --no-spin,
+    --exact-products and --precision)."""
     r = run_json([bench, "--model", model, "--inputs", feed_npz, "--threads", str(threads),
                   "--steps", str(steps), "--isa", isa, "--prefetch", prefetch,
-                  "--benchmark_filter=^step", "--benchmark_format=json"]
+                  "--precision", precision, "--benchmark_filter=^step", "--benchmark_format=json"]
                  + ([] if spin else ["--no-spin"]) + (["--exact-products"] if exact else []))
     b = r["benchmarks"][0]
     return b["real_time"], b["cpu_time"], b["peak_rss_bytes"], b.get("pmd_mapped_bytes", 0)
@@ -586,11 +588,16 @@ def main():
     ap.add_argument("--workdir", help="where to build the models (default: a temp dir, removed at exit)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-baseline", action="store_true", help="skip PyTorch eager")
+    ap.add_argument("--build-only", action="store_true",
+                    help="build the models (and inputs.npz) into --workdir and stop, for "
+                         "run_exports.py to step them")
     ap.add_argument("--isa", default="best", choices=KERNEL_ISAS,
                     help="instruction set of anefit's weight kernels (default: the best the CPU has)")
     args = ap.parse_args()
     forms = args.forms.split(",")
     threads = [int(t) for t in args.threads.split(",")]
+    if args.build_only and not args.workdir:
+        sys.exit("run_lfm2_350m: --build-only needs --workdir (a temp dir is removed at exit)")
     workdir = args.workdir or scratch_dir("anefit-bench-")
     bench = os.path.abspath(args.bench)
 
@@ -605,6 +612,8 @@ def main():
     feed_npz = os.path.join(workdir, "inputs.npz")
     np.savez(feed_npz, **feed)
     print(f"models: {workdir} ({', '.join(forms)}), built in {time.perf_counter() - t0:.1f} s")
+    if args.build_only:
+        return
 
     bounds = {t: read_bandwidth(bench, threads=t)[0] for t in threads}
     for t, gbs in bounds.items():

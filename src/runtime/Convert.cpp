@@ -8,14 +8,11 @@
 #include "runtime/Convert.h"
 
 #include "runtime/kernels/Isa.h"
+#include "runtime/kernels/Simd.h"
 
 #include "support/DType.h"
 
 #include <algorithm>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace anefit::runtime {
 namespace {
@@ -34,25 +31,11 @@ __attribute__((target("avx2,f16c"))) void halfToFloatF16C(const uint16_t *src, f
     dst[i] = halfToFloatAt(src + i);
 }
 
-/// Eight floats to fp16 bits, NaNs as sign | 0x7E00.
-__attribute__((target("avx2,f16c"))) inline __m128i toHalf8(__m256 v) {
-  __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
-  __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-  if (_mm256_movemask_ps(nan)) {
-    __m128i mask = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)),
-                                   _mm256_extractf128_si256(_mm256_castps_si256(nan), 1));
-    __m128i canon =
-        _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(short(0x8000))), _mm_set1_epi16(0x7E00));
-    h = _mm_blendv_epi8(h, canon, mask);
-  }
-  return h;
-}
-
 __attribute__((target("avx2,f16c"))) void floatToHalfF16C(const float *src, uint16_t *dst,
                                                           int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128((__m128i *)(dst + i), toHalf8(_mm256_loadu_ps(src + i)));
+    _mm_storeu_si128((__m128i *)(dst + i), simd::halfBits8(_mm256_loadu_ps(src + i)));
   for (; i < n; ++i)
     dst[i] = floatToHalf(src[i]);
 }
@@ -60,7 +43,7 @@ __attribute__((target("avx2,f16c"))) void floatToHalfF16C(const float *src, uint
 __attribute__((target("avx2,f16c"))) void roundToHalfF16C(float *p, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(p + i, _mm256_cvtph_ps(toHalf8(_mm256_loadu_ps(p + i))));
+    _mm256_storeu_ps(p + i, _mm256_cvtph_ps(simd::halfBits8(_mm256_loadu_ps(p + i))));
   for (; i < n; ++i)
     p[i] = halfToFloat(floatToHalf(p[i]));
 }

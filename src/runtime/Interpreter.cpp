@@ -574,7 +574,8 @@ struct StepRunner {
 
   /// Rounds an op result to fp16. A result that shares bytes with an input
   /// is rounded in place only when that input was rounded already (its
-  /// readers must not see it change); otherwise it gets its own bytes.
+  /// readers must not see it change); otherwise it gets its own bytes. An
+  /// input holding fp16 values (a carried fp16 output) counts as rounded.
   void roundToHalf(const InterpreterPlan::Step &step, size_t slot) {
     Tensor &t = env[slot];
     bool aliasesRounded = false, aliasesOther = !t.isOwned();
@@ -583,12 +584,13 @@ struct StepRunner {
         if (s != SIZE_MAX) {
           const Tensor &src = env[s].valid() ? env[s] : plan.folded[s];
           if (t.sharesStorage(src))
-            (rounded[s] || plan.foldRounded[s] ? aliasesRounded : aliasesOther) = true;
+            (rounded[s] || plan.foldRounded[s] || src.holdsHalfValues() ? aliasesRounded
+                                                                        : aliasesOther) = true;
         }
     if (aliasesOther || (!aliasesRounded && !t.ownsUniquely()))
       t = t.clone();
     if (aliasesOther || !aliasesRounded)
-      roundToHalfN(t.mutableData<float>(), t.numElements());
+      t.roundToHalfInPlace();
     rounded[slot] = 1;
   }
 

@@ -380,6 +380,23 @@ OwnedBuffer *Tensor::ownedBuffer() const {
   return owned_ ? static_cast<OwnedBuffer *>(const_cast<void *>(owner_.get())) : nullptr;
 }
 
+bool Tensor::holdsHalfValues() const {
+  OwnedBuffer *buf = dtype_ == DType::F32 && !lazy_ ? ownedBuffer() : nullptr;
+  return buf && buf->mirror && buf->mirror->dirty.empty();
+}
+
+void Tensor::roundToHalfInPlace() {
+  OwnedBuffer *buf = dtype_ == DType::F32 && !lazy_ ? ownedBuffer() : nullptr;
+  if (buf && buf->mirror && data_ == buf->p) {
+    float *self = reinterpret_cast<float *>(const_cast<uint8_t *>(data_));
+    for (auto [b, e] : buf->mirror->dirty)
+      if (b < numElements_)
+        roundToHalfN(self + b, std::min(e, numElements_) - b);
+    return;
+  }
+  roundToHalfN(mutableData<float>(), numElements_);
+}
+
 uint8_t *Tensor::mutableBytes() {
   // Borrowed bytes may be a read-only mapping; kernels only write results
   // they allocated themselves.

@@ -181,6 +181,15 @@ public:
   /// mutableBytesForBox, that call converts just the boxes written (a KV
   /// cache carried from step to step: the rows a step added, not the cache).
   Tensor toHalfRoundingInPlace();
+  /// True when every value of these fp32 bytes is an fp16 value: they are
+  /// what toHalfRoundingInPlace left, written since through
+  /// mutableBytesForBox in no place (a carried fp16 output, a KV cache).
+  bool holdsHalfValues() const;
+  /// Rounds these fp32 values (owned alone) to fp16 in place, as roundToHalfN
+  /// does. Where toHalfRoundingInPlace's fp16 form is kept, only the
+  /// elements written since through mutableBytesForBox can change, so only
+  /// they are rounded, and the form stays.
+  void roundToHalfInPlace();
   /// An owned copy.
   Tensor clone() const;
 

@@ -38,6 +38,9 @@
 //     fp16 values, F16C widens them; x is permuted once per call to the
 //     order the nibbles come in (per 32 values: the even ones, then the odd).
 //   8-bit blocks: bytes widened to fp32 eight at a time.
+//   fp16 mode, 4-bit blocks and palettes: each block's 16 values rounded to
+//     fp16 once into a table the nibbles index in registers, summed in
+//     dotF32's order: the bits of the decoded, rounded row (tableRow512).
 // Other forms decode a row into a small buffer and take its dot product.
 //
 //===----------------------------------------------------------------------===//
@@ -162,7 +165,8 @@ struct Source {
 
 /// The fused kernels a DotOperand is prepared for.
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
-              kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8;
+              kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8,
+              kFusedTables512 = 9, kFusedTables256 = 10;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -737,6 +741,268 @@ nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __
     nibbleChunk512(p, xp, table, a0, a1);
 }
 
+//===----------------------------------------------------------------------===//
+// fp16 mode: 4-bit rows read through tables of their rounded values
+//===----------------------------------------------------------------------===//
+//
+// In fp16 mode every value of a compressed weight is rounded to fp16, and a
+// row's product is what dotF32 gives for the decoded, rounded row. A 4-bit
+// block (a palette) has 16 values: rounded once into a table, they are
+// looked up by the nibbles in registers, and each lane sums the columns
+// dotF32's lanes sum, in the same order, so the result has the decoded row's
+// bits without the row being decoded. Up to four weight rows go through the
+// loop side by side: dotF32's order leaves one row two chains of FMAs, whose
+// latency the other rows' hide. The rows are prefetched in software, always:
+// four streams at once outrun the hardware prefetcher (on the Zen 5 measured,
+// the LFM2-350M-shaped 4w step took 17.0 ms of CPU with the prefetch and
+// 21.5 ms without).
+
+/// Rounds v to fp16 and back; Checked: NaNs made canonical as roundToHalfN
+/// makes them (tables that cannot hold a NaN skip the test).
+template <bool Checked>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline __m512 roundedToHalf(__m512 v) {
+  if constexpr (Checked)
+    return _mm512_cvtph_ps(simd::halfBits16(v));
+  else
+    return _mm512_cvtph_ps(_mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+template <bool Checked>
+__attribute__((target("avx2,fma,f16c"))) inline __m256 roundedToHalf(__m256 v) {
+  if constexpr (Checked)
+    return _mm256_cvtph_ps(simd::halfBits8(v));
+  else
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/// The rounded values of a row's blocks: (q - offset) * scale, as
+/// BlockwiseValue::decodeRaw computes them (without offsets q * scale, the
+/// same bits as q - 0). tables(b) gives block b's 16 values for
+/// tableRow512, tables(b, lo, hi) its values 0-7 and 8-15 for tableRow256.
+template <bool Offsets, bool Checked> struct BlockTables {
+  const float *q;       ///< the 16 data values as fp32
+  const float *scales;  ///< the row's, per block
+  const float *offsets; ///< the row's, per block, with Offsets
+
+  __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) __m512 operator()(int64_t b) const {
+    __m512 v = _mm512_loadu_ps(q);
+    if constexpr (Offsets)
+      v = _mm512_sub_ps(v, _mm512_set1_ps(offsets[b]));
+    return roundedToHalf<Checked>(_mm512_mul_ps(v, _mm512_set1_ps(scales[b])));
+  }
+  __attribute__((target("avx2,fma,f16c"))) void operator()(int64_t b, __m256 &lo,
+                                                           __m256 &hi) const {
+    __m256 l = _mm256_loadu_ps(q), h = _mm256_loadu_ps(q + 8);
+    if constexpr (Offsets) {
+      l = _mm256_sub_ps(l, _mm256_set1_ps(offsets[b]));
+      h = _mm256_sub_ps(h, _mm256_set1_ps(offsets[b]));
+    }
+    lo = roundedToHalf<Checked>(_mm256_mul_ps(l, _mm256_set1_ps(scales[b])));
+    hi = roundedToHalf<Checked>(_mm256_mul_ps(h, _mm256_set1_ps(scales[b])));
+  }
+};
+
+/// A row's 16-entry palettes, rounded, as BlockTables gives blocks.
+template <bool Checked> struct PaletteTables {
+  const float *palettes; ///< the row's, 16 values each
+
+  __attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) __m512 operator()(int64_t b) const {
+    return roundedToHalf<Checked>(_mm512_loadu_ps(palettes + b * 16));
+  }
+  __attribute__((target("avx2,fma,f16c"))) void operator()(int64_t b, __m256 &lo,
+                                                           __m256 &hi) const {
+    lo = roundedToHalf<Checked>(_mm256_loadu_ps(palettes + b * 16));
+    hi = roundedToHalf<Checked>(_mm256_loadu_ps(palettes + b * 16 + 8));
+  }
+};
+
+/// out[j * M + i] = sum_c tables[j](c / (32 chunks))[nibble c of rows[j]] *
+/// x_i[c] for R rows of `blocks` blocks of `chunks` 32-value chunks and M
+/// rows of x (ldx apart), each summed as simd::dot512 sums the row's values.
+/// A chunk's 16 bytes widen to 16 lanes: the low nibbles (the even columns)
+/// and, shifted, the high ones (the odd), so x is permuted as
+/// permuteForNibbles permutes it, and each lane's sum, the sum of one
+/// column over the chunks in order, is put back in column order before the
+/// two accumulators are added as dot512 adds them.
+template <int R, int M, bool Chunk1, class Tables>
+__attribute__((target("avx512f,avx512bw,avx512vl,f16c"))) inline void
+tableRow512(const uint8_t *const *rows, const Tables *tables, int64_t blocks, int64_t chunks,
+            const float *xp, int64_t ldx, float *out) {
+  // Loops over R and M unrolled, so the accumulators stay in registers.
+  __m512 a[R][M], b[R][M];
+#pragma GCC unroll 4
+  for (int j = 0; j < R; ++j)
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+      a[j][i] = b[j][i] = _mm512_setzero_ps();
+  for (int64_t blk = 0, c = 0; blk < blocks; ++blk) {
+    __m512 t[R];
+#pragma GCC unroll 4
+    for (int j = 0; j < R; ++j)
+      t[j] = tables[j](blk);
+    // Blocks of 32 (export_llm's 4w): one chunk, no inner loop.
+    for (int64_t k = 0; k < (Chunk1 ? 1 : chunks); ++k, c += 32) {
+#pragma GCC unroll 4
+      for (int j = 0; j < R; ++j) {
+        if ((c & 255) == 0)
+          prefetchAhead128(rows[j] + c / 2);
+        __m512i w = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(rows[j] + c / 2)));
+        // permutexvar reads the low 4 bits of each lane: the nibble.
+        __m512 wa = _mm512_permutexvar_ps(w, t[j]);
+        __m512 wb = _mm512_permutexvar_ps(_mm512_srli_epi32(w, 4), t[j]);
+#pragma GCC unroll 4
+        for (int i = 0; i < M; ++i) {
+          a[j][i] = _mm512_fmadd_ps(wa, _mm512_loadu_ps(xp + i * ldx + c), a[j][i]);
+          b[j][i] = _mm512_fmadd_ps(wb, _mm512_loadu_ps(xp + i * ldx + c + 16), b[j][i]);
+        }
+      }
+    }
+  }
+  // dot512's accumulators: columns 0-15 and 16-31 of every chunk.
+  const __m512i low = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i high = _mm512_add_epi32(low, _mm512_set1_epi32(8));
+  for (int j = 0; j < R; ++j)
+    for (int i = 0; i < M; ++i)
+      out[j * M + i] = sum512(_mm512_add_ps(_mm512_permutex2var_ps(a[j][i], low, b[j][i]),
+                                            _mm512_permutex2var_ps(a[j][i], high, b[j][i])));
+}
+
+/// tableRow512 for AVX2, summed as dotAvx2 (Lazy.cpp) sums: four
+/// accumulators of eight lanes per 32 values, each word's eight nibbles in
+/// column order (x read as it is), a table's two halves picked by each
+/// nibble's high bit.
+template <int R, int M, class Tables>
+__attribute__((target("avx2,fma,f16c"))) inline void
+tableRow256(const uint8_t *const *rows, const Tables *tables, int64_t blocks, int64_t chunks,
+            const float *x, int64_t ldx, float *out) {
+  const __m256i down = _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28);
+  const __m256i up = _mm256_setr_epi32(28, 24, 20, 16, 12, 8, 4, 0);
+  // Loops over R, M and the words unrolled, so the accumulators stay in
+  // registers.
+  __m256 s[R][M][4];
+#pragma GCC unroll 4
+  for (int j = 0; j < R; ++j)
+#pragma GCC unroll 4
+    for (int i = 0; i < M; ++i)
+#pragma GCC unroll 4
+      for (int k = 0; k < 4; ++k)
+        s[j][i][k] = _mm256_setzero_ps();
+  for (int64_t blk = 0, c = 0; blk < blocks; ++blk) {
+    __m256 lo[R], hi[R];
+#pragma GCC unroll 4
+    for (int j = 0; j < R; ++j)
+      tables[j](blk, lo[j], hi[j]);
+    for (int64_t ch = 0; ch < chunks; ++ch, c += 32)
+#pragma GCC unroll 4
+      for (int j = 0; j < R; ++j) {
+        if ((c & 127) == 0)
+          _mm_prefetch(reinterpret_cast<const char *>(rows[j] + c / 2) + kPrefetchBytes,
+                       _MM_HINT_T0);
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; ++k) {
+          int32_t bits;
+          std::memcpy(&bits, rows[j] + c / 2 + 4 * k, sizeof bits);
+          __m256i w = _mm256_set1_epi32(bits);
+          // permutevar8x32 reads the low 3 bits of the nibble, blendv the
+          // sign bit, where the nibble's high bit is shifted.
+          __m256i idx = _mm256_srlv_epi32(w, down);
+          __m256 v = _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo[j], idx),
+                                      _mm256_permutevar8x32_ps(hi[j], idx),
+                                      _mm256_castsi256_ps(_mm256_sllv_epi32(w, up)));
+#pragma GCC unroll 4
+          for (int i = 0; i < M; ++i)
+            s[j][i][k] = _mm256_fmadd_ps(v, _mm256_loadu_ps(x + i * ldx + c + 8 * k), s[j][i][k]);
+        }
+      }
+  }
+  for (int j = 0; j < R; ++j)
+    for (int i = 0; i < M; ++i)
+      out[j * M + i] = hsum(_mm256_add_ps(_mm256_add_ps(s[j][i][0], s[j][i][1]),
+                                          _mm256_add_ps(s[j][i][2], s[j][i][3])));
+}
+
+/// Chooses the table kernel of this ISA for x (a 4-bit view whose blocks
+/// are whole 32-value chunks) and permutes x for it.
+void prepareTables(CompressedValue::DotOperand &x) {
+  if (kernelIsa() >= KernelIsa::Avx512) {
+    x.fused = kFusedTables512;
+    x.permuted.resize(static_cast<size_t>(x.m * x.cols));
+    for (int64_t i = 0; i < x.m; ++i)
+      permuteForNibbles(x.x + i * x.ldx, x.cols, x.permuted.data() + i * x.cols);
+  } else {
+    x.fused = kFusedTables256;
+  }
+}
+
+/// R rows of 4-bit values against up to four rows of x starting at x row i,
+/// through the kernel prepareTables chose; out[j * m + i'] for row j, x row
+/// i + i'.
+template <int R, class Tables>
+void tableRowsAt(const CompressedValue::DotOperand &x, const uint8_t *const *rows,
+                 const Tables *tables, int64_t blocks, int64_t chunks, int64_t i, int64_t m,
+                 float *out) {
+  if (x.fused == kFusedTables512) {
+    const float *xi = x.permuted.data() + i * x.cols;
+    if (m == 4)
+      tableRow512<R, 4, false>(rows, tables, blocks, chunks, xi, x.cols, out);
+    else if (m == 3)
+      tableRow512<R, 3, false>(rows, tables, blocks, chunks, xi, x.cols, out);
+    else if (m == 2)
+      tableRow512<R, 2, false>(rows, tables, blocks, chunks, xi, x.cols, out);
+    else if (chunks == 1)
+      tableRow512<R, 1, true>(rows, tables, blocks, chunks, xi, x.cols, out);
+    else
+      tableRow512<R, 1, false>(rows, tables, blocks, chunks, xi, x.cols, out);
+  } else {
+    const float *xi = x.x + i * x.ldx;
+    if (m == 2)
+      tableRow256<R, 2>(rows, tables, blocks, chunks, xi, x.ldx, out);
+    else
+      tableRow256<R, 1>(rows, tables, blocks, chunks, xi, x.ldx, out);
+  }
+}
+
+/// y[i * ldy + r] for rows [r0, r1) of 4-bit values and every row i of x:
+/// row r's bytes at rowBytes(r), its tables tablesOf(r), its `blocks`
+/// blocks of `chunks` 32-value chunks. Rows go four at a time with one row
+/// of x on AVX-512, two at a time with one or two rows of x, one at a time
+/// with more (AVX-512 takes four rows of x at once, AVX2 two).
+template <class RowBytes, class TablesOf>
+void tableRows(const CompressedValue::DotOperand &x, int64_t r0, int64_t r1, int64_t blocks,
+               int64_t chunks, float *y, int64_t ldy, RowBytes rowBytes, TablesOf tablesOf) {
+  int64_t step = x.fused == kFusedTables512 ? 4 : 2;
+  float out[8];
+  int64_t r = r0;
+  if (x.m == 1 && x.fused == kFusedTables512)
+    for (; r + 4 <= r1; r += 4) {
+      const uint8_t *rows[4] = {rowBytes(r), rowBytes(r + 1), rowBytes(r + 2), rowBytes(r + 3)};
+      auto t0 = tablesOf(r), t1 = tablesOf(r + 1), t2 = tablesOf(r + 2), t3 = tablesOf(r + 3);
+      decltype(t0) tables[4] = {t0, t1, t2, t3};
+      tableRowsAt<4>(x, rows, tables, blocks, chunks, 0, 1, out);
+      for (int j = 0; j < 4; ++j)
+        y[r + j] = out[j];
+    }
+  if (x.m <= 2)
+    for (; r + 2 <= r1; r += 2) {
+      const uint8_t *rows[2] = {rowBytes(r), rowBytes(r + 1)};
+      auto t0 = tablesOf(r), t1 = tablesOf(r + 1);
+      decltype(t0) tables[2] = {t0, t1};
+      tableRowsAt<2>(x, rows, tables, blocks, chunks, 0, x.m, out);
+      for (int j = 0; j < 2; ++j)
+        for (int64_t i = 0; i < x.m; ++i)
+          y[i * ldy + r + j] = out[j * x.m + i];
+    }
+  for (; r < r1; ++r) {
+    const uint8_t *rows[1] = {rowBytes(r)};
+    auto t0 = tablesOf(r);
+    for (int64_t i = 0; i < x.m; i += step) {
+      int64_t m = std::min(step, x.m - i);
+      tableRowsAt<1>(x, rows, &t0, blocks, chunks, i, m, out);
+      for (int64_t k = 0; k < m; ++k)
+        y[(i + k) * ldy + r] = out[k];
+    }
+  }
+}
+
 #endif
 
 //===----------------------------------------------------------------------===//
@@ -907,12 +1173,25 @@ protected:
 #endif
   }
 
+  /// 4-bit data in blocks of whole 32-value chunks: the table kernels.
+  void prepareRounded(DotOperand &x) const override {
+#if defined(__x86_64__)
+    DType dt = data_.tensor.dtype();
+    if (data_.value || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32 ||
+        (dt != DType::I4 && dt != DType::U4))
+      return;
+    prepareTables(x);
+#endif
+  }
+
   void dotRowsFused(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                     int64_t r1) const override {
 #if defined(__x86_64__)
     DType dt = data_.tensor.dtype();
     bool isSigned = dt == DType::I4 || dt == DType::I8;
-    if (x.fused == kFusedNibbles512)
+    if (x.fused == kFusedTables512 || x.fused == kFusedTables256)
+      tableRowsOf(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedNibbles512)
       fusedNibbles512(isSigned, x, y, ldy, r0, r1);
     else if (x.fused == kFusedWords)
       fusedWords(isSigned, x, y, ldy, r0, r1);
@@ -1129,6 +1408,82 @@ private:
       else
         fusedDigitsVnni256Of<Signed>(scales, x, y, ldy, r0, r1);
     });
+  }
+
+  /// Rows [r0, r1) through the table kernels (fp16 mode), each block's
+  /// table made from its scale (fp16 scales widened a batch of rows at a
+  /// time) and offset.
+  void tableRowsOf(bool isSigned, const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                   int64_t r1) const {
+    float q[16];
+    for (int v = 0; v < 16; ++v)
+      q[v] = static_cast<float>(isSigned && v >= 8 ? v - 16 : v);
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
+    const uint8_t *data = data_.tensor.bytes();
+    auto rowBytes = [&](int64_t r) { return data + r * cols / 2; };
+    // fp16 scales widened for a batch of rows at a time, in one pass.
+    constexpr int64_t kBatch = 64;
+    thread_local std::vector<float> widened;
+    int64_t rb = matrix_.rowBlock, ahead = 2 * kBatch / rb * nb,
+            scaleCount = numElementsOf(blocks_);
+    if (scaleHalf_ && widened.size() < static_cast<size_t>((kBatch + 1) * nb))
+      widened.resize(static_cast<size_t>((kBatch + 1) * nb));
+    auto run = [&](auto offsetsTag, auto checkedTag) {
+      constexpr bool Offsets = decltype(offsetsTag)::value, Checked = decltype(checkedTag)::value;
+      for (int64_t b0 = r0; b0 < r1; b0 += kBatch) {
+        int64_t b1 = std::min(r1, b0 + kBatch), first = b0 / rb;
+        if (scaleHalf_)
+          halfToFloatN(scaleHalf_ + first * nb, widened.data(), ((b1 - 1) / rb - first + 1) * nb);
+        const float *scales = scaleHalf_ ? widened.data() : scaleFloats() + first * nb;
+        auto tablesOf = [&](int64_t r) {
+          int64_t p = (rb == 1 ? r : r / rb) * nb;
+          if (scaleHalf_ && p + ahead < scaleCount) {
+            // The scales of a row two batches on, fetched while this batch's
+            // rows are read (the pass that widens them would wait).
+            const char *next = reinterpret_cast<const char *>(scaleHalf_ + p + ahead);
+            for (int64_t o = 0; o < nb * 2; o += 64)
+              _mm_prefetch(next + o, _MM_HINT_T0);
+          }
+          return BlockTables<Offsets, Checked>{q, scales + (p - first * nb),
+                                               Offsets ? offsetF_.data() + p : nullptr};
+        };
+        tableRows(x, b0, b1, nb, chunks, y, ldy, rowBytes, tablesOf);
+      }
+    };
+    auto withChecks = [&](auto offsetsTag) {
+      if (finiteParams())
+        run(offsetsTag, std::false_type{});
+      else
+        run(offsetsTag, std::true_type{});
+    };
+    if (offsetF_.empty())
+      withChecks(std::false_type{});
+    else
+      withChecks(std::true_type{});
+  }
+
+  /// True when every scale and offset is finite: no weight value is then a
+  /// NaN (the data and offsets are small integers), and the table kernels
+  /// round without looking for one.
+  bool finiteParams() const {
+    std::call_once(finiteOnce_, [this] {
+      bool finite =
+          std::all_of(offsetF_.begin(), offsetF_.end(), [](float v) { return std::isfinite(v); });
+      int64_t nb = numElementsOf(blocks_);
+      if (scaleHalf_) {
+        // fp16 bits: infinities and NaNs have every exponent bit set.
+        for (int64_t i = 0; i < nb && finite; ++i) {
+          uint16_t h;
+          std::memcpy(&h, scaleHalf_ + i, sizeof h);
+          finite = (h & 0x7C00) != 0x7C00;
+        }
+      } else {
+        const float *sc = scaleFloats();
+        finite = finite && std::all_of(sc, sc + nb, [](float v) { return std::isfinite(v); });
+      }
+      finite_ = finite;
+    });
+    return finite_;
   }
 
   /// Scales [0, 8) in lanes 0-7.
@@ -1513,6 +1868,8 @@ private:
   mutable std::once_flag scaleOnce_;
   mutable std::vector<float> scaleF_;
   std::vector<float> offsetF_;
+  mutable std::once_flag finiteOnce_;
+  mutable bool finite_ = false;
 };
 
 //===----------------------------------------------------------------------===//
@@ -1532,6 +1889,7 @@ public:
         entries_(entries), vs_(vectorSize), vaxis_(vectorAxis), lutBytes_(lutBytes),
         rows_(indexShape_, groups_), matrix_(matrixBlocks(indexShape_, groups_)) {
 #if defined(__x86_64__)
+    finiteLut_ = std::all_of(lut_.begin(), lut_.end(), [](float v) { return std::isfinite(v); });
     // Palettes of fp16 values (exactly) as byte tables for the AVX2 kernel.
     if (bits_ == 4 && vs_ == 1 && entries_ == 16) {
       std::vector<HalfPalette> tables(lut_.size() / 16);
@@ -1613,10 +1971,21 @@ protected:
 #endif
   }
 
+  /// 4-bit palettes over whole 32-value chunks: the table kernels.
+  void prepareRounded(DotOperand &x) const override {
+#if defined(__x86_64__)
+    if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32)
+      return;
+    prepareTables(x);
+#endif
+  }
+
   void dotRowsFused(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                     int64_t r1) const override {
 #if defined(__x86_64__)
-    if (x.fused == kFusedNibbles512)
+    if (x.fused == kFusedTables512 || x.fused == kFusedTables256) {
+      tableRowsOf(x, y, ldy, r0, r1);
+    } else if (x.fused == kFusedNibbles512)
       fusedNibbles512(x, y, ldy, r0, r1);
     else
       fusedNibbles(x, y, ldy, r0, r1);
@@ -1625,6 +1994,24 @@ protected:
 
 private:
 #if defined(__x86_64__)
+  /// Rows [r0, r1) through the table kernels (fp16 mode): the palettes are
+  /// the tables.
+  void tableRowsOf(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
+    auto rowBytes = [&](int64_t r) { return indices_.bytes() + r * cols / 2; };
+    auto run = [&](auto checkedTag) {
+      auto tablesOf = [&](int64_t r) {
+        return PaletteTables<decltype(checkedTag)::value>{lut_.data() +
+                                                          (r / matrix_.rowBlock) * nb * 16};
+      };
+      tableRows(x, r0, r1, nb, chunks, y, ldy, rowBytes, tablesOf);
+    };
+    if (finiteLut_)
+      run(std::false_type{});
+    else
+      run(std::true_type{});
+  }
+
   __attribute__((target("avx2,fma,f16c"))) void
   fusedNibbles(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
@@ -1684,6 +2071,7 @@ private:
   }
 
   std::vector<HalfPalette> halfPalettes_; ///< per palette, for the AVX2 kernel
+  bool finiteLut_ = false;                ///< no NaN or infinity in the palettes (tableRowsOf)
 #endif
 };
 

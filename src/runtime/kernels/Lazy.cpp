@@ -196,8 +196,8 @@ CompressedValue::DotOperand CompressedValue::prepareDot(int64_t cols, const floa
   op.ldx = ldx;
   op.m = m;
   op.cols = cols;
-  if (!roundHalf_ && kernelIsa() != KernelIsa::Portable)
-    prepareFused(op);
+  if (kernelIsa() != KernelIsa::Portable)
+    roundHalf_ ? prepareRounded(op) : prepareFused(op);
   return op;
 }
 

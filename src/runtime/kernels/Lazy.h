@@ -98,6 +98,9 @@ public:
   /// y[i * ldy + r] = sum_c W[r, c] * x[i * ldx + c] for rows [r0, r1) of W,
   /// i < m. The formats with a fused kernel (int4/uint4/int8/uint8 blocks,
   /// 4-bit palettes) dequantize in registers; the rest decode a row at a time.
+  /// With roundHalf(), every row is exactly dotF32 of its decoded (rounded)
+  /// values: 4-bit blocks and palettes look their rounded values up in
+  /// registers, summed in dotF32's order; the rest decode a row at a time.
   /// Safe to call from several threads on disjoint rows.
   void dotRows(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const;
   /// prepareDot and dotRows in one (one thread, or a caller that runs once).
@@ -114,7 +117,11 @@ protected:
   /// Chooses the fused kernel for `x` (x.cols, x.m set) and prepares x for
   /// it; leaves x.fused at 0 when this view has none (rows are decoded).
   virtual void prepareFused(DotOperand &x) const {}
-  /// The fused kernel prepareFused chose.
+  /// prepareFused for fp16 mode (roundHalf()): a kernel chosen here must
+  /// give each row the bits of the decoded row (rounded to fp16) summed by
+  /// dotF32; leaves x.fused at 0 when this view has none.
+  virtual void prepareRounded(DotOperand &x) const {}
+  /// The fused kernel prepareFused or prepareRounded chose.
   virtual void dotRowsFused(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
                             int64_t r1) const {}
 

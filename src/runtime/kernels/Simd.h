@@ -2,9 +2,11 @@
 //
 // The intrinsics header, the horizontal sums the dense (Linear.cpp) and
 // compressed (Compressed.cpp) weight kernels both reduce their accumulators
-// with, and the one order of summation of the AVX-512 dot products, which
+// with, the one order of summation of the AVX-512 dot products, which
 // the fp16 rows and the decoded rows of a compressed weight share (so a
-// weight requantized to fp16 gives the bits its decoded original gives).
+// weight requantized to fp16 gives the bits its decoded original gives), and
+// fp32 -> fp16 in registers with the bits floatToHalf gives (Convert.cpp's
+// bulk conversions, the fp16-mode weight kernels).
 // Each function carries its own target attribute, so the including file is
 // built for the baseline ISA and picks a kernel at run time.
 //
@@ -42,6 +44,33 @@ __attribute__((target("avx512f"))) inline float sum512(__m512 v) {
   q = _mm_hadd_ps(q, q);
   q = _mm_hadd_ps(q, q);
   return _mm_cvtss_f32(q);
+}
+
+/// Eight floats to fp16 bits (round to nearest even, overflow to inf), NaNs
+/// as sign | 0x7E00: floatToHalf's bits.
+__attribute__((target("avx2,f16c"))) inline __m128i halfBits8(__m256 v) {
+  __m128i h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  if (_mm256_movemask_ps(nan)) {
+    __m128i mask = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)),
+                                   _mm256_extractf128_si256(_mm256_castps_si256(nan), 1));
+    __m128i canon =
+        _mm_or_si128(_mm_and_si128(h, _mm_set1_epi16(short(0x8000))), _mm_set1_epi16(0x7E00));
+    h = _mm_blendv_epi8(h, canon, mask);
+  }
+  return h;
+}
+
+/// halfBits8 of sixteen floats.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m256i halfBits16(__m512 v) {
+  __m256i h = _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+  __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  if (nan) {
+    __m256i canon = _mm256_or_si256(_mm256_and_si256(h, _mm256_set1_epi16(short(0x8000))),
+                                    _mm256_set1_epi16(0x7E00));
+    h = _mm256_mask_blend_epi16(nan, h, canon);
+  }
+  return h;
 }
 
 /// dot(w, x) over k values as every AVX-512 dot product of the kernels sums

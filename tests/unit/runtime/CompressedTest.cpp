@@ -693,6 +693,98 @@ TEST(Compressed, DecodedRowsSumAsFp16RowsOnEveryIsa) {
   }
 }
 
+/// v as fp16 mode holds a value: the fp32 of its fp16.
+float roundedToHalf(float v) { return halfToFloat(floatToHalf(v)); }
+
+/// True when a and b have the same bits, or are both NaN.
+bool sameBits(float a, float b) {
+  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b) ||
+         (std::isnan(a) && std::isnan(b));
+}
+
+TEST(Compressed, Fp16ModeFourBitWeightsGiveTheBitsOfTheirDecodedRowsOnEveryIsa) {
+  // In fp16 mode every value of a compressed weight is rounded to fp16 and a
+  // row's product is dotF32 of the decoded, rounded row. 4-bit blocks and
+  // palettes whose blocks are whole 32-value chunks take table kernels (each
+  // block's 16 values rounded once, looked up by the nibbles); they must give
+  // those bits, which the same rounded values stored as fp16 give (the fp16
+  // rows sum as dotF32: DecodedRowsSumAsFp16RowsOnEveryIsa). int4/uint4
+  // blocks of 32, 64 and 16 (16: decoded a row at a time), offsets or none,
+  // fp16 or fp32 scales, now and then an infinite scale (NaN and infinite
+  // weights); 16-entry fp32 palettes per group of rows and columns; 1-5 rows
+  // of x; row counts that leave fours, pairs and single rows; 1 and 3 threads.
+  for (int iter = 0; iter < 120; ++iter) {
+    int64_t n = std::vector<int64_t>{1, 2, 3, 6, 13, 36}[rng.pick(0, 5)];
+    int64_t block = std::vector<int64_t>{32, 32, 64, 16}[rng.pick(0, 3)];
+    int64_t k = block * rng.pick(1, 6), m = rng.pick(1, 5);
+    bool palette = rng.pick(0, 3) == 0;
+    int64_t rowGroup = divisorOf(n), groups = n / rowGroup, colBlocks = k / block;
+    std::vector<int64_t> q = randomInts(n * k, 0, 15);
+    std::vector<float> dense(static_cast<size_t>(n * k));
+    ProgramBuilder b;
+    Value *w;
+    std::string what;
+    if (palette) {
+      std::vector<float> lut(static_cast<size_t>(groups * colBlocks * 16));
+      for (float &v : lut)
+        v = rng.uniform(-1.0f, 1.0f);
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c) {
+          int64_t g = (r / rowGroup) * colBlocks + c / block;
+          dense[r * k + c] = roundedToHalf(lut[g * 16 + q[r * k + c]]);
+        }
+      w = b.op("constexpr_lut_to_dense",
+               {{"indices", packed(DType::U4, q, {n, k})},
+                {"lut", constF32(lut, {groups, colBlocks, 16, 1})}},
+               DType::F16, {n, k});
+      what = "palettes";
+    } else {
+      bool isSigned = rng.pick(0, 1), offsets = rng.pick(0, 1), half = rng.pick(0, 1);
+      DType dt = isSigned ? DType::I4 : DType::U4;
+      if (isSigned)
+        for (int64_t &v : q)
+          v -= 8;
+      int64_t nb = groups * colBlocks;
+      std::vector<float> scales(static_cast<size_t>(nb));
+      for (float &v : scales)
+        v = half ? roundedToHalf(rng.uniform(0.01f, 0.2f)) : rng.uniform(0.01f, 0.2f);
+      if (rng.pick(0, 7) == 0)
+        scales[static_cast<size_t>(rng.pick(0, nb - 1))] = std::numeric_limits<float>::infinity();
+      std::vector<int64_t> off =
+          offsets ? randomInts(nb, isSigned ? -8 : 0, isSigned ? 7 : 15) : std::vector<int64_t>();
+      for (int64_t r = 0; r < n; ++r)
+        for (int64_t c = 0; c < k; ++c) {
+          int64_t g = (r / rowGroup) * colBlocks + c / block;
+          float o = offsets ? static_cast<float>(off[g]) : 0.0f;
+          dense[r * k + c] = roundedToHalf((static_cast<float>(q[r * k + c]) - o) * scales[g]);
+        }
+      std::vector<Arg> args = {{"data", packed(dt, q, {n, k})},
+                               {"scale", half ? constF16(scales, {groups, colBlocks})
+                                              : constF32(scales, {groups, colBlocks})}};
+      if (offsets)
+        args.push_back({"offset", packed(dt, off, {groups, colBlocks})});
+      w = b.op("constexpr_blockwise_shift_scale", std::move(args), DType::F16, {n, k});
+      what = std::string(dtypeName(dt)) + (offsets ? " offsets" : "") +
+             (half ? " fp16 scales" : " fp32 scales");
+    }
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
+    b.output(b.op("linear", {{"x", x}, {"weight", constF16(dense, {n, k})}}, DType::F32, {m, n}));
+    runtime::TensorMap in = {{"x", randomInput({m, k})}};
+    for (runtime::KernelIsa isa : kernelIsas())
+      for (int threads : {1, 3}) {
+        IsaGuard guard(isa);
+        SCOPED_TRACE(what + " n " + std::to_string(n) + " k " + std::to_string(k) + " block " +
+                     std::to_string(block) + " row group " + std::to_string(rowGroup) + " m " +
+                     std::to_string(m) + " isa " + isaName(isa) + " threads " +
+                     std::to_string(threads));
+        std::vector<Tensor> out = run(b, in, true, runtime::Precision::FP16, threads);
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_PRED2(sameBits, out[0].floatAt(i), out[1].floatAt(i)) << "element " << i;
+      }
+  }
+}
+
 TEST(Compressed, Avx512RowsPrefetchedOrNotGiveTheSameBits) {
   // Whether the AVX-512 kernels prefetch is chosen by CPU (on for Intel, off
   // for Zen 4): both paths run here, on any AVX-512 machine, and must give

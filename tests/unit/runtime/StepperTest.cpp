@@ -484,6 +484,52 @@ main[CoreML7](%u: (1, 3, fp32)(Tensor), %buf: (1, 3, fp32)(Tensor)) {
   }
 }
 
+TEST(Stepper, Fp16ModeCarriedCacheGivesTheBitsOfAFreshCopyEachStep) {
+  // fp16 mode, an export's KV cache: the fp32 buffer carried in holds the
+  // last step's fp16 output, so its cast to fp16 is a view (nothing to
+  // round) and slice_update's result is rounded only in the row it wrote.
+  // Each step must give the bits of a run handed a fresh fp32 copy of the
+  // cache, whose values the interpreter rounds in full.
+  auto m = parse(R"(
+main[CoreML7](%row: (1, int32)(Tensor), %u: (1, 4, fp32)(Tensor), %cache: (3, 4, fp32)(Tensor)) {
+  block0() {
+    %c: (3, 4, fp16)(Tensor) = cast(x=%cache, dtype="fp16", name="c")
+    %old: (1, 4, fp16)(Tensor) = gather(x=%c, indices=%row, axis=0, name="old")
+    %u16: (1, 4, fp16)(Tensor) = cast(x=%u, dtype="fp16", name="u16")
+    %new: (1, 4, fp16)(Tensor) = add(x=%old, y=%u16, name="new")
+    %b: (1, int32)(Tensor) = identity(x=%row, name="b")
+    %zero: (1, int32)(Tensor) = const(val=[0], name="zero")
+    %begin: (2, int32)(Tensor) = concat(values=(%b, %zero), axis=0, interleave=False, name="begin")
+    %four: (1, int32)(Tensor) = const(val=[4], name="four")
+    %one: (1, int32)(Tensor) = const(val=[1], name="one")
+    %r1: (1, int32)(Tensor) = add(x=%row, y=%one, name="r1")
+    %end: (2, int32)(Tensor) = concat(values=(%r1, %four), axis=0, interleave=False, name="end")
+    %n: (3, 4, fp16)(Tensor) = slice_update(x=%c, update=%new, begin=%begin, end=%end, name="n")
+  } -> (%n)
+}
+)");
+  const Function &fn = *m->program->functions.front();
+  StepperOptions options;
+  options.run.precision = Precision::FP16;
+  Stepper carried(fn, {{"n", "cache", std::nullopt, "test"}}, options);
+  Interpreter fresh(fn, options.run);
+  Tensor cache = Tensor::zeros(DType::F32, {3, 4});
+  for (int k = 0; k < 12; ++k) {
+    std::vector<float> u(4);
+    for (size_t i = 0; i < u.size(); ++i)
+      u[i] = 0.1f * static_cast<float>(k + 1) + 1e-3f * static_cast<float>(i) + 3e-5f;
+    TensorMap in = {{"row", Tensor::fromI32({(k * 2) % 3}, {1})},
+                    {"u", Tensor::fromF32(u, {1, 4})}};
+    Tensor got = output(carried.step(in), "n").clone();
+    in["cache"] = cache;
+    Tensor want = output(fresh.run(in), "n").clone();
+    ASSERT_EQ(got.numBytes(), want.numBytes());
+    EXPECT_EQ(std::memcmp(got.bytes(), want.bytes(), got.numBytes()), 0) << "step " << k;
+    cache = want.convertTo(DType::F32);
+  }
+  EXPECT_NE(cache.floatAt(0), 0.0f);
+}
+
 TEST(Stepper, AnFp16CacheCarriedStepByStepIsTheFullConversionEachStep) {
   // An export's KV cache: fp32 buffer in, one row written by slice_update,
   // fp16 out and copied back. A caller that drops each step's outputs lets
