@@ -20,6 +20,7 @@
 #include "runtime/ThreadPool.h"
 #include "runtime/kernels/Isa.h"
 #include "support/Error.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -223,7 +224,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
     addKernels(j, false);
     if (!opts.output.empty())
       j["output"] = opts.output;
-    std::cout << j.dump(2) << "\n";
+    std::cout << dumpJson(j, 2) << "\n";
   }
   return kExitOk;
 }
@@ -383,7 +384,7 @@ int runRun(const RunCliOptions &opts) {
       j["output"] = opts.output;
     if (opts.profile)
       j["profile"] = json::parse(profile.formatJson());
-    std::cout << j.dump(2) << "\n";
+    std::cout << dumpJson(j, 2) << "\n";
   }
   return kExitOk;
 }
