@@ -18,9 +18,11 @@
 #include "support/Error.h"
 #include "support/Text.h"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace anefit::cli {
 namespace {
@@ -79,20 +81,37 @@ int runCheck(const CheckCliOptions &o) {
     if (!record)
       failExpected("", "--model-explorer", "--etrecord (the overlay is over its graph)",
                    "no --etrecord");
+    // One file each: with --force one would silently replace the other.
+    std::error_code ec;
+    if (!o.output.empty() && std::filesystem::weakly_canonical(o.output, ec) ==
+                                 std::filesystem::weakly_canonical(o.modelExplorer, ec))
+      failExpected("", "--model-explorer", "a file other than the report's (-o)",
+                   "'" + o.modelExplorer + "' for both");
     checkOutput(o.modelExplorer, OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
   }
   std::optional<ane::ProbeObservations> observed;
   if (!o.observations.empty())
     observed = ane::readObservations(o.observations);
   std::vector<ane::CheckReport> reports;
+  std::set<size_t> observedModels;
   for (size_t i = 0; i < models.size(); ++i) {
     reports.push_back(ane::checkModel(*models[i], options));
     reports.back().modelPath = models.size() > 1 ? o.model + "#" + std::to_string(i) : o.model;
     if (observed)
-      ane::applyObservations(reports.back(), *models[i], *observed, i);
+      observedModels.insert(ane::applyObservations(reports.back(), *models[i], *observed, i));
     if (record)
       report::attachSources(reports.back(), *models[i], *record, o.sourceRoot);
   }
+  // Every model the kit planned is one of those checked, unless one delegate
+  // was picked (MODEL#N): observations of a larger program are another's.
+  if (observed && !splitPteSelector(o.model).second)
+    for (size_t m = 0; m < observed->plan.models.size(); ++m)
+      if (!observedModels.count(m))
+        throw InputError::at(o.observations, "plan.models[" + std::to_string(m) + "]",
+                             "expected only models of " + o.model +
+                                 ", found one it does not "
+                                 "hold (program hash " +
+                                 observed->plan.models[m].programHash + ")");
   if (!o.modelExplorer.empty()) {
     std::vector<const ane::CheckReport *> checked;
     std::vector<const Model *> checkedModels;
