@@ -205,6 +205,12 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
   case FixVerification::Status::Skipped:
     std::cout << "verify: skipped: " << v.skipReason << "\n";
     break;
+  case FixVerification::Status::Unmeasured:
+    std::cout << "verify: not run: " << v.skipReason << "\n";
+    std::cerr << "anefit: error: a lossy rewrite is written only with its error measured; "
+                 "nothing written (--verify with room to run it measures it, --no-verify "
+                 "writes it unmeasured)\n";
+    break;
   case FixVerification::Status::Same:
   case FixVerification::Status::Different: {
     auto line = [&](const runtime::Comparison &c, const char *what, bool fp16) {
