@@ -312,8 +312,6 @@ FixOptions fixOptions(const FixCliOptions &opts) {
 }
 
 int runFix(const FixCliOptions &opts) {
-  if (opts.steps < 1)
-    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   applyMaxMemory(opts.maxMemory);
   if (!opts.sourceRoot.empty() && opts.etrecord.empty())
     failExpected("", "--source-root", "--etrecord", "no --etrecord");
@@ -391,20 +389,26 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--max-rel-error", opts->maxRelError,
                   "a lossy rewrite (--requantize other than fp16) is written only when its widest "
                   "output (an LLM's logits) stays within this relative RMS error of the "
-                  "original's over the verified steps (default 0.05)");
+                  "original's over the verified steps (default 0.05)")
+      ->check(realIn(0, kMaxTolerance));
   cmd->add_option("--min-top1", opts->minTop1,
                   "... and the top-1 of that output agrees with the original's on at least this "
-                  "share of rows (default 0: reported, not required)");
+                  "share of rows (default 0: reported, not required)")
+      ->check(realIn(0, 1));
   cmd->add_flag("--verify", opts->verify,
                 "run original and fixed models in the interpreter and compare (default: on "
                 "when the weights are under 2 GB)");
   cmd->add_flag("--no-verify", opts->noVerify, "skip the interpreter comparison");
-  cmd->add_option("--steps", opts->steps, "prediction steps to compare (default 8)");
-  cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)");
-  cmd->add_option("--atol", opts->atol, "absolute tolerance of the comparison (default 1e-4)");
+  cmd->add_option("--steps", opts->steps, "prediction steps to compare (default 8)")
+      ->check(integerIn(1, kMaxSteps));
+  cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)")
+      ->check(unsignedIn(0, UINT64_MAX));
+  cmd->add_option("--atol", opts->atol, "absolute tolerance of the comparison (default 1e-4)")
+      ->check(realIn(0, kMaxTolerance));
   cmd->add_option("--rtol", opts->rtol,
                   "relative tolerance of the comparison, of each value or of its output's RMS "
-                  "where larger (default 1e-3)");
+                  "where larger (default 1e-3)")
+      ->check(realIn(0, kMaxTolerance));
   cmd->add_option("--precision", opts->precision,
                   "interpreter precision of the comparison: fp32 (default) or fp16 (every float "
                   "op rounded to fp16, as the ANE computes)");

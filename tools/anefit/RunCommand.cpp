@@ -134,9 +134,6 @@ int runInExecuTorch(const RunCliOptions &opts) {
                       : !opts.etrecord.empty() ? "--etrecord"
                                                : "--state") +
                      " applies to the interpreter's own run (--engine interpreter)");
-  if (opts.steps < 0)
-    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
-  runtime::checkThreadCount(opts.threads, "--threads");
   std::string why;
   std::shared_ptr<runtime::ExecuTorchEngine> engine = runtime::ExecuTorchEngine::load(&why);
   if (!engine)
@@ -237,8 +234,6 @@ int runRun(const RunCliOptions &opts) {
   applyMaxMemory(opts.maxMemory);
   runtime::ModelRunOptions options;
   options.run.precision = runtime::parsePrecision(opts.precision);
-  if (opts.steps < 0)
-    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   if (!opts.etrecord.empty() && !opts.profile)
     failExpected("", "--etrecord", "--profile (the ETRecord groups its table by source line)",
                  "no --profile");
@@ -284,7 +279,6 @@ int runRun(const RunCliOptions &opts) {
   options.steps = opts.steps;
   options.missingInputHint = "give it with --input NAME=FILE.npy, --inputs FILE.npz or --random";
 
-  runtime::checkThreadCount(opts.threads, "--threads");
   options.run.threads = opts.threads;
   options.run.spin = !opts.noSpin;
   options.run.exactProducts = opts.exactProducts;
@@ -400,17 +394,20 @@ void registerRun(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--inputs", opts->inputsNpz,
                   ".npz of inputs: NAME, or step<k>/NAME for step k of a --steps run");
   cmd->add_flag("--random", opts->random, "Fill inputs not given with random values");
-  cmd->add_option("--seed", opts->seed, "Seed for --random (default 0)");
+  cmd->add_option("--seed", opts->seed, "Seed for --random (default 0)")
+      ->check(unsignedIn(0, UINT64_MAX));
   cmd->add_option("--steps", opts->steps,
                   "Run N steps, carrying Core ML states from step to step (default: 1, or the "
-                  "number of step<k>/ groups in --inputs)");
+                  "number of step<k>/ groups in --inputs)")
+      ->check(integerIn(0, kMaxSteps));
   cmd->add_option("--state", opts->states,
                   "Initial value of a state: NAME=FILE.npy (repeatable; default zeros)");
   cmd->add_option("--precision", opts->precision,
                   "fp32 (default) or fp16: round every op's float result to fp16 like the ANE");
   cmd->add_option("--threads", opts->threads,
                   "Threads the interpreter uses (default 0: every core; at most " +
-                      std::to_string(runtime::kMaxThreads) + ")");
+                      std::to_string(runtime::kMaxThreads) + ")")
+      ->check(integerIn(0, runtime::kMaxThreads));
   cmd->add_flag("--no-spin", opts->noSpin,
                 "Idle threads sleep at once between parallel ops instead of polling for up to "
                 "50 us: no CPU time spent waiting, for a wake-up per parallel op (about 20 us "
