@@ -157,6 +157,14 @@ void printLeftOff(const FixResult &result, const FixSources &sources) {
   }
 }
 
+/// The values NaN in both models, which a comparison cannot hold to a
+/// tolerance: named, never passed over in silence.
+void printBothNaN(const runtime::Comparison &c) {
+  if (c.bothNaN())
+    std::cout << "  " << c.bothNaN() << (c.bothNaN() == 1 ? " value" : " values")
+              << " NaN in both models, not compared\n";
+}
+
 /// Prints what fixModel did, and on stderr why a rewrite that is not ok()
 /// is not saved.
 void report(const FixResult &result, const FixCliOptions &opts, const FixSources &sources) {
@@ -221,6 +229,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
                     what, (long long)v.steps, c.compared(), c.maxAbsDiff(), opts.atol, opts.rtol,
                     fp16 ? ", fp16 mode" : "");
       std::cout << buf << (c.ok() ? ": same outputs\n" : ": DIFFERENT\n");
+      printBothNaN(c);
       if (!c.ok())
         std::cerr << "anefit: error: the fixed model differs from the original: "
                   << c.firstMismatch() << "; nothing written\n";
@@ -256,6 +265,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
       std::cout << ")";
     }
     std::cout << "\n";
+    printBothNaN(v.comparison);
     if (v.status == FixVerification::Status::TooLossy)
       std::cerr << "anefit: error: the lossy rewrite's error exceeds --max-rel-error or "
                    "--min-top1; nothing written (--requantize fp16 is exact)\n";
