@@ -48,6 +48,7 @@ const std::vector<std::vector<std::string_view>> &keptPaths() {
 /// first (support/Json.h).
 json parseEdgeProgram(std::string_view text, const std::string &path, const std::string &where) {
   checkJsonDepth(text, path, where);
+  checkJsonFits(text, path, where);
   // keys[d - 1]: the key (or "[]") of the values at depth d.
   std::vector<std::string> keys;
   auto kept = [&](size_t depth) {

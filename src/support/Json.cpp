@@ -2,6 +2,15 @@
 #include "support/Json.h"
 
 #include "support/Error.h"
+#include "support/Units.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+
+#include <sys/resource.h>
+#include <unistd.h>
 
 namespace anefit {
 
@@ -29,6 +38,52 @@ void checkJsonDepth(std::string_view text, const std::string &origin, const std:
       --depth;
     }
   }
+}
+
+namespace {
+
+/// Bytes this process can still allocate: the machine's MemAvailable, and
+/// what the address-space limit leaves (ulimit -v).
+uint64_t memoryLeft() {
+  uint64_t left = UINT64_MAX;
+  if (FILE *f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kb = 0;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+        left = static_cast<uint64_t>(kb) * 1024;
+        break;
+      }
+    std::fclose(f);
+  }
+  struct rlimit rl {};
+  if (::getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    unsigned long long pages = 0;
+    if (FILE *f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%llu", &pages) != 1)
+        pages = 0;
+      std::fclose(f);
+    }
+    uint64_t used = static_cast<uint64_t>(pages) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    uint64_t limit = static_cast<uint64_t>(rl.rlim_cur);
+    left = std::min(left, limit > used ? limit - used : 0);
+  }
+  return left;
+}
+
+} // namespace
+
+void checkJsonFits(std::string_view text, const std::string &origin, const std::string &place) {
+  uint64_t need = static_cast<uint64_t>(text.size()) * kJsonMemoryPerByte;
+  if (need < (uint64_t(64) << 20))
+    return; // small documents: never worth a look
+  uint64_t left = memoryLeft();
+  if (need > left)
+    throw InputError::at(origin, place,
+                         "expected JSON that fits in memory once read (up to " +
+                             std::to_string(kJsonMemoryPerByte) + " times its " +
+                             humanBytes(text.size()) + ": " + humanBytes(need) + "), found " +
+                             humanBytes(left) + " left");
 }
 
 std::string escapeJsonControls(std::string text) {

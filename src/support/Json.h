@@ -49,12 +49,20 @@ void checkJsonDepth(std::string_view text, const std::string &origin, const std:
 /// change.
 std::string escapeJsonControls(std::string text);
 
+/// Throws InputError when kJsonMemoryPerByte times the size of `text` is
+/// more memory than the process can still have (the machine's available
+/// memory, and its address-space limit): refused up front, since running out
+/// while nlohmann-json builds or frees a document ends the process.
+void checkJsonFits(std::string_view text, const std::string &origin, const std::string &place = "");
+
 /// Parses a document read from `origin` under the reader policy: deep
-/// nesting throws InputError; malformed text gives a discarded value (each
-/// reader says what it expected).
+/// nesting, or a document that would not fit in memory, throws InputError;
+/// malformed text gives a discarded value (each reader says what it
+/// expected).
 template <class Json = nlohmann::json>
 Json parseJson(std::string_view text, const std::string &origin, const std::string &place = "") {
   checkJsonDepth(text, origin, place);
+  checkJsonFits(text, origin, place);
   return Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
 }
 
