@@ -41,7 +41,10 @@ int runGuarded(const std::function<int()> &body) {
   } catch (const InputError &e) {
     return report(e.what());
   } catch (const std::bad_alloc &) {
-    return report("out of memory (--max-memory sets how much the interpreter may use)");
+    // The interpreter reports its own (with the op); this one came from
+    // elsewhere: a reader, a rewrite, a report.
+    return report("out of memory outside the interpreter (reading, rewriting or writing); "
+                  "--max-memory bounds only the interpreter's tensors");
   } catch (const std::exception &e) {
     return report(e.what());
   }
