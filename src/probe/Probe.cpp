@@ -524,6 +524,8 @@ ProbeResult writeProbeKit(const std::string &modelPath, const std::string &dir,
       throw InputError::at(dir, "", "cannot create its parent directory: " + ec.message());
   }
   bool replace = false;
+  if (FileKind kind = fileKindOf(trimmed); kind != FileKind::Missing && kind != FileKind::Directory)
+    failExpected(dir, "", "a directory for the kit", fileKindName(kind));
   if (fileKindOf(trimmed) == FileKind::Directory) {
     std::error_code ec;
     bool empty = fs::is_empty(trimmed, ec);
