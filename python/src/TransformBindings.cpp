@@ -61,6 +61,8 @@ std::string verificationName(FixVerification::Status s) {
     return "measured";
   case FixVerification::Status::TooLossy:
     return "too-lossy";
+  case FixVerification::Status::Unmeasured:
+    return "unmeasured";
   }
   return "not-run";
 }
@@ -423,7 +425,8 @@ void bindTransform(nb::module_ &m) {
       .def_ro("verification", &PyFixResult::verification,
               "How the interpreter comparison ended: ``'same'``, ``'different'``, "
               "``'measured'`` (a lossy rewrite within ``max_rel_error`` and ``min_top1``), "
-              "``'too-lossy'``, "
+              "``'too-lossy'``, ``'unmeasured'`` (a lossy rewrite ``verify='auto'`` could not "
+              "measure: not written; ``verify='never'`` writes it unmeasured), "
               "``'skipped'`` (``verify='auto'`` and the interpreter could not run the model) or "
               "``'not-run'``.")
       .def_ro("skip_reason", &PyFixResult::skipReason,

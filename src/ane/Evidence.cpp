@@ -11,6 +11,7 @@
 #include "ane/AneRules.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -68,7 +69,7 @@ std::string corpusProject(const std::string &url) {
 }
 
 static nlohmann::json parseObject(std::string_view text, const std::string &path) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = parseJson(text, path);
   if (j.is_discarded() || !j.is_object())
     failExpected(path, "cases file", "a JSON object", "malformed JSON");
   std::string schema = j.value("schema", "");
@@ -127,7 +128,7 @@ static std::vector<CorpusCase> casesOf(const nlohmann::json &j, const std::strin
       for (const auto &[op, dev] : pl->items()) {
         std::string d = dev.is_string() ? dev.get<std::string>() : std::string();
         if (d != "ane" && d != "cpu" && d != "gpu")
-          failExpected(path, where + ".placement." + op, "ane, cpu or gpu", dev.dump());
+          failExpected(path, where + ".placement." + op, "ane, cpu or gpu", dumpJson(dev));
         e.placement.emplace_back(op, d);
       }
     }
@@ -170,7 +171,7 @@ std::vector<CorpusCase> loadCorpus(const std::string &dir) {
     for (const auto &g : *groups) {
       std::string rel = g.is_string() ? g.get<std::string>() : std::string();
       if (rel.empty() || rel.find("..") != std::string::npos || rel[0] == '/')
-        failExpected(path, "groups", "case files inside the corpus", g.dump());
+        failExpected(path, "groups", "case files inside the corpus", dumpJson(g));
       std::string groupPath = dir + "/" + rel;
       for (CorpusCase &c : parseCorpusCases(readText(groupPath), groupPath))
         cases.push_back(std::move(c));

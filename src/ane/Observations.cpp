@@ -10,6 +10,7 @@
 #include "ir/AsmPrinter.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -19,7 +20,10 @@
 
 namespace anefit::ane {
 
-using json = nlohmann::ordered_json;
+/// Files are read into nlohmann::json (keys found in log n); the plan is
+/// written from an ordered_json (keys in the schema's order).
+using json = nlohmann::json;
+using ordered_json = nlohmann::ordered_json;
 
 std::string programHash(const Model &model) {
   std::string text = modelToString(model);
@@ -54,7 +58,7 @@ struct Reader {
 
   [[noreturn]] void fail(const std::string &key, const std::string &expected) const {
     const json *v = j.is_object() && j.contains(key) ? &j.at(key) : nullptr;
-    std::string found = v ? v->dump() : "nothing";
+    std::string found = v ? dumpJson(*v) : "nothing";
     if (found.size() > 60)
       found = found.substr(0, 57) + "...";
     failExpected(origin, place.empty() ? key : place + "." + key, expected, found);
@@ -97,8 +101,22 @@ struct Reader {
   }
 };
 
+const ProbeVariant *findVariant(const ProbeModelPlan &m, const std::string &name) {
+  for (const ProbeVariant &v : m.variants)
+    if (v.name == name)
+      return &v;
+  return nullptr;
+}
+
+const ProbeSuspect *findSuspect(const ProbeModelPlan &m, const std::string &id) {
+  for (const ProbeSuspect &s : m.suspects)
+    if (s.id == id)
+      return &s;
+  return nullptr;
+}
+
 json parseObject(std::string_view text, const std::string &origin, std::string_view schema) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json j = parseJson(text, origin);
   if (j.is_discarded() || !j.is_object())
     failExpected(origin, "", "a JSON object", "malformed JSON");
   Reader r{origin, "", j};
@@ -144,6 +162,9 @@ ProbePlan planFromJson(const json &j, const std::string &origin, const std::stri
       pv.pipeline = x.str("pipeline", false);
       pv.programHash = x.str("program_hash", false);
       pv.note = x.str("note", false);
+      for (const std::string &id : pv.keeps)
+        if (!findSuspect(mp, id))
+          x.fail("keeps", "suspects of this model's plan");
       mp.variants.push_back(std::move(pv));
     }
     const json &nodes = m.array("nodes");
@@ -151,10 +172,13 @@ ProbePlan planFromJson(const json &j, const std::string &origin, const std::stri
       Reader x = m.at(nodes[n], "nodes", n);
       ProbeNode pn;
       pn.variant = x.str("variant", false);
-      // Checked as read, before narrowing: 2^32 + 1 is not node 1.
+      // Checked as read, before narrowing: 2^32 + 1 is not node 1, and -1
+      // is not null.
       auto nodeIndex = [&](const char *key) {
         int64_t k = x.integer(key, -1);
-        if (k < -1 || k >= static_cast<int64_t>(nodes.size()) || k == static_cast<int64_t>(n))
+        bool given = x.j.is_object() && x.j.contains(key) && !x.j.at(key).is_null();
+        if ((given && k < 0) || k >= static_cast<int64_t>(nodes.size()) ||
+            k == static_cast<int64_t>(n))
           x.fail(key, "a node index of this tree, not its own, or null");
         return static_cast<int>(k);
       };
@@ -165,6 +189,16 @@ ProbePlan planFromJson(const json &j, const std::string &origin, const std::stri
       pn.confirm = x.strings("confirm");
       if (pn.variant.empty() == pn.conclusion.empty())
         x.fail("variant", "either a variant to compile or a conclusion");
+      // Every name a node gives is one of this model's plan: a culprit the
+      // suspects do not hold would be reported as found.
+      if (!pn.variant.empty() && !findVariant(mp, pn.variant))
+        x.fail("variant", "a variant of this model's plan");
+      for (const std::string &id : pn.suspects)
+        if (!findSuspect(mp, id))
+          x.fail("suspects", "suspects of this model's plan");
+      for (const std::string &name : pn.confirm)
+        if (!findVariant(mp, name))
+          x.fail("confirm", "variants of this model's plan");
       mp.nodes.push_back(std::move(pn));
     }
     if (mp.nodes.empty())
@@ -174,47 +208,47 @@ ProbePlan planFromJson(const json &j, const std::string &origin, const std::stri
   return plan;
 }
 
-json planToJson(const ProbePlan &plan) {
-  json j;
+ordered_json planToJson(const ProbePlan &plan) {
+  ordered_json j;
   j["schema"] = kProbePlanSchema;
   j["source"] = plan.source;
-  j["models"] = json::array();
+  j["models"] = ordered_json::array();
   for (const ProbeModelPlan &m : plan.models) {
-    json mj;
+    ordered_json mj;
     mj["label"] = m.label;
     mj["program_hash"] = m.programHash;
     mj["predicted_verdict"] = m.predictedVerdict;
     mj["tree_depth"] = m.treeDepth;
-    mj["suspects"] = json::array();
+    mj["suspects"] = ordered_json::array();
     for (const ProbeSuspect &s : m.suspects) {
-      json sj = {{"id", s.id},
-                 {"rules", s.rules},
-                 {"level", s.level},
-                 {"ops", s.ops},
-                 {"first_op", s.firstOp}};
+      ordered_json sj = {{"id", s.id},
+                         {"rules", s.rules},
+                         {"level", s.level},
+                         {"ops", s.ops},
+                         {"first_op", s.firstOp}};
       if (!s.pattern.empty())
         sj["pattern"] = s.pattern;
-      sj["pass"] = s.pass.empty() ? json() : json(s.pass);
+      sj["pass"] = s.pass.empty() ? ordered_json() : ordered_json(s.pass);
       if (!s.note.empty())
         sj["note"] = s.note;
       mj["suspects"].push_back(std::move(sj));
     }
-    mj["variants"] = json::array();
+    mj["variants"] = ordered_json::array();
     for (const ProbeVariant &v : m.variants) {
-      json vj = {{"name", v.name}, {"role", v.role}, {"path", v.path}, {"keeps", v.keeps}};
+      ordered_json vj = {{"name", v.name}, {"role", v.role}, {"path", v.path}, {"keeps", v.keeps}};
       vj["pipeline"] = v.pipeline;
       vj["program_hash"] = v.programHash;
       if (!v.note.empty())
         vj["note"] = v.note;
       mj["variants"].push_back(std::move(vj));
     }
-    mj["nodes"] = json::array();
+    mj["nodes"] = ordered_json::array();
     for (const ProbeNode &n : m.nodes) {
-      json nj;
+      ordered_json nj;
       if (!n.variant.empty()) {
         nj["variant"] = n.variant;
-        nj["bad"] = n.bad < 0 ? json() : json(n.bad);
-        nj["good"] = n.good < 0 ? json() : json(n.good);
+        nj["bad"] = n.bad < 0 ? ordered_json() : ordered_json(n.bad);
+        nj["good"] = n.good < 0 ? ordered_json() : ordered_json(n.good);
       } else {
         nj["conclusion"] = n.conclusion;
         nj["suspects"] = n.suspects;
@@ -232,13 +266,6 @@ std::string fileText(const std::string &path) {
   return std::string(bytes.begin(), bytes.end());
 }
 
-const ProbeVariant *findVariant(const ProbeModelPlan &m, const std::string &name) {
-  for (const ProbeVariant &v : m.variants)
-    if (v.name == name)
-      return &v;
-  return nullptr;
-}
-
 } // namespace
 
 ProbePlan parseProbePlan(std::string_view text, const std::string &origin) {
@@ -247,7 +274,7 @@ ProbePlan parseProbePlan(std::string_view text, const std::string &origin) {
 
 ProbePlan readProbePlan(const std::string &path) { return parseProbePlan(fileText(path), path); }
 
-std::string renderProbePlan(const ProbePlan &plan) { return planToJson(plan).dump(2) + "\n"; }
+std::string renderProbePlan(const ProbePlan &plan) { return dumpJson(planToJson(plan), 2) + "\n"; }
 
 ProbeObservations readObservations(const std::string &path) {
   return parseObservations(fileText(path), path);
@@ -404,8 +431,8 @@ Observation concludeProbe(const ProbeObservations &obs, size_t m) {
   return o;
 }
 
-void applyObservations(CheckReport &report, const Model &model, const ProbeObservations &obs,
-                       size_t position) {
+size_t applyObservations(CheckReport &report, const Model &model, const ProbeObservations &obs,
+                         size_t position) {
   std::string hash = programHash(model);
   size_t m = obs.plan.models.size();
   for (size_t i = 0; i < obs.plan.models.size(); ++i)
@@ -483,6 +510,7 @@ void applyObservations(CheckReport &report, const Model &model, const ProbeObser
       }
   }
   report.observation = std::move(o);
+  return m;
 }
 
 } // namespace anefit::ane

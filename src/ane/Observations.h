@@ -174,7 +174,8 @@ Observation concludeProbe(const ProbeObservations &obs, size_t m);
 /// place among the delegates of its program: identical delegates have the
 /// same hash, and the plan's model at that place is taken when it matches.
 /// Throws InputError when no model of the plan has the model's program hash.
-void applyObservations(CheckReport &report, const Model &model, const ProbeObservations &obs,
-                       size_t position = 0);
+/// Returns the index of the plan's model that was laid over the report.
+size_t applyObservations(CheckReport &report, const Model &model, const ProbeObservations &obs,
+                         size_t position = 0);
 
 } // namespace anefit::ane

@@ -499,8 +499,14 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   bool verify =
       options.verify == FixVerify::Always ||
       (options.verify == FixVerify::Auto && result.before.weightBytes <= kAutoVerifyWeightBytes);
-  if (!verify)
+  if (!verify) {
+    // A lossy rewrite is written unmeasured only when asked (Never).
+    if (result.lossy && options.verify == FixVerify::Auto) {
+      result.verification.status = FixVerification::Status::Unmeasured;
+      result.verification.skipReason = "the weights are over 2 GB, where verify is off by default";
+    }
     return result;
+  }
   stage("verify");
   FixVerification &v = result.verification;
   v.steps = options.steps;
@@ -552,7 +558,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
     // rewrite they did not ask to verify; FixVerify::Always insists.
     if (options.verify == FixVerify::Always)
       throw;
-    v.status = FixVerification::Status::Skipped;
+    v.status =
+        result.lossy ? FixVerification::Status::Unmeasured : FixVerification::Status::Skipped;
     v.skipReason = e.what();
   }
   return result;

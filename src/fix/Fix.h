@@ -160,9 +160,13 @@ struct FixVerification {
     /// A lossy rewrite whose error exceeds FixOptions::maxRelError or whose
     /// top-1 agreement is below minTop1.
     TooLossy,
+    /// A lossy rewrite that was not measured (Auto above the weight limit,
+    /// or the interpreter could not run it): not safe to save. Only
+    /// FixVerify::Never writes a lossy rewrite unmeasured.
+    Unmeasured,
   };
   Status status = Status::NotRun;
-  /// Status::Skipped: the interpreter's reason.
+  /// Status::Skipped and Unmeasured: why it was not run.
   std::string skipReason;
   int64_t steps = 0;
   runtime::Comparison comparison;
@@ -259,7 +263,8 @@ struct FixResult {
   /// FixOptions::allowFp16Divergence said to keep it anyway).
   bool ok() const {
     return verifies() && verification.status != FixVerification::Status::Different &&
-           verification.status != FixVerification::Status::TooLossy && !fp16Refused;
+           verification.status != FixVerification::Status::TooLossy &&
+           verification.status != FixVerification::Status::Unmeasured && !fp16Refused;
   }
   /// The fixed model's fp16 outputs are lost and the options did not allow it.
   bool fp16Refused = false;

@@ -3,6 +3,7 @@
 
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Json.h"
 #include "support/Zip.h"
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,65 @@ using json = nlohmann::json;
 
 /// Program JSON members are a few MB; more is not an ETRecord we read.
 constexpr uint64_t kMaxProgramJson = uint64_t(512) << 20;
+
+/// The JSON members read may inflate to at most this many times the
+/// archive's bytes, all together: a real ETRecord's edge program is 3.5
+/// times its archive (5.3 MB in 1.5 MB), a zip bomb's a thousand times.
+constexpr uint64_t kMaxInflation = 32;
+
+/// The parts of the edge program read (graph_module.graph.nodes[].{name,
+/// target, metadata.{debug_handle, stack_trace, nn_module_stack}}, the
+/// signature's buffers), as key paths; "[]" is an array's element. Every
+/// other value (the nodes' inputs and outputs, most of the text) is skipped
+/// as it is parsed, never built.
+const std::vector<std::vector<std::string_view>> &keptPaths() {
+  static const std::vector<std::vector<std::string_view>> paths = {
+      {"graph_module", "graph", "nodes", "[]", "name"},
+      {"graph_module", "graph", "nodes", "[]", "target"},
+      {"graph_module", "graph", "nodes", "[]", "metadata", "debug_handle"},
+      {"graph_module", "graph", "nodes", "[]", "metadata", "stack_trace"},
+      {"graph_module", "graph", "nodes", "[]", "metadata", "nn_module_stack"},
+      {"graph_module", "signature", "input_specs", "[]", "buffer", "arg", "name"},
+      {"graph_module", "signature", "input_specs", "[]", "buffer", "buffer_name"},
+      {"graph_module", "signature", "output_specs", "[]", "buffer_mutation", "arg", "name"},
+      {"graph_module", "signature", "output_specs", "[]", "buffer_mutation", "buffer_name"},
+  };
+  return paths;
+}
+
+/// Parses the edge program keeping only keptPaths(). Nesting is bounded
+/// first (support/Json.h).
+json parseEdgeProgram(std::string_view text, const std::string &path, const std::string &where) {
+  checkJsonDepth(text, path, where);
+  checkJsonFits(text, path, where);
+  // keys[d - 1]: the key (or "[]") of the values at depth d.
+  std::vector<std::string> keys;
+  auto kept = [&](size_t depth) {
+    for (const auto &p : keptPaths()) {
+      size_t n = std::min(depth, p.size());
+      bool same = true;
+      for (size_t i = 0; i < n && same; ++i)
+        same = keys[i] == p[i];
+      if (same)
+        return true; // on the way to a kept value, or inside one
+    }
+    return false;
+  };
+  json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json &parsed) {
+    size_t d = static_cast<size_t>(depth);
+    if (event == json::parse_event_t::key) {
+      keys.resize(d);
+      keys[d - 1] = parsed.get<std::string>();
+      return kept(d);
+    }
+    if (event == json::parse_event_t::array_start) {
+      keys.resize(d + 1);
+      keys[d] = "[]";
+    }
+    return true;
+  };
+  return json::parse(text.begin(), text.end(), keep, /*allow_exceptions=*/false);
+}
 
 /// Python traceback text -> frames, outermost first.
 std::vector<SourceFrame> parseStack(const std::string &text) {
@@ -128,9 +188,17 @@ ETRecord parseETRecord(std::span<const uint8_t> bytes, const std::string &path,
   ETRecord rec;
   rec.path = path;
   rec.method = method;
-  std::string text = readZipMember(*program, path, kMaxProgramJson);
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Each member read takes from one budget, a multiple of the archive.
+  uint64_t budget = std::min<uint64_t>(kMaxProgramJson, kMaxInflation * bytes.size());
+  auto readJson = [&](const ZipMember &m) {
+    std::string text = readZipMember(m, path, budget);
+    budget -= text.size();
+    return text;
+  };
+  std::string text = readJson(*program);
   std::string where = program->name;
+  json j = parseEdgeProgram(text, path, where);
+  text = std::string();
   if (j.is_discarded() || !j.is_object() || !j.contains("graph_module") ||
       !j["graph_module"].is_object())
     failExpected(path, where, "a torch.export program (JSON with graph_module)",
@@ -190,7 +258,7 @@ ETRecord parseETRecord(std::span<const uint8_t> bytes, const std::string &path,
         }
   }
   if (const ZipMember *dm = find("delegate_map")) {
-    json d = json::parse(readZipMember(*dm, path, kMaxProgramJson), nullptr, false);
+    json d = parseJson(readJson(*dm), path, dm->name);
     if (d.is_discarded() || !d.is_object())
       failExpected(path, "delegate_map", "a JSON object", "malformed JSON");
     if (d.contains(method) && d[method].is_object())

@@ -9,6 +9,7 @@
 
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -131,7 +132,7 @@ std::string manifestText(const std::string &modelId, const std::string &weightsI
                                        {"description", "CoreML Model Weights"},
                                        {"name", kWeightsName},
                                        {"path", std::string(kAuthor) + "/" + kWeightsName}};
-  return doc.dump(4) + "\n";
+  return dumpJson(doc, 4) + "\n";
 }
 
 } // namespace
@@ -145,7 +146,7 @@ const Manifest::Item &Manifest::rootItem() const {
 }
 
 Manifest parseManifest(std::string_view text, const std::string &fileName) {
-  json doc = json::parse(text, /*cb=*/nullptr, /*allow_exceptions=*/false);
+  json doc = parseJson(text, fileName);
   if (doc.is_discarded()) {
     // Re-parse with exceptions only to get nlohmann's position information.
     try {

@@ -10,6 +10,7 @@
 #include "io/Pte.h"
 
 #include "support/Error.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -355,7 +356,9 @@ std::optional<CoreMLPayloadReference> coreMLPayloadReference(std::span<const uin
                                                              const std::string &label) {
   if (payload.size() < 4 || std::memcmp(payload.data(), "CMJR", 4) != 0)
     return std::nullopt;
-  auto j = nlohmann::json::parse(payload.begin() + 4, payload.end(), nullptr, false);
+  auto j = parseJson(
+      std::string_view(reinterpret_cast<const char *>(payload.data()) + 4, payload.size() - 4),
+      label);
   if (j.is_discarded() || !j.is_object() || !j.contains("key") || !j["key"].is_string())
     throw InputError::at(label, "", "expected a JSON object with a string \"key\" after CMJR");
   CoreMLPayloadReference ref;
@@ -603,7 +606,7 @@ FlattenedIndex readFlattenedIndex(std::span<const uint8_t> payload, const std::s
   if (depth != 0)
     throw InputError::at(context, "directory index", "reversed JSON index is unterminated");
   size_t indexStart = i;
-  auto index = nlohmann::json::parse(json, nullptr, false);
+  auto index = parseJson(json, context, "directory index");
   if (index.is_discarded() || !index.is_object() || !index.contains("nodes") ||
       !index["nodes"].is_array() || index["nodes"].empty())
     throw InputError::at(context, "directory index",

@@ -24,6 +24,7 @@
 #include "support/DType.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Json.h"
 #include "support/Text.h"
 
 #include <nlohmann/json.hpp>
@@ -55,7 +56,12 @@ std::string_view asText(std::span<const uint8_t> bytes) {
 /// Op output name -> debug handles, from "mapping": {handle: [[..., {"Output": name}], ...]}.
 std::map<std::string, std::vector<int64_t>> readDebugHandles(std::span<const uint8_t> bytes) {
   std::map<std::string, std::vector<int64_t>> out;
-  auto j = nlohmann::json::parse(asText(bytes), nullptr, false);
+  nlohmann::json j;
+  try {
+    j = parseJson(asText(bytes), "debug handle map");
+  } catch (const InputError &) {
+    return out; // nested too deep: provenance lost, like any malformed mapping
+  }
   if (j.is_discarded() || !j.is_object() || !j.contains("mapping") || !j["mapping"].is_object())
     return out; // advisory data: a malformed mapping only loses provenance
   for (const auto &[handle, paths] : j["mapping"].items()) {
@@ -86,9 +92,9 @@ std::vector<std::string> namesOf(const nlohmann::json &entry, const char *key) {
 
 /// The payload's metadata.json (ExecuTorch's names of the delegate's
 /// arguments); null when the payload has none, discarded when it is not JSON.
-nlohmann::json readMetadata(const std::vector<FlatFile> &files) {
+nlohmann::json readMetadata(const std::vector<FlatFile> &files, const std::string &label) {
   const FlatFile *file = findFile(files, "metadata.json");
-  return file ? nlohmann::json::parse(asText(file->data), nullptr, false) : nlohmann::json();
+  return file ? parseJson(asText(file->data), label, "metadata.json") : nlohmann::json();
 }
 
 /// The entry of `metadata` that names the arguments of `method`: its
@@ -106,7 +112,13 @@ const nlohmann::json *metadataEntry(const nlohmann::json &metadata, const std::s
 /// cannot be read goes to model.hostWriteBackError.
 void readWriteBacks(const PteFile &pte, const PteDelegate &d, const std::vector<FlatFile> &files,
                     const std::string &label, Model &model) {
-  nlohmann::json metadata = readMetadata(files);
+  nlohmann::json metadata;
+  try {
+    metadata = readMetadata(files, label);
+  } catch (const InputError &e) {
+    model.hostWriteBackError = e.what();
+    return;
+  }
   std::string method = d.functionName.empty() ? d.method : d.functionName;
   const nlohmann::json *entry = metadataEntry(metadata, method);
   if (!entry) {
@@ -254,7 +266,7 @@ ByteChunks rebuildPayload(const PteFile &pte, const PteDelegate &d, const std::s
   if (!metadataFile)
     failExpected(label, "payload", "metadata.json", "no such file");
   std::string metadataText(asText(metadataFile->data));
-  auto metadata = nlohmann::json::parse(metadataText, nullptr, false);
+  auto metadata = parseJson(metadataText, label, "metadata.json");
   if (metadata.is_discarded() || !metadata.is_object() || !metadata.contains("identifier") ||
       !metadata["identifier"].is_string())
     failExpected(label, "metadata.json", "a JSON object with a string \"identifier\"",
@@ -401,7 +413,7 @@ CoreMLDelegatePayload readCoreMLPayload(std::span<const uint8_t> payload,
   CoreMLDelegatePayload out;
   out.model = readPayloadModel(files, std::move(keepAlive), label, options);
   out.model->sourcePath = label;
-  nlohmann::json metadata = readMetadata(files);
+  nlohmann::json metadata = readMetadata(files, label);
   if (metadata.is_null())
     failExpected(label, "payload", "metadata.json (the names ExecuTorch binds by)", "no such file");
   if (!metadata.is_object())

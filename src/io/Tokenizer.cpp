@@ -3,6 +3,7 @@
 
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -18,9 +19,6 @@ using json = nlohmann::json;
 /// A tokenizer.json larger than this is not a tokenizer (ours: Llama 3's is
 /// 9 MB, the largest vocabularies' under 40 MB).
 constexpr uint64_t kMaxTokenizerBytes = uint64_t(128) << 20;
-/// Nesting a tokenizer.json needs (pre-tokenizer sequences hold a few levels).
-constexpr int kMaxDepth = 32;
-
 /// The byte-level alphabet: byte b is written as code point kByteChar[b]
 /// (printable Latin-1 bytes as themselves, the others from U+0100 on).
 std::array<uint32_t, 256> byteChars() {
@@ -202,20 +200,7 @@ Tokenizer Tokenizer::read(const std::string &path) {
 }
 
 Tokenizer Tokenizer::parse(std::string_view text, const std::string &origin) {
-  int depth = 0;
-  bool tooDeep = false;
-  json j = json::parse(
-      text.begin(), text.end(),
-      [&](int d, json::parse_event_t event, json &) {
-        if (event == json::parse_event_t::object_start || event == json::parse_event_t::array_start)
-          tooDeep = tooDeep || d >= kMaxDepth;
-        depth = d;
-        return !tooDeep;
-      },
-      /*allow_exceptions=*/false);
-  if (tooDeep)
-    failExpected(origin, "", "JSON nested at most " + std::to_string(kMaxDepth) + " levels",
-                 "deeper nesting");
+  json j = parseJson(text, origin);
   if (j.is_discarded() || !j.is_object())
     failExpected(origin, "", "a tokenizer.json (a JSON object)", "text that is not one");
   Tokenizer t;

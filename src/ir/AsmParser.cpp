@@ -13,6 +13,7 @@
 
 #include "ir/Verifier.h"
 #include "support/Error.h"
+#include "support/Json.h"
 #include "support/Text.h"
 
 #include <nlohmann/json.hpp>
@@ -1255,6 +1256,7 @@ public:
 
   void read(const std::string &text, Model &model) {
     json j;
+    checkJsonDepth(text, place);
     try {
       j = json::parse(text);
     } catch (const json::exception &e) {
@@ -1288,42 +1290,42 @@ private:
   /// The compile specs of an ExecuTorch delegate: an object of strings.
   void compileSpecs(const json &v, std::map<std::string, std::string> &out) const {
     if (!v.is_object())
-      fail("expected an object of strings for 'executorchCompileSpecs', found " + v.dump());
+      fail("expected an object of strings for 'executorchCompileSpecs', found " + dumpJson(v));
     for (auto &[k, s] : v.items()) {
       if (!s.is_string())
-        fail("expected a string for 'executorchCompileSpecs." + k + "', found " + s.dump());
+        fail("expected a string for 'executorchCompileSpecs." + k + "', found " + dumpJson(s));
       out[k] = s.get<std::string>();
     }
   }
 
   int64_t integer(const json &v, const std::string &key, int64_t lo, int64_t hi) const {
     if (!v.is_number_integer())
-      fail("expected an integer for '" + key + "', found " + v.dump());
+      fail("expected an integer for '" + key + "', found " + dumpJson(v));
     int64_t n = v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)
                     ? INT64_MAX
                     : v.get<int64_t>();
     if (n < lo || n > hi)
-      fail("'" + key + "' out of range: " + v.dump());
+      fail("'" + key + "' out of range: " + dumpJson(v));
     return n;
   }
   uint64_t unsignedInt(const json &v, const std::string &key) const {
     if (!v.is_number_unsigned())
-      fail("expected a non-negative integer for '" + key + "', found " + v.dump());
+      fail("expected a non-negative integer for '" + key + "', found " + dumpJson(v));
     return v.get<uint64_t>();
   }
   bool boolean(const json &v, const std::string &key) const {
     if (!v.is_boolean())
-      fail("expected true or false for '" + key + "', found " + v.dump());
+      fail("expected true or false for '" + key + "', found " + dumpJson(v));
     return v.get<bool>();
   }
   std::string string(const json &v, const std::string &key) const {
     if (!v.is_string())
-      fail("expected a string for '" + key + "', found " + v.dump());
+      fail("expected a string for '" + key + "', found " + dumpJson(v));
     return v.get<std::string>();
   }
   const json &array(const json &v, const std::string &key) const {
     if (!v.is_array())
-      fail("expected a list for '" + key + "', found " + v.dump());
+      fail("expected a list for '" + key + "', found " + dumpJson(v));
     return v;
   }
   std::vector<int64_t> ints(const json &v, const std::string &key) const {
@@ -1342,14 +1344,14 @@ private:
       for (const auto &[name, t] : names)
         if (v.get<std::string>() == name)
           return t;
-      fail("unknown dataType " + v.dump());
+      fail("unknown dataType " + dumpJson(v));
     }
     return static_cast<ArrayDataType>(integer(v, "dataType", INT32_MIN, INT32_MAX));
   }
 
   FeatureType featureType(const json &j) const {
     if (!j.is_object())
-      fail("expected an object for 'type', found " + j.dump());
+      fail("expected an object for 'type', found " + dumpJson(j));
     FeatureType t;
     static const char *kinds[] = {"multiArray", "state", "int64", "double", "string", "other"};
     for (auto &[key, v] : j.items()) {
@@ -1374,7 +1376,7 @@ private:
         t.hasShapeRange = true;
         for (const json &r : array(v, key)) {
           if (!r.is_array() || r.size() != 2)
-            fail("expected [lower, upper] pairs in 'shapeRange', found " + r.dump());
+            fail("expected [lower, upper] pairs in 'shapeRange', found " + dumpJson(r));
           t.shapeRange.emplace_back(unsignedInt(r[0], key),
                                     integer(r[1], key, INT64_MIN, INT64_MAX));
         }
@@ -1382,7 +1384,7 @@ private:
         t.intDefaultValue = static_cast<int32_t>(integer(v, key, INT32_MIN, INT32_MAX));
       } else if (key == "floatDefaultValue" || key == "doubleDefaultValue") {
         if (!v.is_number())
-          fail("expected a number for '" + key + "', found " + v.dump());
+          fail("expected a number for '" + key + "', found " + dumpJson(v));
         if (key == "floatDefaultValue")
           t.floatDefaultValue = v.get<float>();
         else
@@ -1420,7 +1422,7 @@ private:
     std::vector<FeatureDescription> out;
     for (const json &f : array(v, key)) {
       if (!f.is_object())
-        fail("expected an object in '" + key + "', found " + f.dump());
+        fail("expected an object in '" + key + "', found " + dumpJson(f));
       FeatureDescription d;
       for (auto &[k, fv] : f.items()) {
         if (k == "name")
@@ -1439,7 +1441,7 @@ private:
 
   void description(const json &j, ModelDescription &d) const {
     if (!j.is_object())
-      fail("expected an object for 'description', found " + j.dump());
+      fail("expected an object for 'description', found " + dumpJson(j));
     for (auto &[key, v] : j.items()) {
       if (key == "input")
         d.inputs = features(v, key);
@@ -1467,7 +1469,7 @@ private:
 
   FunctionDescription function(const json &j) const {
     if (!j.is_object())
-      fail("expected an object in 'functions', found " + j.dump());
+      fail("expected an object in 'functions', found " + dumpJson(j));
     FunctionDescription f;
     for (auto &[key, v] : j.items()) {
       if (key == "name")
@@ -1490,7 +1492,7 @@ private:
 
   void metadata(const json &j, Metadata &m) const {
     if (!j.is_object())
-      fail("expected an object for 'metadata', found " + j.dump());
+      fail("expected an object for 'metadata', found " + dumpJson(j));
     for (auto &[key, v] : j.items()) {
       if (key == "shortDescription")
         m.shortDescription = string(v, key);
@@ -1502,7 +1504,7 @@ private:
         m.license = string(v, key);
       else if (key == "userDefined") {
         if (!v.is_object())
-          fail("expected an object for 'userDefined', found " + v.dump());
+          fail("expected an object for 'userDefined', found " + dumpJson(v));
         for (auto &[uk, uv] : v.items())
           m.userDefined[uk] = string(uv, uk);
       } else

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ir/AsmPrinter.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -701,7 +702,7 @@ void printModel(const Model &model, std::ostream &os) {
   if (!model.compileSpecs.empty())
     header["executorchCompileSpecs"] = model.compileSpecs;
   // Invalid UTF-8 in a name must not abort printing; it is replaced instead.
-  os << "// anefit model: " << header.dump(-1, ' ', false, json::error_handler_t::replace) << "\n";
+  os << "// anefit model: " << dumpJson(header, -1) << "\n";
   if (model.program)
     printProgram(*model.program, os);
 }

@@ -6,6 +6,7 @@
 #include "ir/StateMap.h"
 
 #include "support/Error.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -35,20 +36,20 @@ std::string StateMap::toJson(int indent) const {
     j["states"].push_back(std::move(s));
   }
   j["kept_states"] = keptStates;
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+  return dumpJson(j, indent);
 }
 
 StateMap StateMap::fromJson(const std::string &text, const std::string &origin) {
-  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json j = parseJson(text, origin);
   if (j.is_discarded() || !j.is_object())
     failExpected(origin, "", "a JSON object", "malformed JSON");
   if (!j.contains("schema") || j["schema"] != kSchema)
     failExpected(origin, "schema", std::string("\"") + kSchema + "\"",
-                 j.contains("schema") ? j["schema"].dump() : "nothing");
+                 j.contains("schema") ? dumpJson(j["schema"]) : "nothing");
   StateMap map;
   if (!j.contains("states") || !j["states"].is_array())
     failExpected(origin, "states", "an array",
-                 j.contains("states") ? j["states"].dump() : "nothing");
+                 j.contains("states") ? dumpJson(j["states"]) : "nothing");
   size_t index = 0;
   for (const auto &s : j["states"]) {
     std::string place = "states[" + std::to_string(index++) + "]";
@@ -63,13 +64,13 @@ StateMap StateMap::fromJson(const std::string &text, const std::string &origin) 
     e.output = str("output");
     auto dt = dtypeFromName(str("dtype"));
     if (!dt)
-      failExpected(origin, place + ".dtype", "a MIL dtype name", s["dtype"].dump());
+      failExpected(origin, place + ".dtype", "a MIL dtype name", dumpJson(s["dtype"]));
     e.dtype = *dt;
     if (!s.contains("shape") || !s["shape"].is_array())
       failExpected(origin, place + ".shape", "an array of integers", "something else");
     for (const auto &d : s["shape"]) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        failExpected(origin, place + ".shape", "non-negative integers", d.dump());
+        failExpected(origin, place + ".shape", "non-negative integers", dumpJson(d));
       e.shape.push_back(d.get<int64_t>());
     }
     if (s.contains("written") && s["written"].is_boolean())

@@ -4,6 +4,7 @@
 #include "support/FileSystem.h"
 
 #include "ops/Weights.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -70,8 +71,7 @@ std::vector<std::pair<std::string, std::string>> partitionerKeywords(const Plan 
     names.push_back(s.atenOp);
   // A JSON array of strings is a Python list literal.
   std::vector<std::pair<std::string, std::string>> out = {
-      {"skip_ops_for_coreml_delegation",
-       nlohmann::json(names).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)}};
+      {"skip_ops_for_coreml_delegation", dumpJson(nlohmann::json(names))}};
   for (const PartitionerArgument &a : plan.partitionerArguments)
     out.emplace_back(a.name, a.value);
   return out;
@@ -154,8 +154,7 @@ std::string renderPlanJson(const Plan &plan, const CostModel &cm, bool withFiles
     j["compileSpecArguments"].push_back(
         {{"argument", a.argument()}, {"rules", a.rules}, {"what", a.what}});
   j["unmappedCpuOps"] = plan.unmappedCpuOps;
-  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace) +
-         (indent >= 0 ? "\n" : "");
+  return dumpJson(j, indent) + (indent >= 0 ? "\n" : "");
 }
 
 } // namespace anefit::partition

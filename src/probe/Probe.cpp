@@ -497,7 +497,8 @@ std::string kitReadme(const ane::ProbePlan &plan, const std::vector<uint64_t> &b
           "program on the CPU: then its outcome is `off-ane` and says nothing about the "
           "suspect.\n";
   }
-  return os.str();
+  // Names come from the model: no control character reaches the page.
+  return escapeControls(os.str(), /*keepLayout=*/true);
 }
 
 ProbeResult writeProbeKit(const std::string &modelPath, const std::string &dir,
@@ -510,10 +511,34 @@ ProbeResult writeProbeKit(const std::string &modelPath, const std::string &dir,
   result.dir = dir;
   std::vector<std::unique_ptr<Model>> models = loadModels(modelPath);
   refuseInputOverlap(dir, {modelPath}, /*around=*/false);
-  fs::path root(dir);
-  std::error_code ec;
-  if (fs::exists(root / "plan.json", ec) && !options.force)
-    throw InputError::at(dir, "", "already holds a probe kit (plan.json); --force replaces it");
+  // What is there decides what may be replaced: nothing, an empty directory,
+  // or (with force) a kit. A directory of other files is never a kit's to
+  // take.
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/')
+    trimmed.pop_back();
+  if (fs::path parent = fs::path(trimmed).parent_path(); !parent.empty()) {
+    std::error_code ec;
+    fs::create_directories(parent, ec);
+    if (ec)
+      throw InputError::at(dir, "", "cannot create its parent directory: " + ec.message());
+  }
+  bool replace = false;
+  if (FileKind kind = fileKindOf(trimmed); kind != FileKind::Missing && kind != FileKind::Directory)
+    failExpected(dir, "", "a directory for the kit", fileKindName(kind));
+  if (fileKindOf(trimmed) == FileKind::Directory) {
+    std::error_code ec;
+    bool empty = fs::is_empty(trimmed, ec);
+    bool kit = fileKindOf((fs::path(trimmed) / "plan.json").string(), /*followLinks=*/false) !=
+               FileKind::Missing;
+    if (!empty && !kit)
+      throw InputError::at(dir, "",
+                           "expected a new or empty directory or a probe kit, found a directory "
+                           "of other files (not replaced)");
+    if (kit && !options.force)
+      throw InputError::at(dir, "", "already holds a probe kit (plan.json); --force replaces it");
+    replace = true;
+  }
   result.plan.source = fs::path(modelPath).filename().string();
   std::vector<ModelKit> kits;
   for (size_t i = 0; i < models.size(); ++i) {
@@ -525,11 +550,15 @@ ProbeResult writeProbeKit(const std::string &modelPath, const std::string &dir,
     kits.push_back(planModelKit(*models[i], report, prefix, target));
     result.plan.models.push_back(kits.back().plan);
   }
-  fs::create_directories(root / "models", ec);
-  if (ec)
-    throw InputError::at(dir, "", "cannot create directory: " + ec.message());
-  SaveOptions save;
-  save.force = options.force;
+  // The kit is assembled in a new directory beside `dir` and swapped in
+  // whole: the old kit's files all go (none is mixed with the new plan), an
+  // interrupt leaves the old kit as it was, and no link inside the old kit
+  // is followed (only links are removed, never what they point to).
+  OutputOptions out;
+  out.force = replace;
+  out.alsoAvoid = {modelPath};
+  AtomicDirectory kitDir(trimmed, out);
+  kitDir.addDirectory("models");
   std::vector<uint64_t> bytes;
   for (ModelKit &kit : kits) {
     uint64_t total = 0;
@@ -538,9 +567,10 @@ ProbeResult writeProbeKit(const std::string &modelPath, const std::string &dir,
       if (!kit.variants[v] || pv.path.empty())
         continue;
       stage("write " + pv.name);
-      std::string path = (root / pv.path).string();
-      saveModel(*kit.variants[v], path, save);
+      std::string path = kitDir.tempPath(pv.path);
+      saveModel(*kit.variants[v], path);
       result.written.push_back(pv.path);
+      std::error_code ec;
       for (const auto &e : fs::recursive_directory_iterator(path, ec))
         if (e.is_regular_file(ec))
           total += e.file_size(ec);
@@ -548,15 +578,15 @@ ProbeResult writeProbeKit(const std::string &modelPath, const std::string &dir,
     bytes.push_back(total);
     result.bytes += total;
   }
-  OutputOptions out;
-  out.force = options.force;
   std::string planText = ane::renderProbePlan(result.plan);
   std::string readme = kitReadme(result.plan, bytes);
-  writeFileAtomically((root / "plan.json").string(), planText, out);
-  writeFileAtomically((root / "README.md").string(), readme, out);
-  writeFileAtomically((root / "run_probe.py").string(), runnerScript(), out);
-  fs::permissions(root / "run_probe.py", fs::perms::owner_exec | fs::perms::group_exec,
+  kitDir.addFile("plan.json", planText);
+  kitDir.addFile("README.md", readme);
+  kitDir.addFile("run_probe.py", runnerScript());
+  std::error_code ec;
+  fs::permissions(kitDir.tempPath("run_probe.py"), fs::perms::owner_exec | fs::perms::group_exec,
                   fs::perm_options::add, ec);
+  kitDir.commit();
   result.written.insert(result.written.end(), {"plan.json", "README.md", "run_probe.py"});
   result.bytes += planText.size() + readme.size() + runnerScript().size();
   return result;

@@ -18,6 +18,7 @@
 #include "report/ProgramGraph.h"
 #include "report/Report.h"
 #include "support/Error.h"
+#include "support/Json.h"
 #include "support/Units.h"
 
 #include <nlohmann/json.hpp>
@@ -137,10 +138,6 @@ void appendScriptJson(std::string &out, std::string_view json) {
     else
       out += c;
   }
-}
-
-std::string dumpJson(const Json &j) {
-  return j.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 /// Shortens `s` to at most `max` characters (UTF-8 aware), with an ellipsis.

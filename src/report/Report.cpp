@@ -16,6 +16,7 @@
 #include "ane/Observations.h"
 #include "ane/Remedies.h"
 #include "ane/RuleOps.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -483,7 +484,7 @@ static Json optionsJson(const CheckOptions &o) {
 }
 
 std::string renderObservationJson(const Observation &observation) {
-  return observationJson(observation).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  return dumpJson(observationJson(observation), 2);
 }
 
 std::string renderJson(const CheckReport &report) {
@@ -622,7 +623,7 @@ std::string renderJson(const CheckReport &report) {
   j["findings"] = findings;
   if (report.observation)
     j["observation"] = observationJson(*report.observation);
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return dumpJson(j, 2) + "\n";
 }
 
 /// error for uncontested failures, warning for at-risk, wrong numerics and
@@ -738,7 +739,7 @@ std::string sarifLog(Json results, Json properties) {
   Json j = {{"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
             {"version", "2.1.0"},
             {"runs", Json::array({run})}};
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return dumpJson(j, 2) + "\n";
 }
 
 /// The worst verdict of `reports`.
@@ -783,7 +784,7 @@ std::string renderProgramJson(const std::vector<CheckReport> &reports,
   for (const CheckReport &r : reports)
     delegates.push_back(Json::parse(renderJson(r)));
   j["delegates"] = std::move(delegates);
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return dumpJson(j, 2) + "\n";
 }
 
 std::string renderProgramSarif(const std::vector<CheckReport> &reports,
@@ -887,7 +888,7 @@ std::string rulesJson() {
     certainties.push_back(
         {{"name", evidenceCertaintyName(c)}, {"meaning", evidenceCertaintyDescription(c)}});
   Json j = {{"schema", "anefit.rules/3"}, {"certainties", certainties}, {"rules", rules}};
-  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  return dumpJson(j, 2) + "\n";
 }
 
 std::string rulesMarkdown(std::string_view corpusSection) {

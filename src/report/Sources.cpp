@@ -4,6 +4,7 @@
 #include "partition/PlanJson.h"
 
 #include "support/Error.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -157,7 +158,7 @@ std::string renderPlanJsonWithSources(const partition::Plan &plan, const partiti
       for (size_t k = 0; k < region.ops.size() && k < ops.size(); ++k)
         ops[k]["source"] = sourceJson(join.of(*region.ops[k].op));
     }
-  return j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
+  return dumpJson(j, 2) + "\n";
 }
 
 std::string sourceLine(const ane::Finding::Source &source) {
@@ -301,7 +302,7 @@ std::string modelExplorerOverlay(const std::vector<const ane::CheckReport *> &re
   nlohmann::ordered_json out = {{"name", "anefit: predicted ANE placement"},
                                 {"results", results},
                                 {"showExpandedSummaryOnGroupNode", true}};
-  return out.dump(2) + "\n";
+  return dumpJson(out, 2) + "\n";
 }
 
 } // namespace anefit::report

@@ -129,10 +129,19 @@ std::shared_ptr<ExecuTorchEngine> ExecuTorchEngine::load(std::string *why) {
     engine->handle_ = handle;
     return engine;
   }
-  if (why)
-    *why = "no ExecuTorch backend library (anefit was built without ExecuTorch's runtime: "
-           "pip install executorch and build again, or set ANEFIT_EXECUTORCH_BACKEND" +
-           (tried.empty() ? std::string(")") : "; looked for " + tried + ")");
+  if (why) {
+    // Say what was looked for and how to point at it; "built without" only
+    // when this build made no library.
+#ifdef ANEFIT_EXECUTORCH_BACKEND_BUILT
+    *why = "no ExecuTorch backend library where anefit looks (" + tried +
+           "): this build made one; put libanefit_executorch.so beside the program or set "
+           "ANEFIT_EXECUTORCH_BACKEND to its path";
+#else
+    *why = "no ExecuTorch backend library (" + (tried.empty() ? std::string("none") : tried) +
+           "): this anefit was built without ExecuTorch's runtime; pip install executorch and "
+           "build again, or set ANEFIT_EXECUTORCH_BACKEND to a libanefit_executorch.so";
+#endif
+  }
   return nullptr;
 }
 

@@ -1,5 +1,6 @@
 //===- Profile.cpp - Time per op type of interpreter runs -----------------===//
 #include "runtime/Profile.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -158,7 +159,7 @@ std::string OpProfile::formatJson() const {
       rows.push_back(rowJson(r, "key", runSeconds_));
     j["groups"] = {{"by", groupHeading_}, {"rows", std::move(rows)}};
   }
-  return j.dump();
+  return dumpJson(j);
 }
 
 } // namespace anefit::runtime

@@ -289,8 +289,10 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
   double rms = finite ? std::sqrt(squares / static_cast<double>(finite)) : 0.0;
   for (int64_t i = 0; i < expected.numElements(); ++i) {
     double x = expected.floatAt(i), y = actual.floatAt(i);
-    if (std::isnan(x) && std::isnan(y))
+    if (std::isnan(x) && std::isnan(y)) {
+      ++bothNaN_;
       continue;
+    }
     double diff = std::fabs(x - y);
     if (std::isnan(diff))
       diff = INFINITY;

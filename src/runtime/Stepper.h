@@ -166,6 +166,9 @@ public:
   double maxAbsDiff() const { return maxAbsDiff_; }
   /// Elements compared (NaN pairs are not counted).
   size_t compared() const { return compared_; }
+  /// Elements NaN in both (not compared, not a mismatch): a report names
+  /// them, or "0 values compared" would read as a proof.
+  size_t bothNaN() const { return bothNaN_; }
   /// The first mismatch: "main: step 3: output 'y': element 7 is 0.5, was
   /// 0.25"; empty while ok().
   const std::string &firstMismatch() const { return firstMismatch_; }
@@ -176,6 +179,7 @@ private:
   bool ok_ = true;
   double maxAbsDiff_ = 0;
   size_t compared_ = 0;
+  size_t bothNaN_ = 0;
   std::string firstMismatch_;
 };
 

@@ -114,6 +114,10 @@ constexpr size_t kTempPathMax = 4096;
 struct TempSlot {
   std::atomic<int> state{0}; ///< 0 free, 1 being filled, 2 registered
   bool isDir = false;
+  /// A directory whose whole tree is ours (the root of an AtomicDirectory):
+  /// what lies below it is removed too, registered or not (a package saved
+  /// into a kit being assembled has unregistered its files).
+  bool tree = false;
   uint64_t seq = 0;
   char path[kTempPathMax];
 };
@@ -128,6 +132,47 @@ std::atomic<uint64_t> gTempSeq{0};
 /// those under way to be registered before it walks the table.
 std::atomic<int> gCreating{0};
 std::atomic<bool> gDying{false};
+
+/// Removes everything below the directory open as `fd`, then closes it.
+/// Links are removed, never followed (unlinkat); subdirectories are opened
+/// with O_NOFOLLOW. Only system calls: async-signal-safe. Entries removed
+/// while reading may shift the listing, so it is read again until empty.
+void removeTreeBelow(int fd, int depth) {
+  struct Entry64 {
+    uint64_t ino;
+    int64_t off;
+    unsigned short reclen;
+    unsigned char type;
+    char name[1];
+  };
+  alignas(8) char buf[2048];
+  for (int pass = 0; pass < 64; ++pass) {
+    ::lseek(fd, 0, SEEK_SET);
+    bool any = false;
+    long n;
+    while ((n = ::syscall(SYS_getdents64, fd, buf, sizeof buf)) > 0) {
+      for (long off = 0; off < n;) {
+        const auto *e = reinterpret_cast<const Entry64 *>(buf + off);
+        off += e->reclen;
+        const char *name = e->name;
+        if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0)))
+          continue;
+        any = true;
+        if (::unlinkat(fd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+          continue;
+        if (depth < 32) {
+          int sub = ::openat(fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+          if (sub >= 0)
+            removeTreeBelow(sub, depth + 1);
+        }
+        ::unlinkat(fd, name, AT_REMOVEDIR);
+      }
+    }
+    if (!any)
+      break;
+  }
+  ::close(fd);
+}
 
 extern "C" void removeTempsOnSignal(int sig) {
   gDying.store(true);
@@ -144,6 +189,12 @@ extern "C" void removeTempsOnSignal(int sig) {
   for (int i = 0; i < kTempSlots; ++i)
     if (gTempSlots[i].state.load() == 2 && !gTempSlots[i].isDir)
       ::unlink(gTempSlots[i].path);
+  for (int i = 0; i < kTempSlots; ++i)
+    if (gTempSlots[i].state.load() == 2 && gTempSlots[i].tree) {
+      int fd = ::open(gTempSlots[i].path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0)
+        removeTreeBelow(fd, 0);
+    }
   while (true) {
     int best = -1;
     for (int i = 0; i < kTempSlots; ++i)
@@ -183,7 +234,7 @@ void installSignalCleanup() {
 
 /// Registers a temporary for removal on a fatal signal; -1 if the table is
 /// full or the path too long (it is then only removed on normal failure).
-int registerTemp(const std::string &path, bool isDir) {
+int registerTemp(const std::string &path, bool isDir, bool tree = false) {
   installSignalCleanup();
   if (path.size() + 1 > kTempPathMax)
     return -1;
@@ -192,6 +243,7 @@ int registerTemp(const std::string &path, bool isDir) {
     if (gTempSlots[i].state.compare_exchange_strong(expected, 1)) {
       std::memcpy(gTempSlots[i].path, path.c_str(), path.size() + 1);
       gTempSlots[i].isDir = isDir;
+      gTempSlots[i].tree = isDir && tree;
       gTempSlots[i].seq = ++gTempSeq;
       gTempSlots[i].state.store(2);
       return i;
@@ -833,7 +885,7 @@ AtomicDirectory::AtomicDirectory(const std::string &path, const OutputOptions &o
   }
   if (tmp_.empty())
     throw InputError::at(path, "", "cannot create a temporary directory");
-  slots_.push_back(registerTemp(tmp_, /*isDir=*/true));
+  slots_.push_back(registerTemp(tmp_, /*isDir=*/true, /*tree=*/true));
 }
 
 AtomicDirectory::~AtomicDirectory() {

@@ -77,13 +77,27 @@ struct PerChannel {
   std::vector<float> scales; ///< one per row, rounded to the scale dtype
   double relError = 0;       ///< ||dequantized - dense|| / ||dense||
   bool finite = true;        ///< false: the weight holds inf or NaN (not quantized)
+  size_t nonFinite = 0;      ///< how many of its values are inf or NaN
 };
+
+/// The values of `w` that are inf or NaN: no scale or palette holds them.
+size_t countNonFinite(const DenseWeight &w) {
+  size_t n = 0;
+  for (float x : w.values)
+    n += !std::isfinite(x);
+  return n;
+}
 
 /// Symmetric per-row quantization of `w` to `bits`-bit signed integers, with
 /// scales held in `scaleType` (fp16 rounding applied before quantizing, so
 /// the error is the one the model will have).
 PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
   PerChannel out;
+  // Every value, not the row's largest |value|: std::max drops a NaN.
+  if ((out.nonFinite = countNonFinite(w))) {
+    out.finite = false; // the weight stays dense (exact)
+    return out;
+  }
   int64_t rows = w.shape.empty() ? 1 : w.shape[0];
   int64_t cols = rows ? static_cast<int64_t>(w.values.size()) / rows : 0;
   float qmax = static_cast<float>((1 << (bits - 1)) - 1), qmin = -qmax - 1;
@@ -96,11 +110,6 @@ PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
     float amax = 0;
     for (int64_t c = 0; c < cols; ++c)
       amax = std::max(amax, std::fabs(wr[c]));
-    if (!std::isfinite(amax)) {
-      // No scale holds inf or NaN: the weight stays dense (exact).
-      out.finite = false;
-      return out;
-    }
     float s = amax > 0 ? amax / qmax : 1.0f;
     if (scaleType == DType::F16) {
       s = halfToFloat(floatToHalf(s));
@@ -140,6 +149,7 @@ struct Palettized {
   int64_t groupRows = 1;
   double relError = 0;
   bool finite = true;
+  size_t nonFinite = 0; ///< values that are inf or NaN
 };
 
 /// The index of the value of sorted `centroids` nearest to `v`, given the
@@ -253,11 +263,10 @@ Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group) {
   Palettized out;
   int64_t rows = w.shape.empty() ? 1 : w.shape[0];
   int64_t cols = rows ? static_cast<int64_t>(w.values.size()) / rows : 0;
-  for (float x : w.values)
-    if (!std::isfinite(x)) {
-      out.finite = false; // no palette holds inf or NaN: the weight stays dense
-      return out;
-    }
+  if ((out.nonFinite = countNonFinite(w))) {
+    out.finite = false; // no palette holds inf or NaN: the weight stays dense
+    return out;
+  }
   int64_t g = std::clamp<int64_t>(group, 1, std::max<int64_t>(rows, 1));
   while (rows % g)
     --g;
@@ -342,6 +351,7 @@ private:
     ConstantRef indices, lut; ///< Lut4 / Lut6 / Lut8
     double relError = 0;
     uint64_t bytesBefore = 0, bytesAfter = 0;
+    size_t nonFinite = 0; ///< values that are inf or NaN (the weight stays dense)
   };
   Done rewrite(const Operation &op, const DenseWeight &w);
   /// What the lossy weights became, for the pass's summary line.
@@ -395,18 +405,22 @@ RequantizePass::Done RequantizePass::rewrite(const Operation &op, const DenseWei
       d.relError = pal.relError;
       return d;
     }
+    d.nonFinite = pal.nonFinite;
     to = Target::Fp16;
   }
   std::optional<PerChannel> pc;
   if (to != Target::Fp16) {
     pc = quantizeRows(w, to == Target::C4w ? 4 : 8, sdt);
-    if (!pc->finite)
+    if (!pc->finite) {
+      d.nonFinite = pc->nonFinite;
       to = Target::Fp16;
-    else if (to == Target::Auto)
+    } else if (to == Target::Auto)
       to = pc->relError <= maxError_ ? Target::C8w : Target::Fp16;
   }
   d.to = to;
   if (to == Target::Fp16) {
+    if (!d.nonFinite)
+      d.nonFinite = countNonFinite(w);
     std::vector<uint8_t> bytes = packElements(w.values, w.dtype);
     d.bytesAfter = bytes.size();
     d.dense = makeWeightConstant(store_, Type::tensor(w.dtype, w.shape), std::move(bytes));
@@ -440,7 +454,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
     uint64_t before = 0, after = 0;
     double worst = 0, sum = 0;
     std::string worstName;
-    size_t measured = 0;
+    size_t measured = 0, nonFinite = 0;
+    std::string nonFiniteName;
     walk(*fn->body, [&](Operation &op) {
       if (op.type != "constexpr_blockwise_shift_scale" ||
           weightSchemeOf(op) != WeightScheme::Blockwise)
@@ -460,6 +475,16 @@ void RequantizePass::run(Model &model, PassResult &result) {
       }
       const Done &d = it->second;
       ++n;
+      if (d.nonFinite) {
+        // Named, never dropped: the values stay what they were.
+        if (!nonFinite)
+          nonFiniteName = op.name;
+        nonFinite += d.nonFinite;
+        result.diagnostics.push_back({Diagnostic::Severity::Warning, fn->name, op.name,
+                                      "per-block weight holds " + std::to_string(d.nonFinite) +
+                                          " non-finite value" + (d.nonFinite == 1 ? "" : "s") +
+                                          " (inf or NaN), kept as they are in a dense weight"});
+      }
       before += d.bytesBefore;
       after += d.bytesAfter;
       if (d.to == Target::Fp16) {
@@ -501,6 +526,9 @@ void RequantizePass::run(Model &model, PassResult &result) {
     if (toFp16)
       line += std::to_string(toFp16) + " fp16 (exact)";
     line += "; weights " + humanBytes(before) + " -> " + humanBytes(after);
+    if (nonFinite)
+      line += "; " + std::to_string(nonFinite) + " non-finite value" + (nonFinite == 1 ? "" : "s") +
+              " kept (first in '" + nonFiniteName + "')";
     if (measured)
       line += "; weight error (relative RMS) mean " + percent(sum / measured) + ", max " +
               percent(worst) + " ('" + worstName + "')";

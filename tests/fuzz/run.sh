@@ -30,7 +30,8 @@ else
 fi
 
 all="anefit-fuzz-weightfile anefit-fuzz-manifest anefit-fuzz-pte anefit-fuzz-modelproto \
-anefit-fuzz-miltext anefit-fuzz-npz anefit-fuzz-interpreter"
+anefit-fuzz-miltext anefit-fuzz-npz anefit-fuzz-interpreter anefit-fuzz-probe anefit-fuzz-etrecord \
+anefit-fuzz-json anefit-fuzz-probekit"
 targets=${TARGETS:-$all}
 # shellcheck disable=SC2086
 ninja -C "$build" -j"$jobs" $targets
@@ -64,6 +65,10 @@ for t in $targets; do
   anefit-fuzz-npz)
     for p in "$src"/tests/fixtures/*/*.npz "$src"/tests/lit/io/Inputs/hostile/*.npz; do
       [ -f "$p" ] && seed "$p" "$corpus" raw
+    done ;;
+  anefit-fuzz-probekit)
+    for m in "$src"/tests/lit/probe/Inputs/*.mil; do
+      seed "$m" "$corpus" raw
     done ;;
   anefit-fuzz-miltext | anefit-fuzz-interpreter)
     find "$src/tests/lit" -name '*.mil' | while read -r m; do

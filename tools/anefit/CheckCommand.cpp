@@ -20,9 +20,11 @@
 #include "support/Error.h"
 #include "support/Text.h"
 
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 
 namespace anefit::cli {
 namespace {
@@ -85,8 +87,6 @@ int runCheck(const CheckCliOptions &o) {
   if (!o.numerics && (!o.inputsNpz.empty() || o.steps || o.seed))
     failExpected("", o.inputsNpz.empty() ? (o.steps ? "--steps" : "--seed") : "--inputs",
                  "--numerics (they set its run)", "no --numerics");
-  if (o.steps < 0)
-    failExpected("", "--steps", "a positive count", std::to_string(o.steps));
   // The checker reads types only; not opening the weight files proves it.
   // --numerics runs the model, so it opens them.
   std::vector<std::unique_ptr<Model>> models =
@@ -109,22 +109,39 @@ int runCheck(const CheckCliOptions &o) {
     if (!record)
       failExpected("", "--model-explorer", "--etrecord (the overlay is over its graph)",
                    "no --etrecord");
+    // One file each: with --force one would silently replace the other.
+    std::error_code ec;
+    if (!o.output.empty() && std::filesystem::weakly_canonical(o.output, ec) ==
+                                 std::filesystem::weakly_canonical(o.modelExplorer, ec))
+      failExpected("", "--model-explorer", "a file other than the report's (-o)",
+                   "'" + o.modelExplorer + "' for both");
     checkOutput(o.modelExplorer, OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
   }
   std::optional<ane::ProbeObservations> observed;
   if (!o.observations.empty())
     observed = ane::readObservations(o.observations);
   std::vector<ane::CheckReport> reports;
+  std::set<size_t> observedModels;
   for (size_t i = 0; i < models.size(); ++i) {
     if (o.numerics)
       options.numerics = measure(*models[i], o);
     reports.push_back(ane::checkModel(*models[i], options));
     reports.back().modelPath = models.size() > 1 ? o.model + "#" + std::to_string(i) : o.model;
     if (observed)
-      ane::applyObservations(reports.back(), *models[i], *observed, i);
+      observedModels.insert(ane::applyObservations(reports.back(), *models[i], *observed, i));
     if (record)
       report::attachSources(reports.back(), *models[i], *record, o.sourceRoot);
   }
+  // Every model the kit planned is one of those checked, unless one delegate
+  // was picked (MODEL#N): observations of a larger program are another's.
+  if (observed && !splitPteSelector(o.model).second)
+    for (size_t m = 0; m < observed->plan.models.size(); ++m)
+      if (!observedModels.count(m))
+        throw InputError::at(o.observations, "plan.models[" + std::to_string(m) + "]",
+                             "expected only models of " + o.model +
+                                 ", found one it does not "
+                                 "hold (program hash " +
+                                 observed->plan.models[m].programHash + ")");
   if (!o.modelExplorer.empty()) {
     std::vector<const ane::CheckReport *> checked;
     std::vector<const Model *> checkedModels;
@@ -209,8 +226,10 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
       ->check(CLI::ExistingFile);
   cmd->add_option("--steps", o->steps,
                   "With --numerics: steps to run, states carried (default 8, or the steps of "
-                  "--inputs)");
-  cmd->add_option("--seed", o->seed, "With --numerics: seed of the random inputs (default 0)");
+                  "--inputs)")
+      ->check(integerIn(1, kMaxSteps));
+  cmd->add_option("--seed", o->seed, "With --numerics: seed of the random inputs (default 0)")
+      ->check(unsignedIn(0, UINT64_MAX));
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");
   cmd->footer("Weight files are never opened (but with --numerics). Rules: 'anefit rules' or "

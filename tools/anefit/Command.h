@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -35,6 +36,19 @@ void addMaxMemoryOption(CLI::App *cmd, std::string &value);
 /// Sets the interpreter's memory budget from a --max-memory value ("8G",
 /// "512M", "1073741824"); empty keeps the default. Throws InputError.
 void applyMaxMemory(const std::string &value);
+
+/// The range checks of numeric options, made here for every verb: the text
+/// is read whole as a number (no trailing characters, no clamping:
+/// 99999999999999999999 is out of range, not INT64_MAX), NaN and the
+/// infinities are refused, and the value must lie in [min, max]. Each
+/// numeric option takes one with ->check().
+CLI::Validator integerIn(int64_t min, int64_t max);
+CLI::Validator unsignedIn(uint64_t min, uint64_t max);
+CLI::Validator realIn(double min, double max);
+/// Steps a verb steps a model for: 1 .. kMaxSteps.
+inline constexpr int64_t kMaxSteps = 1000000000;
+/// The largest tolerance or error bound an option takes (finite).
+inline constexpr double kMaxTolerance = 1e30;
 
 /// The target a verb predicts placement for: --chip, --os, --compute-units.
 struct TargetCliOptions {

@@ -15,6 +15,9 @@
 #include "support/Text.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -38,10 +41,58 @@ int runGuarded(const std::function<int()> &body) {
   } catch (const InputError &e) {
     return report(e.what());
   } catch (const std::bad_alloc &) {
-    return report("out of memory (--max-memory sets how much the interpreter may use)");
+    // The interpreter reports its own (with the op); this one came from
+    // elsewhere: a reader, a rewrite, a report.
+    return report("out of memory outside the interpreter (reading, rewriting or writing); "
+                  "--max-memory bounds only the interpreter's tensors");
   } catch (const std::exception &e) {
     return report(e.what());
   }
+}
+
+namespace {
+
+/// "-1", "0.5", "1e-3" as the options' messages quote them.
+std::string numberText(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+template <class T> CLI::Validator wholeInteger(T min, T max) {
+  std::string range = "an integer in " + std::to_string(min) + " .. " + std::to_string(max);
+  return CLI::Validator(
+      [min, max, range](std::string &text) -> std::string {
+        T v{};
+        auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec == std::errc() && end == text.data() + text.size() && v >= min && v <= max)
+          return {};
+        return "expected " + range + ", found '" + oneLine(text, 64) + "'";
+      },
+      range);
+}
+
+} // namespace
+
+CLI::Validator integerIn(int64_t min, int64_t max) { return wholeInteger<int64_t>(min, max); }
+
+CLI::Validator unsignedIn(uint64_t min, uint64_t max) { return wholeInteger<uint64_t>(min, max); }
+
+CLI::Validator realIn(double min, double max) {
+  std::string range = "a number in " + numberText(min) + " .. " + numberText(max);
+  return CLI::Validator(
+      [min, max, range](std::string &text) -> std::string {
+        const char *begin = text.c_str();
+        char *end = nullptr;
+        errno = 0;
+        double v = text.empty() || std::isspace(static_cast<unsigned char>(text[0]))
+                       ? NAN
+                       : std::strtod(begin, &end);
+        if (end == begin + text.size() && std::isfinite(v) && v >= min && v <= max)
+          return {};
+        return "expected " + range + ", found '" + oneLine(text, 64) + "'";
+      },
+      range);
 }
 
 void addMaxMemoryOption(CLI::App *cmd, std::string &value) {
@@ -128,6 +179,11 @@ int runCommandLine(int argc, const char *const *argv) {
 #include "Verbs.def"
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ValidationError &e) {
+    // A value out of its range (integerIn, realIn, IsMember): one line, as
+    // every other input error.
+    std::cerr << "anefit: error: " << oneLine(e.what()) << "\n";
+    return kExitInputError;
   } catch (const CLI::ParseError &e) {
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitInputError;

@@ -198,6 +198,14 @@ void printPrecisionGap(const FixResult &result, const FixCliOptions &opts) {
     std::cout << "  written anyway (--allow-fp16-divergence)\n";
 }
 
+/// The values NaN in both models, which a comparison cannot hold to a
+/// tolerance: named, never passed over in silence.
+void printBothNaN(const runtime::Comparison &c) {
+  if (c.bothNaN())
+    std::cout << "  " << c.bothNaN() << (c.bothNaN() == 1 ? " value" : " values")
+              << " NaN in both models, not compared\n";
+}
+
 /// Prints what fixModel did, and on stderr why a rewrite that is not ok()
 /// is not saved.
 void report(const FixResult &result, const FixCliOptions &opts, const FixSources &sources) {
@@ -246,6 +254,12 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
   case FixVerification::Status::Skipped:
     std::cout << "verify: skipped: " << v.skipReason << "\n";
     break;
+  case FixVerification::Status::Unmeasured:
+    std::cout << "verify: not run: " << v.skipReason << "\n";
+    std::cerr << "anefit: error: a lossy rewrite is written only with its error measured; "
+                 "nothing written (--verify with room to run it measures it, --no-verify "
+                 "writes it unmeasured)\n";
+    break;
   case FixVerification::Status::Same:
   case FixVerification::Status::Different: {
     auto line = [&](const runtime::Comparison &c, const char *what, bool fp16) {
@@ -256,6 +270,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
                     what, (long long)v.steps, c.compared(), c.maxAbsDiff(), opts.atol, opts.rtol,
                     fp16 ? ", fp16 mode" : "");
       std::cout << buf << (c.ok() ? ": same outputs\n" : ": DIFFERENT\n");
+      printBothNaN(c);
       if (!c.ok())
         std::cerr << "anefit: error: the fixed model differs from the original: "
                   << c.firstMismatch() << "; nothing written\n";
@@ -294,6 +309,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
       std::cout << ")";
     }
     std::cout << "\n";
+    printBothNaN(v.comparison);
     if (v.status == FixVerification::Status::TooLossy)
       std::cerr << "anefit: error: the lossy rewrite's error exceeds --max-rel-error or "
                    "--min-top1; nothing written (--requantize fp16 is exact)\n";
@@ -355,8 +371,6 @@ FixOptions fixOptions(const FixCliOptions &opts) {
 }
 
 int runFix(const FixCliOptions &opts) {
-  if (opts.steps < 1)
-    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   applyMaxMemory(opts.maxMemory);
   if (!opts.sourceRoot.empty() && opts.etrecord.empty())
     failExpected("", "--source-root", "--etrecord", "no --etrecord");
@@ -434,10 +448,12 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--max-rel-error", opts->maxRelError,
                   "a lossy rewrite (--requantize other than fp16) is written only when its widest "
                   "output (an LLM's logits) stays within this relative RMS error of the "
-                  "original's over the verified steps (default 0.05)");
+                  "original's over the verified steps (default 0.05)")
+      ->check(realIn(0, kMaxTolerance));
   cmd->add_option("--min-top1", opts->minTop1,
                   "... and the top-1 of that output agrees with the original's on at least this "
-                  "share of rows (default 0: reported, not required)");
+                  "share of rows (default 0: reported, not required)")
+      ->check(realIn(0, 1));
   cmd->add_flag("--verify", opts->verify,
                 "run original and fixed models in the interpreter and compare (default: on "
                 "when the weights are under 2 GB)");
@@ -445,12 +461,16 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_flag("--allow-fp16-divergence", opts->allowFp16Divergence,
                 "write the model even when its outputs at the ANE's precision (fp16) are lost "
                 "(inf, NaN or collapsed rows) where the original's at fp32 are not");
-  cmd->add_option("--steps", opts->steps, "prediction steps to compare (default 8)");
-  cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)");
-  cmd->add_option("--atol", opts->atol, "absolute tolerance of the comparison (default 1e-4)");
+  cmd->add_option("--steps", opts->steps, "prediction steps to compare (default 8)")
+      ->check(integerIn(1, kMaxSteps));
+  cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)")
+      ->check(unsignedIn(0, UINT64_MAX));
+  cmd->add_option("--atol", opts->atol, "absolute tolerance of the comparison (default 1e-4)")
+      ->check(realIn(0, kMaxTolerance));
   cmd->add_option("--rtol", opts->rtol,
                   "relative tolerance of the comparison, of each value or of its output's RMS "
-                  "where larger (default 1e-3)");
+                  "where larger (default 1e-3)")
+      ->check(realIn(0, kMaxTolerance));
   cmd->add_option("--precision", opts->precision,
                   "interpreter precision of the comparison: fp32 (default) or fp16 (every float "
                   "op rounded to fp16, as the ANE computes)");

@@ -23,6 +23,7 @@
 #include "runtime/kernels/Isa.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Json.h"
 
 #include <nlohmann/json.hpp>
 
@@ -84,8 +85,6 @@ int runPerplexity(const RunCliOptions &opts) {
                    std::string(flag));
   if (opts.tokenizer.empty())
     failExpected("", "--perplexity", "--tokenizer TOKENIZER.json", "no --tokenizer");
-  if (opts.maxTokens < 2)
-    failExpected("", "--max-tokens", "at least 2", std::to_string(opts.maxTokens));
   applyMaxMemory(opts.maxMemory);
   runtime::checkThreadCount(opts.threads, "--threads");
   Tokenizer tokenizer = Tokenizer::read(opts.tokenizer);
@@ -133,7 +132,7 @@ int runPerplexity(const RunCliOptions &opts) {
               {"tokens", r.predicted + 1},
               {"predicted", r.predicted},
               {"runs", runs}};
-    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << dumpJson(j, 2) << "\n";
     return kExitOk;
   }
   std::cout << "perplexity: " << opts.model << " on " << opts.perplexity << " (" << r.predicted + 1
@@ -226,9 +225,6 @@ int runInExecuTorch(const RunCliOptions &opts) {
                       : !opts.etrecord.empty() ? "--etrecord"
                                                : "--state") +
                      " applies to the interpreter's own run (--engine interpreter)");
-  if (opts.steps < 0)
-    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
-  runtime::checkThreadCount(opts.threads, "--threads");
   std::string why;
   std::shared_ptr<runtime::ExecuTorchEngine> engine = runtime::ExecuTorchEngine::load(&why);
   if (!engine)
@@ -316,7 +312,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
     addKernels(j, false);
     if (!opts.output.empty())
       j["output"] = opts.output;
-    std::cout << j.dump(2) << "\n";
+    std::cout << dumpJson(j, 2) << "\n";
   }
   return kExitOk;
 }
@@ -333,8 +329,6 @@ int runRun(const RunCliOptions &opts) {
   applyMaxMemory(opts.maxMemory);
   runtime::ModelRunOptions options;
   options.run.precision = runtime::parsePrecision(opts.precision);
-  if (opts.steps < 0)
-    throw InputError("--steps: expected a positive count, found " + std::to_string(opts.steps));
   if (!opts.etrecord.empty() && !opts.profile)
     failExpected("", "--etrecord", "--profile (the ETRecord groups its table by source line)",
                  "no --profile");
@@ -380,7 +374,6 @@ int runRun(const RunCliOptions &opts) {
   options.steps = opts.steps;
   options.missingInputHint = "give it with --input NAME=FILE.npy, --inputs FILE.npz or --random";
 
-  runtime::checkThreadCount(opts.threads, "--threads");
   options.run.threads = opts.threads;
   options.run.spin = !opts.noSpin;
   options.run.exactProducts = opts.exactProducts;
@@ -480,7 +473,7 @@ int runRun(const RunCliOptions &opts) {
       j["output"] = opts.output;
     if (opts.profile)
       j["profile"] = json::parse(profile.formatJson());
-    std::cout << j.dump(2) << "\n";
+    std::cout << dumpJson(j, 2) << "\n";
   }
   return kExitOk;
 }
@@ -496,17 +489,20 @@ void registerRun(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--inputs", opts->inputsNpz,
                   ".npz of inputs: NAME, or step<k>/NAME for step k of a --steps run");
   cmd->add_flag("--random", opts->random, "Fill inputs not given with random values");
-  cmd->add_option("--seed", opts->seed, "Seed for --random (default 0)");
+  cmd->add_option("--seed", opts->seed, "Seed for --random (default 0)")
+      ->check(unsignedIn(0, UINT64_MAX));
   cmd->add_option("--steps", opts->steps,
                   "Run N steps, carrying Core ML states from step to step (default: 1, or the "
-                  "number of step<k>/ groups in --inputs)");
+                  "number of step<k>/ groups in --inputs)")
+      ->check(integerIn(0, kMaxSteps));
   cmd->add_option("--state", opts->states,
                   "Initial value of a state: NAME=FILE.npy (repeatable; default zeros)");
   cmd->add_option("--precision", opts->precision,
                   "fp32 (default) or fp16: round every op's float result to fp16 like the ANE");
   cmd->add_option("--threads", opts->threads,
                   "Threads the interpreter uses (default 0: every core; at most " +
-                      std::to_string(runtime::kMaxThreads) + ")");
+                      std::to_string(runtime::kMaxThreads) + ")")
+      ->check(integerIn(0, runtime::kMaxThreads));
   cmd->add_flag("--no-spin", opts->noSpin,
                 "Idle threads sleep at once between parallel ops instead of polling for up to "
                 "50 us: no CPU time spent waiting, for a wake-up per parallel op (about 20 us "
@@ -552,7 +548,8 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                   "SmolLM, Llama 3, Qwen 2)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--max-tokens", opts->maxTokens,
-                  "With --perplexity: tokens of the text used (default 300)");
+                  "With --perplexity: tokens of the text used (default 300)")
+      ->check(integerIn(2, kMaxSteps));
   addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");
   cmd->callback([opts, &result] { result.exitCode = runGuarded([&] { return runRun(*opts); }); });

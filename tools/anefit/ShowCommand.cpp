@@ -15,6 +15,7 @@
 #include "io/Pte.h"
 #include "ir/Model.h"
 #include "ops/Weights.h"
+#include "support/Json.h"
 #include "support/Units.h"
 #include <nlohmann/json.hpp>
 
@@ -294,7 +295,7 @@ int showPte(const ShowOptions &opts) {
       }
       j["delegates"].push_back(dj);
     }
-    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << dumpJson(j, 2) << "\n";
     return kExitOk;
   }
   std::cout << "ExecuTorch program: " << opts.model << " (" << pte->fileIdentifier()
@@ -338,7 +339,7 @@ int runShow(const ShowOptions &opts) {
   std::unique_ptr<Model> model = loadModel(opts.model, load);
   ModelSummary s = summarizeModel(*model, opts.model);
   if (opts.json)
-    std::cout << toJson(s).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    std::cout << dumpJson(toJson(s), 2) << "\n";
   else
     printText(s, std::cout);
   return kExitOk;

@@ -223,11 +223,13 @@ void registerSplit(CLI::App &verb, VerbResult &result) {
                 "and fail (exit 1) on any difference; needs --emit-models");
   cmd->add_option("--steps", o->steps, "Steps for --verify (states carried)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000));
-  cmd->add_option("--seed", o->seed, "Random seed for --verify")->capture_default_str();
+      ->check(integerIn(1, 1000));
+  cmd->add_option("--seed", o->seed, "Random seed for --verify")
+      ->capture_default_str()
+      ->check(unsignedIn(0, UINT64_MAX));
   cmd->add_option("--boundary-ms", o->boundaryMs, "Cost of one ANE <-> CPU boundary, in ms")
       ->capture_default_str()
-      ->check(CLI::Range(0.0, 1000.0));
+      ->check(realIn(0, 1000));
   cmd->add_option("--etrecord", o->etrecord,
                   "The export's ETRecord (export_llm +debug.generate_etrecord=true): each CPU "
                   "region names the PyTorch source lines and modules of its ops; the JSON plan "

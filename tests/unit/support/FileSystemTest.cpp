@@ -336,6 +336,38 @@ TEST(AtomicWrites, AnInterruptRemovesTemporaries) {
   EXPECT_TRUE(listDir(dir.path()).empty());
 }
 
+/// A package saved into a tree being assembled (a probe kit's models)
+/// unregisters its files when it is committed; a signal after that used to
+/// leave the tree behind, since only registered files were removed and the
+/// tree's directory was not empty. The tree's root is removed whole, without
+/// following a link inside it.
+TEST(AtomicWrites, AnInterruptRemovesATreeWithCommittedPackagesInside) {
+  ScratchDir dir;
+  fs::create_directory(dir.file("outside"));
+  std::ofstream(dir.file("outside/keep.txt")) << "kept";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::signal(SIGTERM, SIG_DFL);
+    AtomicDirectory kit(dir.file("kit"));
+    kit.addDirectory("models");
+    for (const char *name : {"a", "b"}) {
+      AtomicDirectory package(kit.tempPath(std::string("models/") + name + ".mlpackage"));
+      package.addFile("Data/com.apple.CoreML/model.mlmodel", "m");
+      package.addFile("Manifest.json", "{}");
+      package.commit();
+    }
+    fs::create_directory_symlink(dir.file("outside"), kit.tempPath("models/link"));
+    ::raise(SIGTERM);
+    ::_exit(0); // not reached
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  EXPECT_EQ(listDir(dir.path()), std::vector<std::string>{"outside"});
+  EXPECT_EQ(listDir(dir.file("outside")), std::vector<std::string>{"keep.txt"});
+}
+
 /// A fatal signal goes to any thread that does not hold it back, so the
 /// cleanup may run on one thread while another creates temporaries: it used
 /// to miss those created while it ran (fix -o y.pte killed as its temporary
