@@ -16,7 +16,6 @@
 #include "runtime/Stepper.h"
 #include "runtime/ThreadPool.h"
 #include "support/Error.h"
-#include "support/FileSystem.h"
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/filesystem.h>
@@ -292,23 +291,10 @@ PyModel modelOf(std::variant<PyModel, std::filesystem::path> target) {
 nb::dict runPerplexity(std::variant<PyModel, std::filesystem::path> model,
                        const std::filesystem::path &text, const std::filesystem::path &tokenizer,
                        int64_t maxTokens, const std::optional<std::string> &function, int threads) {
-  if (maxTokens < 2)
-    failExpected("", "max_tokens", "at least 2", std::to_string(maxTokens));
   runtime::checkThreadCount(threads, "threads");
-  std::string textPath = pathText(text);
-  Tokenizer tok = Tokenizer::read(pathText(tokenizer));
-  std::vector<uint8_t> bytes =
-      readFileBytes(textPath, InputOptions{.maxBytes = uint64_t(64) << 20});
   QualityOptions q;
   q.function = function.value_or("");
-  q.tokens =
-      tok.encode(std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
-  if (q.tokens.size() < 2)
-    failExpected(textPath, "", "a text of at least 2 tokens",
-                 std::to_string(q.tokens.size()) + " token" + (q.tokens.size() == 1 ? "" : "s"));
-  if (static_cast<int64_t>(q.tokens.size()) > maxTokens)
-    q.tokens.resize(static_cast<size_t>(maxTokens));
-  q.tokenizerVocab = tok.vocabSize();
+  readTextTokens(q, pathText(text), pathText(tokenizer), maxTokens);
   q.threads = threads;
   PyModel pm = modelOf(std::move(model));
   QualityResult r;

@@ -1,15 +1,20 @@
 //===- Quality.cpp - A language model measured on real text ---------------===//
 #include "fix/Quality.h"
 
+#include "io/Tokenizer.h"
 #include "runtime/ModelRun.h"
 #include "support/DType.h"
 #include "support/Error.h"
+#include "support/FileSystem.h"
 
 #include <algorithm>
 #include <cmath>
 
 namespace anefit {
 namespace {
+
+/// A text longer than this is not a quality run's text (ours).
+constexpr uint64_t kMaxTextBytes = uint64_t(64) << 20;
 
 bool contains(const std::string &name, std::string_view part) {
   return name.find(part) != std::string::npos;
@@ -45,6 +50,23 @@ runtime::Tensor filled(const Value &in, int64_t value) {
 }
 
 } // namespace
+
+void readTextTokens(QualityOptions &options, const std::string &textPath,
+                    const std::string &tokenizerPath, int64_t maxTokens) {
+  if (maxTokens < 2)
+    failExpected("", "max tokens", "at least 2", std::to_string(maxTokens));
+  Tokenizer tokenizer = Tokenizer::read(tokenizerPath);
+  std::vector<uint8_t> bytes = readFileBytes(textPath, InputOptions{.maxBytes = kMaxTextBytes});
+  options.tokens = tokenizer.encode(
+      std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+  size_t n = options.tokens.size();
+  if (n < 2)
+    failExpected(textPath, "", "a text of at least 2 tokens",
+                 std::to_string(n) + " token" + (n == 1 ? "" : "s"));
+  if (static_cast<int64_t>(n) > maxTokens)
+    options.tokens.resize(static_cast<size_t>(maxTokens));
+  options.tokenizerVocab = tokenizer.vocabSize();
+}
 
 QualityResult measureQuality(const Model &model, const QualityOptions &options) {
   const std::string &file = model.sourcePath;

@@ -65,6 +65,13 @@ struct QualityResult {
   std::vector<QualityRun> runs;
 };
 
+/// Sets `options.tokens` and `options.tokenizerVocab` from the text file
+/// `textPath` (at most 64 MB) as the tokenizer.json at `tokenizerPath` encodes
+/// it, keeping the first `maxTokens`. Throws InputError for a bad tokenizer
+/// or a text of fewer than two tokens.
+void readTextTokens(QualityOptions &options, const std::string &textPath,
+                    const std::string &tokenizerPath, int64_t maxTokens);
+
 /// Steps the model through `options.tokens` once per precision. Throws
 /// InputError naming the model or the place: fewer than two tokens, a
 /// program that is not a one-token decode step, a token id past its logits.

@@ -86,3 +86,28 @@ def test_other_tokenizers_are_refused(anefit_py, tmp_path):
     path.write_text(json.dumps(spec))
     with pytest.raises(anefit_py.InputError, match="pre_tokenizer: expected .* found 'Metaspace'"):
         anefit_py.tokenize(path, "a")
+
+
+def test_perplexity_is_the_command_lines(anefit_py, anefit, tmp_path):
+    """anefit.perplexity and `anefit run --perplexity --json` give the same numbers
+    (an export_llm .pte of random weights, one token per byte)."""
+    import os
+
+    from conftest import FIXTURES_DIR, REPO_ROOT
+    program = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_fp16.pte")
+    tokenizer = os.path.join(REPO_ROOT, "tests", "lit", "runtime", "Inputs", "bytes-tokenizer.json")
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog.")
+    q = anefit_py.perplexity(program, text, tokenizer, max_tokens=12)
+    cli = json.loads(anefit("run", program, "--perplexity", text, "--tokenizer", tokenizer,
+                            "--max-tokens", "12", "--json", check=True).stdout)
+    assert q["tokens"] == cli["tokens"] == 12 and q["predicted"] == 11
+    for run in cli["runs"]:
+        mine = q[run["precision"]]
+        assert mine["perplexity"] == pytest.approx(run["perplexity"], rel=1e-12)
+        assert mine["top1_correct"] == run["top1Correct"]
+        assert mine["top1_agree_with_fp32"] == run["top1AgreeWithFp32"]
+    assert q["token_input"] == "tokens" and q["position_input"] == "attn_options_input_pos"
+    with pytest.raises(anefit_py.InputError, match="expected a text of at least 2 tokens"):
+        text.write_text("a")
+        anefit_py.perplexity(program, text, tokenizer)

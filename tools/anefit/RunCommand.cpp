@@ -13,7 +13,6 @@
 
 #include "io/ETRecord.h"
 #include "io/ModelIO.h"
-#include "io/Tokenizer.h"
 #include "report/Sources.h"
 #include "runtime/ExecuTorch.h"
 #include "runtime/ModelRun.h"
@@ -87,19 +86,9 @@ int runPerplexity(const RunCliOptions &opts) {
     failExpected("", "--perplexity", "--tokenizer TOKENIZER.json", "no --tokenizer");
   applyMaxMemory(opts.maxMemory);
   runtime::checkThreadCount(opts.threads, "--threads");
-  Tokenizer tokenizer = Tokenizer::read(opts.tokenizer);
-  std::vector<uint8_t> bytes =
-      readFileBytes(opts.perplexity, InputOptions{.maxBytes = uint64_t(64) << 20});
-  std::string text(bytes.begin(), bytes.end());
   QualityOptions q;
   q.function = opts.function;
-  q.tokens = tokenizer.encode(text);
-  if (q.tokens.size() < 2)
-    failExpected(opts.perplexity, "", "a text of at least 2 tokens",
-                 std::to_string(q.tokens.size()) + " token" + (q.tokens.size() == 1 ? "" : "s"));
-  if (static_cast<int64_t>(q.tokens.size()) > opts.maxTokens)
-    q.tokens.resize(static_cast<size_t>(opts.maxTokens));
-  q.tokenizerVocab = tokenizer.vocabSize();
+  readTextTokens(q, opts.perplexity, opts.tokenizer, opts.maxTokens);
   q.threads = opts.threads;
   std::unique_ptr<Model> model = loadModel(opts.model);
   bool tty = !opts.json && isatty(STDERR_FILENO);
