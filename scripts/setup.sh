@@ -7,7 +7,7 @@
 #                             (what the README's first command needs)
 #   scripts/setup.sh --all    everything: also a Python virtual environment in
 #                             .venv with the test tools (coremltools, numpy,
-#                             lit, pytest) and the Python package's build tools
+#                             lit, pytest, tokenizers) and the Python package's build tools
 #                             (nanobind, scikit-build-core), headless Chromium
 #                             for the test that renders the HTML report, and
 #                             the tests, benchmarks and the `anefit` Python
@@ -66,7 +66,7 @@ if [ "$all" = 1 ]; then
     echo "setup: creating .venv"
     python3 -m venv .venv
   fi
-  if ! .venv/bin/python -c "import coremltools, numpy, lit, pytest, nanobind, scikit_build_core" \
+  if ! .venv/bin/python -c "import coremltools, numpy, lit, pytest, nanobind, scikit_build_core, tokenizers" \
       2>/dev/null; then
     echo "setup: installing Python packages into .venv"
     .venv/bin/python -m pip install -q --upgrade pip
