@@ -56,7 +56,9 @@ void readTextTokens(QualityOptions &options, const std::string &textPath,
   if (maxTokens < 2)
     failExpected("", "max tokens", "at least 2", std::to_string(maxTokens));
   Tokenizer tokenizer = Tokenizer::read(tokenizerPath);
-  std::vector<uint8_t> bytes = readFileBytes(textPath, InputOptions{.maxBytes = kMaxTextBytes});
+  InputOptions in;
+  in.maxBytes = kMaxTextBytes;
+  std::vector<uint8_t> bytes = readFileBytes(textPath, in);
   options.tokens = tokenizer.encode(
       std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
   size_t n = options.tokens.size();
