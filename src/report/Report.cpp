@@ -109,6 +109,10 @@ std::string verdictSentence(const FunctionReport &f, ComputeUnits cu) {
            "working models contests it for this case; settle it on a Mac (see each at-risk "
            "finding). Otherwise " +
            percent((double)f.aneOps, (double)f.ops.size()) + " of ops are placed on the ANE";
+  case Verdict::WrongNumerics:
+    return "WRONG NUMBERS: at the ANE's fp16 the outputs are lost where fp32's are not "
+           "(measured, see ANE-NUM-001 and the numerics section); " +
+           percent((double)f.aneOps, (double)f.ops.size()) + " of ops are placed on the ANE";
   case Verdict::Partial:
     return "runs partly on the ANE: " + percent((double)f.aneOps, (double)f.ops.size()) +
            " of ops, " + percent(f.aneFlops, f.totalFlops) + " of FLOPs; the rest on " + off;
