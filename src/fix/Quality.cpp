@@ -70,18 +70,18 @@ void readTextTokens(QualityOptions &options, const std::string &textPath,
   options.tokenizerVocab = tokenizer.vocabSize();
 }
 
-QualityResult measureQuality(const Model &model, const QualityOptions &options) {
+TeacherForcing teacherForcedInputs(const Model &model, const std::string &function,
+                                   const std::vector<int64_t> &tokens) {
   const std::string &file = model.sourcePath;
-  if (options.tokens.size() < 2)
+  if (tokens.size() < 2)
     failExpected(file, "text", "at least 2 tokens (one to predict from, one to predict)",
-                 std::to_string(options.tokens.size()) + " token" +
-                     (options.tokens.size() == 1 ? "" : "s"));
+                 std::to_string(tokens.size()) + " token" + (tokens.size() == 1 ? "" : "s"));
   if (!model.program)
     failExpected(file, "model", "an ML Program", "a model without one");
-  const Function *fn = options.function.empty() ? model.defaultFunction()
-                                                : model.program->findFunction(options.function);
+  const Function *fn =
+      function.empty() ? model.defaultFunction() : model.program->findFunction(function);
   if (!fn)
-    failExpected(file, "--function", "a function of the model", "'" + options.function + "'");
+    failExpected(file, "--function", "a function of the model", "'" + function + "'");
 
   // The token and position inputs: integer inputs the host does not carry.
   std::vector<std::string> carried;
@@ -119,25 +119,35 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
       failExpected(file, "input '" + in->name + "'", "only a token, a position and carried caches",
                    "an input text cannot fill");
 
-  QualityResult result;
-  result.function = fn->name;
-  result.tokenInput = token->name;
-  result.positionInput = position ? position->name : "";
-  result.predicted = static_cast<int64_t>(options.tokens.size()) - 1;
-
-  runtime::RunInputs inputs;
-  for (int64_t k = 0; k < result.predicted; ++k) {
+  TeacherForcing out;
+  out.function = fn->name;
+  out.tokenInput = token->name;
+  out.positionInput = position ? position->name : "";
+  out.steps = static_cast<int64_t>(tokens.size()) - 1;
+  for (int64_t k = 0; k < out.steps; ++k) {
     runtime::TensorMap step;
-    step.emplace(token->name, filled(*token, options.tokens[static_cast<size_t>(k)]));
+    step.emplace(token->name, filled(*token, tokens[static_cast<size_t>(k)]));
     if (position)
       step.emplace(position->name, filled(*position, k));
-    inputs.perStep.emplace(k, std::move(step));
+    out.inputs.perStep.emplace(k, std::move(step));
   }
+  return out;
+}
+
+QualityResult measureQuality(const Model &model, const QualityOptions &options) {
+  const std::string &file = model.sourcePath;
+  TeacherForcing tf = teacherForcedInputs(model, options.function, options.tokens);
+  QualityResult result;
+  result.function = tf.function;
+  result.tokenInput = tf.tokenInput;
+  result.positionInput = tf.positionInput;
+  result.predicted = tf.steps;
+  const runtime::RunInputs &inputs = tf.inputs;
 
   std::vector<std::vector<int64_t>> top1s;
   for (size_t r = 0; r < options.precisions.size(); ++r) {
     runtime::ModelRunOptions o;
-    o.function = fn->name;
+    o.function = tf.function;
     o.inputs = inputs;
     o.steps = result.predicted;
     o.run.precision = options.precisions[r];
@@ -168,7 +178,7 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
              t.tensor.dim(t.tensor.rank() - 1) > logits->tensor.dim(logits->tensor.rank() - 1)))
           logits = &t;
       if (!logits)
-        failExpected(file, "function '" + fn->name + "'", "logits (a float output)", "none");
+        failExpected(file, "function '" + tf.function + "'", "logits (a float output)", "none");
       int64_t vocab = logits->tensor.dim(logits->tensor.rank() - 1);
       if (k == 0 && r == 0) {
         result.logitsOutput = logits->name;

@@ -20,6 +20,7 @@
 
 #include "ir/Model.h"
 #include "runtime/Interpreter.h"
+#include "runtime/ModelRun.h"
 
 #include <cstdint>
 #include <functional>
@@ -64,6 +65,22 @@ struct QualityResult {
   int64_t predicted = 0;
   std::vector<QualityRun> runs;
 };
+
+/// A text's tokens as the per-step inputs of an LLM decode function: step k
+/// gives token k at position k (the caches follow the host contract).
+struct TeacherForcing {
+  std::string function;
+  std::string tokenInput, positionInput;
+  int64_t steps = 0; ///< tokens - 1
+  runtime::RunInputs inputs;
+};
+
+/// Finds the token and position inputs of `function` (empty: the default)
+/// and binds `tokens` to them. Throws InputError naming the model or place:
+/// fewer than two tokens, no token input, more than one token a step, an
+/// input that is neither and not carried.
+TeacherForcing teacherForcedInputs(const Model &model, const std::string &function,
+                                   const std::vector<int64_t> &tokens);
 
 /// Sets `options.tokens` and `options.tokenizerVocab` from the text file
 /// `textPath` (at most 64 MB) as the tokenizer.json at `tokenizerPath` encodes

@@ -12,6 +12,7 @@
 #include "ane/Checker.h"
 #include "ane/Observations.h"
 #include "fix/Numerics.h"
+#include "fix/Quality.h"
 #include "io/ModelIO.h"
 #include "report/HtmlReport.h"
 #include "report/Report.h"
@@ -46,6 +47,8 @@ struct CheckCliOptions {
   std::string modelExplorer;
   bool numerics = false;
   std::string inputsNpz;
+  std::string text;
+  std::string tokenizer;
   int64_t steps = 0;
   uint64_t seed = 0;
 };
@@ -58,6 +61,21 @@ std::shared_ptr<const ane::NumericsMeasurement> measure(const Model &model,
   n.run.function = o.function;
   n.run.random = true;
   n.run.seed = o.seed;
+  if (!o.text.empty()) {
+    // A real text, teacher-forced: token k at position k, --steps tokens
+    // predicted (8 by default).
+    QualityOptions q;
+    readTextTokens(q, o.text, o.tokenizer, (o.steps ? o.steps : 8) + 1);
+    TeacherForcing tf = teacherForcedInputs(model, o.function, q.tokens);
+    n.run.function = tf.function;
+    n.run.inputs = std::move(tf.inputs);
+    n.run.steps = tf.steps;
+    n.inputsText = o.text + "'s first " + std::to_string(tf.steps + 1) +
+                   " tokens at positions 0.." + std::to_string(tf.steps - 1) + " ('" +
+                   tf.tokenInput + "'" +
+                   (tf.positionInput.empty() ? "" : ", '" + tf.positionInput + "'") + ")";
+    return std::make_shared<const ane::NumericsMeasurement>(measureNumerics(model, n));
+  }
   if (!o.inputsNpz.empty())
     n.run.inputs.addArchive(runtime::readNpz(o.inputsNpz), o.inputsNpz);
   n.run.steps = o.steps ? o.steps : (o.inputsNpz.empty() ? 8 : 0);
@@ -84,9 +102,19 @@ int runCheck(const CheckCliOptions &o) {
     options.ignore.push_back(*rule);
   }
 
-  if (!o.numerics && (!o.inputsNpz.empty() || o.steps || o.seed))
-    failExpected("", o.inputsNpz.empty() ? (o.steps ? "--steps" : "--seed") : "--inputs",
+  if (!o.numerics && (!o.inputsNpz.empty() || o.steps || o.seed || !o.text.empty()))
+    failExpected("",
+                 !o.inputsNpz.empty() ? "--inputs"
+                 : !o.text.empty()    ? "--text"
+                 : o.steps            ? "--steps"
+                                      : "--seed",
                  "--numerics (they set its run)", "no --numerics");
+  if (o.text.empty() != o.tokenizer.empty())
+    failExpected("", o.text.empty() ? "--tokenizer" : "--text",
+                 o.text.empty() ? "--text TEXT beside it" : "--tokenizer TOKENIZER.json beside it",
+                 "none");
+  if (!o.text.empty() && !o.inputsNpz.empty())
+    failExpected("", "--text", "either --text or --inputs", "both");
   // The checker reads types only; not opening the weight files proves it.
   // --numerics runs the model, so it opens them.
   std::vector<std::unique_ptr<Model>> models =
@@ -223,6 +251,13 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--inputs", o->inputsNpz,
                   "With --numerics: inputs from a .npz (NAME for every step, step<k>/NAME for "
                   "step k); inputs it does not give are drawn from --seed")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--text", o->text,
+                  "With --numerics: run an LLM decode program on this text's tokens "
+                  "(--tokenizer), token k at position k, instead of a random draw")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "With --text: the model's tokenizer.json (byte-level BPE)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--steps", o->steps,
                   "With --numerics: steps to run, states carried (default 8, or the steps of "
