@@ -1028,13 +1028,19 @@ void AtomicDirectory::commit() {
         "cannot move the package into place: " +
             (lastError.empty() ? std::string("too many concurrent writers") : lastError));
   committed_ = true;
-  for (int s : slots_)
-    unregisterTemp(s);
-  slots_.clear();
+  // After an exchange the old tree lies under the temporary's name. The
+  // root's slot (the first, a whole tree) stays registered until it is
+  // gone, so a fatal signal meanwhile removes the rest of it instead of
+  // leaving it beside the output.
+  for (size_t i = 1; i < slots_.size(); ++i)
+    unregisterTemp(slots_[i]);
   if (!tmp_.empty()) {
     fs::remove_all(tmp_, ec); // the old tree
     tmp_.clear();
   }
+  if (!slots_.empty())
+    unregisterTemp(slots_.front());
+  slots_.clear();
   syncDirectoryOf(target_);
 }
 
