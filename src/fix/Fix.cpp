@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iterator>
 #include <random>
+#include <tuple>
 
 namespace anefit {
 
@@ -143,43 +144,59 @@ std::string fixPipeline(const FixOptions &options, const ane::CheckReport &befor
 
 namespace {
 
-/// Steps every function of `original` and its counterpart in `fixed` for
-/// `steps` steps on the same random inputs, each model at its own
-/// precision, and calls `each(at, outO, outF, so)` after every step (`at`
-/// names the function and step, `so` is the original's stepper, whose
-/// states moved states are compared with).
+/// A model stepped beside the original: a rewrite of it (or the original
+/// itself), the state map its moved states follow, and its precision.
+struct Counterpart {
+  const Model *model;
+  const StateMap *map;
+  runtime::Precision precision;
+};
+
+/// Steps every function of `original` at `precision` and its counterparts
+/// in `others` for `steps` steps on the same random inputs, and calls
+/// `each(at, outs, so)` after every step: `at` names the function and step,
+/// `outs[0]` holds the original's outputs and `outs[i]` those of
+/// `others[i - 1]`, `so` is the original's stepper (whose states moved
+/// states are compared with).
 template <class Each>
-void stepSideBySide(const Model &original, const Model &fixed, const StateMap &map, int64_t steps,
-                    uint64_t seed, runtime::Precision precisionO, runtime::Precision precisionF,
-                    Each each) {
+void stepTogether(const Model &original, runtime::Precision precision,
+                  const std::vector<Counterpart> &others, int64_t steps, uint64_t seed, Each each) {
   std::mt19937_64 rng(seed);
   for (const auto &fnPtr : original.program->functions) {
     const Function &fo = *fnPtr;
-    const Function *ff = fixed.program->findFunction(fo.name);
-    if (!ff)
-      throw InputError("fix: function '" + fo.name + "' is missing after the rewrite");
     FunctionDescription desc = original.description.describe(fo.name);
-    // The original keeps every state in the interpreter; the fixed model
-    // keeps only the states it did not move, the others go around the host
-    // loop of the state map. What the host itself carries (ExecuTorch's
-    // buffer write-back around a .pte delegate) goes around for both.
+    // The original keeps every state in the interpreter; a rewrite keeps
+    // only the states it did not move, the others go around the host loop
+    // of its state map. What the host itself carries (ExecuTorch's buffer
+    // write-back around a .pte delegate) goes around for every model.
     runtime::CarryMap hostO = steps > 1 ? runtime::hostCarries(original, fo) : runtime::CarryMap{};
-    runtime::CarryMap hostF = steps > 1 ? runtime::hostCarries(fixed, *ff) : runtime::CarryMap{};
-    runtime::CarryMap moved = runtime::carriesFromStateMap(map, *ff);
-    hostF.insert(hostF.end(), moved.begin(), moved.end());
     std::vector<std::string> carried;
     for (const runtime::Carry &c : hostO)
       carried.push_back(c.input);
-    runtime::StepperOptions runO, runF;
-    runO.run.precision = precisionO;
-    runF.run.precision = precisionF;
-    runO.run.source = runF.run.source = original.sourcePath; // errors name the model's file
-    runtime::Stepper so(fo, hostO, runO), sf(*ff, hostF, runF);
+    auto options = [&](runtime::Precision p) {
+      runtime::StepperOptions run;
+      run.run.precision = p;
+      run.run.source = original.sourcePath; // errors name the model's file
+      return run;
+    };
+    runtime::Stepper so(fo, hostO, options(precision));
+    std::vector<std::unique_ptr<runtime::Stepper>> steppers;
+    for (const Counterpart &c : others) {
+      const Function *ff = c.model->program->findFunction(fo.name);
+      if (!ff)
+        throw InputError("fix: function '" + fo.name + "' is missing after the rewrite");
+      runtime::CarryMap host =
+          steps > 1 ? runtime::hostCarries(*c.model, *ff) : runtime::CarryMap{};
+      runtime::CarryMap moved = runtime::carriesFromStateMap(*c.map, *ff);
+      host.insert(host.end(), moved.begin(), moved.end());
+      steppers.push_back(std::make_unique<runtime::Stepper>(*ff, host, options(c.precision)));
+    }
     for (int64_t step = 0; step < steps; ++step) {
       runtime::TensorMap inputs = runtime::randomInputs(fo, desc, rng, carried);
-      std::vector<runtime::NamedTensor> outO = so.step(inputs);
-      std::vector<runtime::NamedTensor> outF = sf.step(inputs);
-      each(fo.name + ": step " + std::to_string(step) + ": ", outO, outF, so);
+      std::vector<std::vector<runtime::NamedTensor>> outs{so.step(inputs)};
+      for (auto &s : steppers)
+        outs.push_back(s->step(inputs));
+      each(fo.name + ": step " + std::to_string(step) + ": ", outs, so);
     }
   }
 }
@@ -203,57 +220,29 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
                                    int64_t steps, uint64_t seed, runtime::Tolerance tolerance,
                                    runtime::Precision precision, FixVerification *error) {
   runtime::Comparison cmp(tolerance);
-  double sumAbs = 0, err2 = 0, norm2 = 0;
-  size_t counted = 0;
-  // The widest float output of the first function: an LLM's logits.
-  auto measure = [&](const std::vector<runtime::NamedTensor> &a,
-                     const std::vector<runtime::NamedTensor> &b) {
-    if (!error)
-      return;
-    if (error->top1Output.empty())
-      error->top1Output = widestOutput(a);
-    for (const runtime::NamedTensor &x : a)
-      for (const runtime::NamedTensor &y : b) {
-        if (x.name != y.name || !isFloat(x.tensor.dtype()) || x.tensor.shape() != y.tensor.shape())
-          continue;
-        std::vector<float> u = x.tensor.toFloats(), v = y.tensor.toFloats();
-        for (size_t i = 0; i < u.size(); ++i)
-          if (std::isfinite(u[i]) && std::isfinite(v[i])) {
-            sumAbs += std::fabs(static_cast<double>(u[i]) - v[i]);
-            ++counted;
-          }
-        if (x.name != error->top1Output || u.empty())
-          continue;
-        for (size_t i = 0; i < u.size(); ++i)
-          if (std::isfinite(u[i]) && std::isfinite(v[i])) {
-            double d = static_cast<double>(u[i]) - v[i];
-            err2 += d * d;
-            norm2 += static_cast<double>(u[i]) * u[i];
-          }
-        size_t last = static_cast<size_t>(x.tensor.dim(x.tensor.rank() - 1));
-        for (size_t r = 0; r + last <= u.size(); r += last) {
-          auto au = std::max_element(u.begin() + r, u.begin() + r + last) - u.begin();
-          auto av = std::max_element(v.begin() + r, v.begin() + r + last) - v.begin();
-          error->top1Agree += au == av;
-          ++error->top1Rows;
-        }
-      }
-  };
-  stepSideBySide(original, fixed, map, steps, seed, precision, precision,
-                 [&](const std::string &at, const std::vector<runtime::NamedTensor> &outO,
-                     const std::vector<runtime::NamedTensor> &outF, const runtime::Stepper &so) {
-                   cmp.compareOutputs(at, outO, outF);
-                   measure(outO, outF);
-                   for (const StateMapEntry &e : map.entries) {
-                     const runtime::Tensor *was = so.states().find(e.state);
-                     for (const runtime::NamedTensor &nt : outF)
-                       if (was && nt.name == e.output)
-                         cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor);
-                   }
-                 });
+  GapMeter meter;
+  stepTogether(original, precision, {{&fixed, &map, precision}}, steps, seed,
+               [&](const std::string &at,
+                   const std::vector<std::vector<runtime::NamedTensor>> &outs,
+                   const runtime::Stepper &so) {
+                 cmp.compareOutputs(at, outs[0], outs[1]);
+                 if (error)
+                   meter.add(outs[0], outs[1]);
+                 for (const StateMapEntry &e : map.entries) {
+                   const runtime::Tensor *was = so.states().find(e.state);
+                   for (const runtime::NamedTensor &nt : outs[1])
+                     if (was && nt.name == e.output)
+                       cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor);
+                 }
+               });
   if (error) {
-    error->meanAbsDiff = counted ? sumAbs / counted : 0;
-    error->relError = norm2 > 0 ? std::sqrt(err2 / norm2) : (err2 > 0 ? INFINITY : 0);
+    // The widest float output of the first function: an LLM's logits.
+    PrecisionGap gap = meter.finish(steps);
+    error->top1Output = gap.widest;
+    error->top1Agree = gap.top1Agree;
+    error->top1Rows = gap.rows;
+    error->meanAbsDiff = gap.meanAbsDiff;
+    error->relError = gap.relError;
   }
   return cmp;
 }
@@ -275,7 +264,7 @@ void GapMeter::add(const std::vector<runtime::NamedTensor> &outR,
         ++gap.compared;
         if (!std::isfinite(v[i])) {
           ++gap.nonFinite;
-          lostInWidest_ = lostInWidest_ || widest;
+          gap.widestLost = gap.widestLost || widest;
           continue;
         }
         double d = std::fabs(static_cast<double>(u[i]) - v[i]);
@@ -312,21 +301,26 @@ PrecisionGap GapMeter::finish(int64_t steps) const {
   gap.steps = steps;
   size_t finite = gap.compared - gap.nonFinite;
   gap.meanAbsDiff = finite ? sumAbs_ / static_cast<double>(finite) : 0;
-  gap.relError = lostInWidest_ ? INFINITY
-                 : norm2_ > 0  ? std::sqrt(err2_ / norm2_)
-                               : (err2_ > 0 ? INFINITY : 0);
+  gap.relError = norm2_ > 0 ? std::sqrt(err2_ / norm2_) : (err2_ > 0 ? INFINITY : 0);
   return gap;
 }
 
-PrecisionGap measurePrecisionGap(const Model &reference, const Model &model, const StateMap &map,
-                                 int64_t steps, uint64_t seed) {
-  GapMeter meter;
-  stepSideBySide(reference, model, map, steps, seed, runtime::Precision::FP32,
-                 runtime::Precision::FP16,
-                 [&](const std::string &, const std::vector<runtime::NamedTensor> &outR,
-                     const std::vector<runtime::NamedTensor> &outM,
-                     const runtime::Stepper &) { meter.add(outR, outM); });
-  return meter.finish(steps);
+std::pair<PrecisionGap, PrecisionGap> measurePrecisionGaps(const Model &original,
+                                                           const Model &fixed, const StateMap &map,
+                                                           int64_t steps, uint64_t seed) {
+  // One fp32 run of the original serves as the reference of both.
+  GapMeter before, after;
+  StateMap none;
+  stepTogether(
+      original, runtime::Precision::FP32,
+      {{&original, &none, runtime::Precision::FP16}, {&fixed, &map, runtime::Precision::FP16}},
+      steps, seed,
+      [&](const std::string &, const std::vector<std::vector<runtime::NamedTensor>> &outs,
+          const runtime::Stepper &) {
+        before.add(outs[0], outs[1]);
+        after.add(outs[0], outs[2]);
+      });
+  return {before.finish(steps), after.finish(steps)};
 }
 
 namespace {
@@ -549,9 +543,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
     // there, the original to show what the device would answer without the
     // rewrite, the fixed one to refuse a program whose fp16 outputs are lost.
     stage("verify at fp16");
-    v.originalAtFp16 = measurePrecisionGap(model, model, StateMap{}, options.steps, options.seed);
-    v.fixedAtFp16 =
-        measurePrecisionGap(model, *result.fixed, result.stateMap, options.steps, options.seed);
+    std::tie(v.originalAtFp16, v.fixedAtFp16) =
+        measurePrecisionGaps(model, *result.fixed, result.stateMap, options.steps, options.seed);
     result.fp16Refused = v.fixedAtFp16.diverged() && !options.allowFp16Divergence;
   } catch (const InputError &e) {
     // An op without a kernel (or similar) should not keep users from a

@@ -16,12 +16,14 @@
 #include "runtime/Stepper.h"
 #include "support/Diagnostic.h"
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace anefit {
@@ -98,19 +100,24 @@ struct FixOptions {
   std::function<void(std::string_view stage)> progress;
 };
 
-/// One model stepped at the ANE's precision (every float op rounded to
-/// fp16) against a reference stepped at fp32, the numbers the model means:
-/// how far the outputs move, and whether they are lost (non-finite values,
-/// or rows of the widest output collapsed to one value) where the
-/// reference's are not.
+/// Two runs' outputs held against each other, step after step: a model
+/// against a reference (fix's same-precision proof of a lossy rewrite), or
+/// at the ANE's precision (every float op rounded to fp16) against the
+/// fp32 the model means: how far the outputs move, and whether they are
+/// lost (non-finite values, or rows of the widest output collapsed to one
+/// value) where the reference's are not.
 struct PrecisionGap {
   bool measured = false;
   int64_t steps = 0;
   double maxAbsDiff = 0;
+  /// Mean |difference| over every element finite in both runs.
   double meanAbsDiff = 0;
-  /// ||fp16 - fp32|| / ||fp32|| over `widest`, every step (infinity when
-  /// fp16 values are lost there).
+  /// ||model - reference|| / ||reference|| over the elements of `widest`
+  /// finite in both runs, every step.
   double relError = 0;
+  /// Some element of `widest` finite in the reference is inf or NaN in the
+  /// model.
+  bool widestLost = false;
   std::string widest;
   size_t top1Agree = 0, rows = 0;
   /// Output elements finite at fp32 and inf or NaN at fp16.
@@ -123,10 +130,13 @@ struct PrecisionGap {
 
   /// The fp16 outputs are lost somewhere the fp32 ones are not.
   bool diverged() const { return nonFinite > 0 || collapsedRows > 0; }
+  /// relError as reported: infinity when `widest` lost values.
+  double reportedRelError() const { return widestLost ? INFINITY : relError; }
 };
 
 /// Accumulates a PrecisionGap one step at a time: the reference's outputs
-/// (fp32) against the model's (fp16), matched by name.
+/// against the model's, matched by name; `widest` is the reference's widest
+/// float output (an LLM's logits).
 class GapMeter {
 public:
   void add(const std::vector<runtime::NamedTensor> &reference,
@@ -136,16 +146,16 @@ public:
 private:
   PrecisionGap gap_;
   double sumAbs_ = 0, err2_ = 0, norm2_ = 0;
-  bool lostInWidest_ = false;
 };
 
-/// Steps `model` at fp16 and `reference` (the same model, or the one it was
-/// rewritten from) at fp32 for `steps` steps on the same random inputs,
-/// carrying states as `map` says (the rewrite's state map; empty when both
-/// are one model), and measures the gap. Throws InputError when the
-/// interpreter cannot run either.
-PrecisionGap measurePrecisionGap(const Model &reference, const Model &model, const StateMap &map,
-                                 int64_t steps, uint64_t seed);
+/// Steps `original` at fp32 (the reference: the numbers the model means),
+/// and at fp16 both `original` and `fixed` (rewritten from it, its moved
+/// states carried as `map` says), for `steps` steps on the same random
+/// inputs; returns the gap of each fp16 run to the reference (original's
+/// first). Throws InputError when the interpreter cannot run either.
+std::pair<PrecisionGap, PrecisionGap> measurePrecisionGaps(const Model &original,
+                                                           const Model &fixed, const StateMap &map,
+                                                           int64_t steps, uint64_t seed);
 
 /// How the comparison of original and fixed model ended.
 struct FixVerification {

@@ -3,6 +3,7 @@
 
 #include "fix/Fix.h"
 #include "support/DType.h"
+#include "transforms/Patterns.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,20 +13,6 @@
 
 namespace anefit {
 namespace {
-
-/// mul(x, x), square(x) or pow(x, 2): the ops ANE-DTYPE-005 is about,
-/// whose measured |x| the report states whether they diverge or not.
-bool isSquare(const Operation &op) {
-  if (op.type == "square")
-    return true;
-  if (op.type == "mul")
-    return op.inputValue("x") && op.inputValue("x") == op.inputValue("y");
-  if (op.type == "pow") {
-    const Constant *e = op.constInput("y");
-    return e && e->numElements() == 1 && e->elementAsDouble(0) == 2.0;
-  }
-  return false;
-}
 
 /// One value's fp32 result on the current step.
 struct Kept {
@@ -129,7 +116,7 @@ public:
             if (from.size() < kFollowed && std::find(from.begin(), from.end(), o) == from.end())
               from.push_back(o);
       }
-      if (isSquare(op))
+      if (squaredValue(op))
         merge(op, m, /*origin=*/false);
     }
   }
@@ -322,7 +309,7 @@ ane::NumericsMeasurement measureNumerics(const Model &model, const NumericsOptio
   out.collapsedRows = gap.collapsedRows;
   out.rows = gap.rows;
   out.top1Agree = gap.top1Agree;
-  out.outputRelError = gap.relError;
+  out.outputRelError = gap.reportedRelError();
   return out;
 }
 

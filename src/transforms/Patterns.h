@@ -28,6 +28,12 @@ struct StaticSlice {
 std::optional<StaticSlice> staticSliceBounds(const Operation &op,
                                              const std::vector<int64_t> &shape);
 
+/// The value `op` squares with a float result: x of square(x), mul(x, x)
+/// or pow(x, 2) (the exponent an immediate or a const); null otherwise. The
+/// square a decomposed norm takes (scale-norm rewrites it, `check
+/// --numerics` states its measured |x|).
+Value *squaredValue(const Operation &op);
+
 /// Constant folding and identity forwarding: shape of a static tensor,
 /// integer arithmetic, gather/concat/slice of integer constants, identity.
 void populateFoldPatterns(PatternList &patterns);

@@ -24,6 +24,7 @@
 #include "support/DType.h"
 #include "transforms/PassImpl.h"
 #include "transforms/PatternRewriter.h"
+#include "transforms/Patterns.h"
 
 #include <cmath>
 
@@ -36,25 +37,6 @@ constexpr double kRsqrtDefaultEpsilon = 1e-12;
 /// The floor of the scale: the smallest normal fp16 value (ours; any
 /// positive value keeps the rewrite exact in real arithmetic).
 constexpr float kScaleFloor = 6.103515625e-05f;
-
-/// The value `op` squares (square(x), mul(x, x), pow(x, 2)), or null.
-Value *squared(const Operation &op) {
-  if (op.outputs.size() != 1 || !isFloat(op.output()->type.dtype()))
-    return nullptr;
-  if (op.type == "square")
-    return op.inputValue("x");
-  if (op.type == "mul") {
-    Value *x = op.inputValue("x");
-    return x && x == op.inputValue("y") ? x : nullptr;
-  }
-  if (op.type == "pow") {
-    const Constant *e = op.constInput("y");
-    auto v =
-        e && e->numElements() == 1 ? std::optional<double>(e->elementAsDouble(0)) : std::nullopt;
-    return v && *v == 2.0 ? op.inputValue("x") : nullptr;
-  }
-  return nullptr;
-}
 
 /// The one op using `v`, or null when it has no use or several (or is a
 /// function output).
@@ -99,7 +81,7 @@ struct NormMatch {
 /// in the chain has another use.
 std::optional<NormMatch> matchNorm(Operation &op, const UseMap &uses) {
   NormMatch m;
-  m.x = squared(op);
+  m.x = squaredValue(op);
   if (!m.x)
     return std::nullopt;
   m.mean = soleUser(uses, op.output());
@@ -208,7 +190,7 @@ void ScaleNormPass::run(Model &model, PassResult &result) {
     PatternRewriter rw(*fn, uses);
     std::vector<Operation *> squares;
     for (auto &op : fn->body->ops)
-      if (squared(*op))
+      if (squaredValue(*op))
         squares.push_back(op.get());
     size_t done = 0;
     for (Operation *op : squares) {
@@ -229,6 +211,24 @@ void ScaleNormPass::run(Model &model, PassResult &result) {
 }
 
 } // namespace
+
+Value *squaredValue(const Operation &op) {
+  if (op.outputs.size() != 1 || !isFloat(op.output()->type.dtype()))
+    return nullptr;
+  if (op.type == "square")
+    return op.inputValue("x");
+  if (op.type == "mul") {
+    Value *x = op.inputValue("x");
+    return x && x == op.inputValue("y") ? x : nullptr;
+  }
+  if (op.type == "pow") {
+    const Constant *e = op.constInput("y");
+    auto v =
+        e && e->numElements() == 1 ? std::optional<double>(e->elementAsDouble(0)) : std::nullopt;
+    return v && *v == 2.0 ? op.inputValue("x") : nullptr;
+  }
+  return nullptr;
+}
 
 std::unique_ptr<Pass> createScaleNormPass(const PassOptions &options) {
   return std::make_unique<ScaleNormPass>(options);

@@ -166,10 +166,10 @@ std::string gapText(const PrecisionGap &g) {
   std::snprintf(buf, sizeof buf, "max abs diff %.3g, mean %.3g", g.maxAbsDiff, g.meanAbsDiff);
   std::string out = buf;
   if (!g.widest.empty())
-    out += "; '" + g.widest + "': relative RMS error " +
-           (std::isinf(g.relError) ? std::string("inf") : percent(g.relError, 1)) +
-           ", top-1 agrees on " + std::to_string(g.top1Agree) + "/" + std::to_string(g.rows) +
-           " rows";
+    out +=
+        "; '" + g.widest + "': relative RMS error " +
+        (std::isinf(g.reportedRelError()) ? std::string("inf") : percent(g.reportedRelError(), 1)) +
+        ", top-1 agrees on " + std::to_string(g.top1Agree) + "/" + std::to_string(g.rows) + " rows";
   if (g.nonFinite)
     out += "; " + std::to_string(g.nonFinite) + " of " + std::to_string(g.compared) +
            " values inf or NaN";
