@@ -11,6 +11,7 @@
 #include "ane/Observations.h"
 #include "fix/Numerics.h"
 #include "io/ETRecord.h"
+#include "report/Baseline.h"
 #include "report/Sources.h"
 
 #include "ane/Checker.h"
@@ -638,6 +639,98 @@ void bindReport(nb::module_ &m) {
   addReportRenderings(c);
 }
 
+/// What compare_baseline found, rendered as `anefit check --baseline` does.
+struct PyGate {
+  bool passed = true;
+  size_t regressions = 0, improvements = 0;
+  std::string text, json, sarif;
+};
+
+/// The reports of a Report or a list of them (a program's delegates), and
+/// the program path `check --baseline` would name them by.
+std::vector<ane::CheckReport> reportsOf(const nb::object &reports, std::string &programPath) {
+  std::vector<ane::CheckReport> out;
+  if (nb::isinstance<PyReport>(reports))
+    out.push_back(nb::cast<const PyReport &>(reports).report());
+  else
+    for (nb::handle r : reports)
+      out.push_back(nb::cast<const PyReport &>(r).report());
+  if (out.empty())
+    throw InputError("reports: expected a Report or a non-empty list of them, found none");
+  programPath = out[0].modelPath;
+  if (out.size() > 1)
+    if (size_t hash = programPath.rfind('#'); hash != std::string::npos)
+      programPath.resize(hash);
+  return out;
+}
+
+void bindGate(nb::module_ &m) {
+  nb::class_<PyGate>(m, "Gate",
+                     "A model's check held against a recorded baseline "
+                     "(:func:`compare_baseline`, ``anefit check --baseline``).")
+      .def_ro("passed", &PyGate::passed, "Nothing got worse than the baseline.")
+      .def_ro("regressions", &PyGate::regressions,
+              "How many measures and findings got worse (the gate fails on any).")
+      .def_ro("improvements", &PyGate::improvements,
+              "How many got better (findings gone or lower, residency up, boundaries down).")
+      .def(
+          "summary", [](const PyGate &g) { return g.text; },
+          "The differences as ``anefit check --baseline`` prints them.")
+      .def(
+          "to_json", [](const PyGate &g) { return g.json; },
+          "The differences as JSON, schema ``anefit.gate/1``.")
+      .def(
+          "to_sarif", [](const PyGate &g) { return g.sarif; },
+          "SARIF 2.1.0: the current findings with their ``baselineState`` and the gone ones "
+          "as ``absent``.")
+      .def("__repr__", [](const PyGate &g) {
+        return "<Gate " + std::string(g.passed ? "passed" : "failed") + ": " +
+               std::to_string(g.regressions) + " regressions, " + std::to_string(g.improvements) +
+               " improvements>";
+      });
+
+  m.def(
+      "compare_baseline",
+      [](const nb::object &reports, const std::filesystem::path &baseline,
+         double residencyTolerance, const std::string &failOn) {
+        if (!(residencyTolerance >= 0 && residencyTolerance <= 100))
+          throw InputError("residency_tolerance: expected percentage points in [0, 100], found " +
+                           std::to_string(residencyTolerance));
+        std::string programPath;
+        std::vector<ane::CheckReport> list = reportsOf(reports, programPath);
+        report::GateOptions options{.residencyTolerance = residencyTolerance,
+                                    .failOn = ane::parseLevel(failOn, "fail_on")};
+        report::GateResult result =
+            report::compareToBaseline(report::readGateRecord(baseline.string()),
+                                      report::gateRecordOf(list, programPath), options);
+        return PyGate{!result.regressed(),
+                      result.regressions(),
+                      result.improvements(),
+                      report::renderGateText(result),
+                      report::renderGateJson(result),
+                      report::renderGateSarif(list, programPath, result)};
+      },
+      nb::arg("reports"), nb::arg("baseline"), nb::arg("residency_tolerance") = 0.0,
+      nb::arg("fail_on") = "at-risk",
+      "Holds ``reports`` (a :class:`Report`, or a program's list from "
+      ":func:`anefit.executorch.check_program`) against the baseline file recorded with "
+      ":func:`baseline_json` or ``anefit check --json``: the gate of ``anefit check "
+      "--baseline``. It fails when the ANE share of ops or FLOPs of a function drops by more "
+      "than ``residency_tolerance`` points, boundaries or delegates grow, or a new finding (or "
+      "one whose level rose) is at least ``fail_on``. Raises :class:`InputError` for a baseline "
+      "that is not a check report of this model with these options.");
+  m.def(
+      "baseline_json",
+      [](const nb::object &reports) {
+        std::string programPath;
+        std::vector<ane::CheckReport> list = reportsOf(reports, programPath);
+        return report::baselineJson(list, programPath);
+      },
+      nb::arg("reports"),
+      "The baseline to record for ``reports`` (a :class:`Report` or a program's list): the "
+      "JSON ``anefit check --json`` (``--save-baseline``) writes.");
+}
+
 /// check(), partitioner_keywords() and rules().
 void bindCheckFunctions(nb::module_ &m) {
   m.def("check", &runCheck, nb::arg("model"), nb::arg("chip") = "any", nb::arg("os") = "any",
@@ -700,6 +793,7 @@ void bindCheck(nb::module_ &m) {
   bindFunctionReport(m);
   bindReport(m);
   bindCheckFunctions(m);
+  bindGate(m);
 }
 
 } // namespace anefit::python

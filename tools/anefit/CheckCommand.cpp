@@ -14,6 +14,7 @@
 #include "fix/Numerics.h"
 #include "fix/Quality.h"
 #include "io/ModelIO.h"
+#include "report/Baseline.h"
 #include "report/HtmlReport.h"
 #include "report/Report.h"
 #include "report/Sources.h"
@@ -34,6 +35,11 @@ struct CheckCliOptions {
   std::string model;
   TargetCliOptions target;
   std::string failOn = "compile-fail";
+  bool failOnGiven = false;
+  std::string baseline;
+  std::string saveBaseline;
+  double residencyTolerance = 0;
+  bool toleranceGiven = false;
   std::string format;
   std::string output;
   bool force = false;
@@ -109,6 +115,12 @@ int runCheck(const CheckCliOptions &o) {
                  : o.steps            ? "--steps"
                                       : "--seed",
                  "--numerics (they set its run)", "no --numerics");
+  if (o.baseline.empty() && o.toleranceGiven)
+    failExpected("", "--residency-tolerance", "--baseline (it sets the gate's tolerance)",
+                 "no --baseline");
+  if (!o.baseline.empty() && format == "html")
+    failExpected("", "--format", "text, json or sarif with --baseline (the gate's differences)",
+                 "html");
   if (o.text.empty() != o.tokenizer.empty())
     failExpected("", o.text.empty() ? "--tokenizer" : "--text",
                  o.text.empty() ? "--text TEXT beside it" : "--tokenizer TOKENIZER.json beside it",
@@ -145,6 +157,18 @@ int runCheck(const CheckCliOptions &o) {
                    "'" + o.modelExplorer + "' for both");
     checkOutput(o.modelExplorer, OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
   }
+  if (!o.saveBaseline.empty()) {
+    std::error_code ec;
+    if (!o.output.empty() && std::filesystem::weakly_canonical(o.output, ec) ==
+                                 std::filesystem::weakly_canonical(o.saveBaseline, ec))
+      failExpected("", "--save-baseline", "a file other than the report's (-o)",
+                   "'" + o.saveBaseline + "' for both");
+    checkOutput(o.saveBaseline, OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
+  }
+  // A baseline that cannot be compared fails before the work, in one line.
+  std::optional<report::GateRecord> baseline;
+  if (!o.baseline.empty())
+    baseline = report::readGateRecord(o.baseline);
   std::optional<ane::ProbeObservations> observed;
   if (!o.observations.empty())
     observed = ane::readObservations(o.observations);
@@ -181,6 +205,25 @@ int runCheck(const CheckCliOptions &o) {
                         report::modelExplorerOverlay(checked, checkedModels, *record),
                         OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
   }
+  if (!o.saveBaseline.empty())
+    writeFileAtomically(o.saveBaseline, report::baselineJson(reports, o.model),
+                        OutputOptions{.force = o.force, .alsoAvoid = {o.model}});
+  if (baseline) {
+    // The gate: the exit code says whether anything got worse against the
+    // record, whatever the findings it already held.
+    report::GateOptions gate{.residencyTolerance = o.residencyTolerance,
+                             .failOn = o.failOnGiven ? failOn : ane::Level::AtRisk};
+    report::GateResult result =
+        report::compareToBaseline(*baseline, report::gateRecordOf(reports, o.model), gate);
+    std::string text = format == "json"    ? report::renderGateJson(result)
+                       : format == "sarif" ? report::renderGateSarif(reports, o.model, result)
+                                           : report::renderGateText(result);
+    if (o.output.empty())
+      std::cout << text;
+    else
+      report::writeReportFile(*models[0], o.output, text, policy);
+    return result.regressed() ? kExitFindings : kExitOk;
+  }
   ane::TextOptions textOptions{.color = useColor() && o.output.empty(), .placement = o.placement};
   std::string text;
   if (reports.size() > 1)
@@ -214,10 +257,13 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
   CLI::App *cmd = &verb;
   cmd->add_option("MODEL", o->model, modelArgumentHelp())->required();
   addTargetOptions(cmd, o->target);
-  cmd->add_option("--fail-on", o->failOn,
-                  "Exit 1 when a finding is at least this severe: " +
-                      joined(ane::levelNames(/*notes=*/true), ", "))
-      ->capture_default_str();
+  CLI::Option *failOn =
+      cmd->add_option("--fail-on", o->failOn,
+                      "Exit 1 when a finding is at least this severe: " +
+                          joined(ane::levelNames(/*notes=*/true), ", ") +
+                          ". With --baseline: a new finding (or one whose level rose) at least "
+                          "this severe fails the gate (default there: at-risk)")
+          ->capture_default_str();
   cmd->add_option("--format", o->format,
                   "Output: text, json (anefit.check/2), sarif, or html (one self-contained page: "
                   "the graph coloured by placement, findings, details). Default: from the -o "
@@ -265,13 +311,31 @@ void registerCheck(CLI::App &verb, VerbResult &result) {
       ->check(integerIn(1, kMaxSteps));
   cmd->add_option("--seed", o->seed, "With --numerics: seed of the random inputs (default 0)")
       ->check(unsignedIn(0, UINT64_MAX));
+  cmd->add_option("--baseline", o->baseline,
+                  "Gate against a recorded check (--json -o B.json or --save-baseline B.json): "
+                  "exit 1 when the ANE share of ops or FLOPs drops, boundaries or Core ML "
+                  "delegates grow, or a new at-risk or blocking finding appears; prints the "
+                  "differences (text, json, or sarif with baselineState)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--save-baseline", o->saveBaseline,
+                  "Also record this check as a baseline (the JSON report) in this file");
+  CLI::Option *tolerance =
+      cmd->add_option("--residency-tolerance", o->residencyTolerance,
+                      "With --baseline: percentage points the ANE share of ops or FLOPs of a "
+                      "function may drop before the gate fails (default 0)")
+          ->check(realIn(0, 100));
   cmd->add_flag("--placement", o->placement,
                 "Text output: also list every op with its predicted placement and rules");
   cmd->footer("Weight files are never opened (but with --numerics). Rules: 'anefit rules' or "
               "docs/rules.md.\n"
               "Exit codes: 0 no finding at or above --fail-on, 1 findings, 2 usage or input "
-              "error.");
-  cmd->callback([o, &result] { result.exitCode = runGuarded([&] { return runCheck(*o); }); });
+              "error. With --baseline: 0 nothing got worse, 1 something did, 2 a baseline "
+              "that is not a check report of this model with these options.");
+  cmd->callback([o, &result, failOn, tolerance] {
+    o->failOnGiven = failOn->count() > 0;
+    o->toleranceGiven = tolerance->count() > 0;
+    result.exitCode = runGuarded([&] { return runCheck(*o); });
+  });
 }
 
 } // namespace anefit::cli
