@@ -20,6 +20,8 @@ namespace anefit::report {
 namespace {
 
 using Json = nlohmann::json;
+/// What anefit writes keeps its keys in the order written (Report.cpp).
+using OJson = nlohmann::ordered_json;
 
 /// The check report schemas a baseline may be (Report.h).
 std::string schemasText() {
@@ -178,10 +180,8 @@ std::string whereOf(const GateRecord &r, size_t delegate, const std::string &fun
   return r.model + "#" + std::to_string(delegate) + " " + function;
 }
 
-/// "read_state 'r0' (torch node aten_index_put_default)", or "the function".
+/// "read_state 'r0' (torch node aten_index_put_default)".
 std::string opText(const GateFinding &f) {
-  if (f.op.empty())
-    return "the whole function";
   return f.opType + " '" + f.op + "'" +
          (f.torchNode.empty() ? std::string() : " (torch node " + f.torchNode + ")");
 }
@@ -472,7 +472,8 @@ std::string sourceText(const GateFinding &f) {
 }
 
 std::string findingText(const GateRecord &r, const GateFinding &f) {
-  return f.rule + " in " + whereOf(r, f.delegate, f.function) + ": " + opText(f) + ": " + f.message;
+  return f.rule + " in " + whereOf(r, f.delegate, f.function) + ": " +
+         (f.op.empty() ? std::string() : opText(f) + ": ") + f.message;
 }
 
 } // namespace
@@ -512,7 +513,7 @@ std::string renderGateText(const GateResult &g) {
            : ch.improvement ? "better"
                             : "changed",
            (now->level == before->level
-                ? std::string(ane::levelName(now->level)) + ", reason changed"
+                ? "reason changed: " + std::string(ane::levelName(now->level))
                 : std::string(ane::levelName(before->level)) + " -> " +
                       std::string(ane::levelName(now->level))) +
                " " + findingText(g.current, *now),
@@ -546,12 +547,12 @@ std::string renderGateText(const GateResult &g) {
 
 namespace {
 
-Json findingJson(const GateRecord &r, const GateFinding &f) {
-  Json j = {{"rule", f.rule},
-            {"level", ane::levelName(f.level)},
-            {"where", whereOf(r, f.delegate, f.function)},
-            {"function", f.function},
-            {"message", f.message}};
+OJson findingJson(const GateRecord &r, const GateFinding &f) {
+  OJson j = {{"rule", f.rule},
+             {"level", ane::levelName(f.level)},
+             {"where", whereOf(r, f.delegate, f.function)},
+             {"function", f.function},
+             {"message", f.message}};
   if (!f.op.empty()) {
     j["op"] = f.op;
     j["opType"] = f.opType;
@@ -561,8 +562,8 @@ Json findingJson(const GateRecord &r, const GateFinding &f) {
   return j;
 }
 
-Json measuresJson(const GateResult &g) {
-  Json a = Json::array();
+OJson measuresJson(const GateResult &g) {
+  OJson a = OJson::array();
   for (const MeasureChange &m : g.measures)
     a.push_back({{"where", m.where},
                  {"what", m.what},
@@ -576,7 +577,7 @@ Json measuresJson(const GateResult &g) {
 } // namespace
 
 std::string renderGateJson(const GateResult &g) {
-  Json j;
+  OJson j;
   j["schema"] = "anefit.gate/1";
   j["baseline"] = g.baseline.origin;
   j["model"] = g.current.model;
@@ -587,10 +588,10 @@ std::string renderGateJson(const GateResult &g) {
   j["failOn"] = ane::levelName(g.options.failOn);
   j["verdict"] = {{"before", g.baseline.verdict}, {"after", g.current.verdict}};
   j["measures"] = measuresJson(g);
-  Json findings = Json::array();
+  OJson findings = OJson::array();
   for (const FindingChange &ch : g.findings) {
     const GateFinding &f = ch.now ? g.current.findings[*ch.now] : g.baseline.findings[*ch.before];
-    Json fj = findingJson(ch.now ? g.current : g.baseline, f);
+    OJson fj = findingJson(ch.now ? g.current : g.baseline, f);
     fj["baselineState"] = baselineStateName(ch.state);
     if (ch.state == BaselineState::Updated)
       fj["levelBefore"] = ane::levelName(g.baseline.findings[*ch.before].level);
@@ -604,10 +605,10 @@ std::string renderGateJson(const GateResult &g) {
 
 std::string renderGateSarif(const std::vector<ane::CheckReport> &reports,
                             std::string_view programPath, const GateResult &g) {
-  Json log = Json::parse(reports.size() == 1 ? ane::renderSarif(reports[0])
-                                             : ane::renderProgramSarif(reports, programPath));
-  Json &run = log["runs"][0];
-  Json &results = run["results"];
+  OJson log = OJson::parse(reports.size() == 1 ? ane::renderSarif(reports[0])
+                                               : ane::renderProgramSarif(reports, programPath));
+  OJson &run = log["runs"][0];
+  OJson &results = run["results"];
   // The results are the current findings in report order, as the record's.
   for (const FindingChange &ch : g.findings)
     if (ch.now && *ch.now < results.size())
@@ -622,7 +623,7 @@ std::string renderGateSarif(const std::vector<ane::CheckReport> &reports,
                           : (g.current.delegates > 1 && g.baseline.delegates == g.current.delegates
                                  ? g.current.model + "#" + std::to_string(f.delegate)
                                  : g.current.model);
-    Json result = {
+    OJson result = {
         {"ruleId", f.rule},
         {"kind", "pass"},
         {"level", "none"},
@@ -631,26 +632,26 @@ std::string renderGateSarif(const std::vector<ane::CheckReport> &reports,
          {{"text", "No longer found (was " + std::string(ane::levelName(f.level)) +
                        " in the baseline): " + where + ": " + f.message}}},
         {"locations",
-         Json::array({{{"physicalLocation",
-                        {{"artifactLocation", {{"uri", uri}}},
-                         {"region", {{"startLine", f.line > 0 ? f.line : 1}}}}},
-                       {"logicalLocations",
-                        Json::array({{{"name", f.op.empty() ? f.function : f.op},
-                                      {"fullyQualifiedName", where},
-                                      {"kind", f.op.empty() ? "function" : "member"}}})}}})},
+         OJson::array({{{"physicalLocation",
+                         {{"artifactLocation", {{"uri", uri}}},
+                          {"region", {{"startLine", f.line > 0 ? f.line : 1}}}}},
+                        {"logicalLocations",
+                         OJson::array({{{"name", f.op.empty() ? f.function : f.op},
+                                        {"fullyQualifiedName", where},
+                                        {"kind", f.op.empty() ? "function" : "member"}}})}}})},
         {"partialFingerprints", {{"anefitLocation/v1", f.rule + ":" + where}}},
         {"properties", {{"level", ane::levelName(f.level)}, {"opType", f.opType}}}};
     if (auto rule = ane::ruleFromCode(f.rule))
       result["ruleIndex"] = static_cast<size_t>(*rule);
     results.push_back(std::move(result));
   }
-  Json notes = Json::array();
+  OJson notes = OJson::array();
   for (const MeasureChange &m : g.measures)
     notes.push_back({{"level", m.regression ? "error" : "note"},
                      {"message", {{"text", measureText(m, g.options.residencyTolerance)}}}});
-  run["invocations"] = Json::array({{{"executionSuccessful", true},
-                                     {"exitCode", g.regressed() ? 1 : 0},
-                                     {"toolExecutionNotifications", notes}}});
+  run["invocations"] = OJson::array({{{"executionSuccessful", true},
+                                      {"exitCode", g.regressed() ? 1 : 0},
+                                      {"toolExecutionNotifications", notes}}});
   run["properties"]["baseline"] = {{"file", g.baseline.origin},
                                    {"passed", !g.regressed()},
                                    {"regressions", g.regressions()},
