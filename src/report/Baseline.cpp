@@ -186,14 +186,26 @@ std::string opText(const GateFinding &f) {
          (f.torchNode.empty() ? std::string() : " (torch node " + f.torchNode + ")");
 }
 
-/// The op name with its trailing digits and separators removed:
-/// "aten_index_put_default_3" and "aten_index_put_default_4" are the same
-/// kind of node, numbered by its place in the export.
-std::string unnumbered(std::string name) {
-  while (!name.empty() && (std::isdigit(static_cast<unsigned char>(name.back())) ||
-                           name.back() == '_' || name.back() == '.'))
-    name.pop_back();
-  return name;
+/// The op name without its numbers: the '_'-separated parts that are all
+/// digits dropped. "aten_index_put_default_3_cast_fp16" and
+/// "aten_index_put_default_4_cast_fp16" are the same kind of node, numbered
+/// by its place in the export.
+std::string unnumbered(const std::string &name) {
+  std::string out;
+  size_t start = 0;
+  while (start <= name.size()) {
+    size_t end = name.find('_', start);
+    if (end == std::string::npos)
+      end = name.size();
+    std::string_view part(name.data() + start, end - start);
+    bool digits = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+      return std::isdigit(static_cast<unsigned char>(c)) != 0;
+    });
+    if (!digits)
+      out += (out.empty() ? "" : "_") + std::string(part);
+    start = end + 1;
+  }
+  return out;
 }
 
 /// The keys a finding is matched by, strongest first; empty: no key of
