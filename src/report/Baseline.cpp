@@ -210,7 +210,7 @@ std::string unnumbered(const std::string &name) {
 
 /// The keys a finding is matched by, strongest first; empty: no key of
 /// that stage. Every key holds the rule and the function.
-///  1. the PyTorch source (file, module, the line's code, not its number):
+///  1. the PyTorch source (file name, module, the line's code, not its number):
 ///     lines move when code above them changes, the code of a line does not;
 ///  2. the op's name (what the user sees without an ETRecord);
 ///  3. the op's type and name without its number (an export numbers its
@@ -222,7 +222,9 @@ std::string stageKey(const GateFinding &f, int stage, bool byDelegate) {
   case 0:
     if (f.line <= 0)
       return {};
-    return k + f.file + "|" + f.module + "|" + f.code + "|" + f.opType;
+    // The file's name without its directory: --source-root shortens paths.
+    return k + f.file.substr(f.file.find_last_of('/') + 1) + "|" + f.module + "|" + f.code + "|" +
+           f.opType;
   case 1:
     return k + f.op;
   default:
@@ -490,7 +492,7 @@ std::string findingText(const GateRecord &r, const GateFinding &f) {
 
 } // namespace
 
-std::string renderGateText(const GateResult &g) {
+std::string renderGateText(const GateResult &g, size_t maxPerRule) {
   std::string out = "baseline gate: " + g.current.model + " against " + g.baseline.origin +
                     " (recorded for " + g.baseline.model + ")\n";
   size_t unchanged = 0;
@@ -507,6 +509,20 @@ std::string renderGateText(const GateResult &g) {
          measureText(m, g.options.residencyTolerance), nullptr);
   }
   std::string gateLevel(ane::levelName(g.options.failOn));
+  // Every regression is listed; the other changes up to maxPerRule per
+  // kind of change and rule, then counted ("... and 105 more").
+  std::map<std::string, size_t> shown;
+  std::vector<std::pair<std::string, size_t>> more; // "better: gone slow ANE-CONV-009", count
+  auto listed = [&](bool regression, const std::string &kind) {
+    if (regression || ++shown[kind] <= maxPerRule)
+      return true;
+    auto it = std::find_if(more.begin(), more.end(), [&](auto &m) { return m.first == kind; });
+    if (it == more.end())
+      more.emplace_back(kind, 1);
+    else
+      ++it->second;
+    return false;
+  };
   for (const FindingChange &ch : g.findings) {
     const GateFinding *now = ch.now ? &g.current.findings[*ch.now] : nullptr;
     const GateFinding *before = ch.before ? &g.baseline.findings[*ch.before] : nullptr;
@@ -514,30 +530,37 @@ std::string renderGateText(const GateResult &g) {
     case BaselineState::Unchanged:
       ++unchanged;
       break;
-    case BaselineState::New:
-      line(ch.regression ? "worse" : "changed",
-           "new " + std::string(ane::levelName(now->level)) + " " + findingText(g.current, *now) +
-               (ch.regression ? "" : " (below the gate's level, " + gateLevel + ")"),
-           now);
-      break;
-    case BaselineState::Updated:
-      line(ch.regression    ? "worse"
-           : ch.improvement ? "better"
-                            : "changed",
-           (now->level == before->level
-                ? "reason changed: " + std::string(ane::levelName(now->level))
-                : std::string(ane::levelName(before->level)) + " -> " +
-                      std::string(ane::levelName(now->level))) +
-               " " + findingText(g.current, *now),
-           now);
-      break;
-    case BaselineState::Absent:
-      line("better",
-           "gone " + std::string(ane::levelName(before->level)) + " " +
-               findingText(g.baseline, *before),
-           before);
+    case BaselineState::New: {
+      std::string what = "new " + std::string(ane::levelName(now->level)) + " " + now->rule;
+      if (listed(ch.regression, std::string(ch.regression ? "worse" : "changed") + ": " + what))
+        line(ch.regression ? "worse" : "changed",
+             "new " + std::string(ane::levelName(now->level)) + " " + findingText(g.current, *now) +
+                 (ch.regression ? "" : " (below the gate's level, " + gateLevel + ")"),
+             now);
       break;
     }
+    case BaselineState::Updated: {
+      const char *tag = ch.regression ? "worse" : ch.improvement ? "better" : "changed";
+      std::string change = now->level == before->level
+                               ? "reason changed: " + std::string(ane::levelName(now->level))
+                               : std::string(ane::levelName(before->level)) + " -> " +
+                                     std::string(ane::levelName(now->level));
+      if (listed(ch.regression, std::string(tag) + ": " + change + " " + now->rule))
+        line(tag, change + " " + findingText(g.current, *now), now);
+      break;
+    }
+    case BaselineState::Absent: {
+      std::string what = "gone " + std::string(ane::levelName(before->level));
+      if (listed(false, "better: " + what + " " + before->rule))
+        line("better", what + " " + findingText(g.baseline, *before), before);
+      break;
+    }
+    }
+  }
+  for (const auto &[kind, count] : more) {
+    size_t colon = kind.find(": ");
+    out += "  " + kind.substr(0, colon) + ": ... and " + std::to_string(count) + " more " +
+           kind.substr(colon + 2) + "\n";
   }
   if (unchanged)
     out += "  unchanged: " + std::to_string(unchanged) + " finding" + (unchanged == 1 ? "" : "s") +

@@ -131,7 +131,9 @@ GateResult compareToBaseline(const GateRecord &baseline, const GateRecord &curre
 /// The differences in the user's terms: each measure that moved, each new,
 /// risen, fallen or gone finding with its op (and PyTorch line when the
 /// report has one), and a last line "gate: failed ..." or "gate: passed ...".
-std::string renderGateText(const GateResult &result);
+/// Every regression is listed; other changes up to `maxPerRule` per kind
+/// of change and rule, then counted.
+std::string renderGateText(const GateResult &result, size_t maxPerRule = 8);
 /// The differences as JSON, schema anefit.gate/1 (docs/check.md).
 std::string renderGateJson(const GateResult &result);
 /// The SARIF of the current reports (as `check --format sarif` writes it)
