@@ -5,7 +5,6 @@
 #include "support/Error.h"
 #include "support/FileSystem.h"
 #include "support/Json.h"
-
 #include "support/Text.h"
 
 #include <algorithm>
@@ -14,7 +13,6 @@
 #include <cstdio>
 #include <deque>
 #include <map>
-#include <set>
 
 namespace anefit::report {
 namespace {
@@ -27,6 +25,14 @@ using OJson = nlohmann::ordered_json;
 std::string schemasText() {
   return "\"" + std::string(ane::kCheckSchema) + "\" or \"" +
          std::string(ane::kCheckProgramSchema) + "\" (the report of `anefit check --json`)";
+}
+
+/// "an array", "a string", "null": what a JSON value is, for a message.
+std::string kindOf(const Json &v) {
+  std::string name = v.type_name();
+  if (v.is_null())
+    return name;
+  return (name[0] == 'a' || name[0] == 'o' ? "an " : "a ") + name;
 }
 
 /// Reads fields of one JSON object, failing with the file and the field's
@@ -42,7 +48,7 @@ struct Fields {
   [[noreturn]] void fail(std::string_view key, const std::string &expected) const {
     std::string found = "nothing";
     if (j.is_object() && j.contains(key))
-      found = std::string("a ") + j[std::string(key)].type_name();
+      found = kindOf(j[std::string(key)]);
     failExpected(origin, at(key), expected, found);
   }
   std::string str(std::string_view key, bool required = true) const {
@@ -75,7 +81,7 @@ struct Fields {
   Fields element(const Json &e, std::string_view key, size_t i) const {
     std::string p = at(key) + "[" + std::to_string(i) + "]";
     if (!e.is_object())
-      failExpected(origin, p, "an object", std::string("a ") + e.type_name());
+      failExpected(origin, p, "an object", kindOf(e));
     return Fields{origin, p, e};
   }
 };
@@ -254,7 +260,7 @@ GateRecord parseGateRecord(std::string_view text, const std::string &origin) {
   Json j = parseJson(text, origin);
   if (j.is_discarded() || !j.is_object())
     failExpected(origin, "", "a JSON check report (`anefit check --json`)",
-                 j.is_discarded() ? "malformed JSON" : std::string("a JSON ") + j.type_name());
+                 j.is_discarded() ? "malformed JSON" : "a JSON " + std::string(j.type_name()));
   GateRecord out;
   out.origin = origin;
   Fields r{origin, "", j};
