@@ -282,6 +282,9 @@ GateRecord parseGateRecord(std::string_view text, const std::string &origin) {
   }
   out.model = r.str("model");
   out.verdict = r.str("verdict");
+  if (auto tool = j.find("tool"); tool != j.end() && tool->is_object())
+    if (auto v = tool->find("version"); v != tool->end() && v->is_string())
+      out.toolVersion = v->get<std::string>();
   return out;
 }
 
@@ -501,6 +504,12 @@ std::string findingText(const GateRecord &r, const GateFinding &f) {
 std::string renderGateText(const GateResult &g, size_t maxPerRule) {
   std::string out = "baseline gate: " + g.current.model + " against " + g.baseline.origin +
                     " (recorded for " + g.baseline.model + ")\n";
+  if (g.baseline.toolVersion != g.current.toolVersion)
+    out += "  note: recorded by anefit " +
+           (g.baseline.toolVersion.empty() ? std::string("of unknown version")
+                                           : g.baseline.toolVersion) +
+           ", checked by anefit " + g.current.toolVersion +
+           ": what changed in the rules between them shows as differences\n";
   size_t unchanged = 0;
   auto line = [&](const char *tag, const std::string &text, const GateFinding *f) {
     out += std::string("  ") + tag + ": " + text + "\n";

@@ -53,8 +53,9 @@ struct GateUnit {
 struct GateRecord {
   std::string origin; ///< the file it was read from, or "this check"
   std::string schema;
-  std::string model;                            ///< the model path the record names
-  std::string verdict;                          ///< the (program's) verdict
+  std::string model;       ///< the model path the record names
+  std::string verdict;     ///< the (program's) verdict
+  std::string toolVersion; ///< the anefit that checked it (tool.version), if it says
   std::string chip, os, computeUnits, function; ///< the options it was checked with
   size_t delegates = 1;
   std::vector<GateUnit> units;
