@@ -1554,18 +1554,63 @@ static void checkLinearNotConv(RuleContext &ctx, const Operation *op) {
                        "'; Apple recommends 1x1 conv on a (B, C, 1, S) layout");
 }
 
+// ANE-CONV-010, second scope: a program whose only compute op (beside consts
+// and casts) is an fp16 matmul of two runtime tensors or an SDPA, too small
+// for the cost model. Measured
+// on single-op programs only (Vx#435, #437, Apple M4): the fp16 matmul is
+// CPU-preferred up to 384x384 outputs and on the ANE at 512x512; SDPA is
+// CPU-preferred up to 1,048,576 elements per Q/K/V and on the ANE from
+// 2,097,152. The thresholds are the largest sizes the source saw on the CPU;
+// the scope stays on lone ops because inside a larger ANE segment the cost
+// model weighs the op with its neighbours.
+static constexpr int64_t kLoneMatmulCpuOutputs = 384 * 384;
+static constexpr int64_t kLoneSdpaCpuQueryElements = 1 << 20;
+// The smallest SDPA the source measured (1x1x128x64): a single-token decode
+// query is below it, unmeasured, and out of scope.
+static constexpr int64_t kLoneSdpaMeasuredQueryElements = 128 * 64;
+
+static bool aloneInProgram(const RuleContext &ctx, const Operation *op) {
+  for (const auto &other : ctx.facts.function->body->ops)
+    if (other.get() != op && !isConstLike(*other) && other->type != "cast")
+      return false;
+  return true;
+}
+
 static void checkTinyOp(RuleContext &ctx, const Operation *op) {
   if (!op || op->outputs.empty())
     return;
   auto n = op->output()->type.numElements();
-  if (!n || *n > 64)
+  if (!n)
     return;
-  uint64_t inputs = 0;
-  for (const Value *v : op->operandValues())
-    if (auto m = v->type.numElements())
-      inputs += *m;
-  if (inputs <= 4096)
-    ctx.report(op, "produces only " + std::to_string(*n) + " elements; the cost model prefers CPU");
+  if (*n <= 64 && op->type != "scaled_dot_product_attention") {
+    uint64_t inputs = 0;
+    for (const Value *v : op->operandValues())
+      if (auto m = v->type.numElements())
+        inputs += *m;
+    if (inputs <= 4096) {
+      ctx.report(op,
+                 "produces only " + std::to_string(*n) + " elements; the cost model prefers CPU");
+      return;
+    }
+  }
+  // The measured programs multiply runtime inputs; a constant weight is the
+  // projection case, which the measurement does not cover.
+  bool runtimeOperands = op->type == "scaled_dot_product_attention"
+                             ? isRuntime(*op, "query") && isRuntime(*op, "key")
+                             : op->type == "matmul" && isRuntime(*op, "x") && isRuntime(*op, "y");
+  if (op->output()->type.dtype() != DType::F16 || !runtimeOperands || !aloneInProgram(ctx, op))
+    return;
+  if (op->type == "scaled_dot_product_attention") {
+    const Value *q = op->inputValue("query");
+    auto qn = q ? q->type.numElements() : std::nullopt;
+    if (qn && *qn >= kLoneSdpaMeasuredQueryElements && *qn <= kLoneSdpaCpuQueryElements)
+      ctx.report(op, "the only compute op of its program, with " + std::to_string(*qn) +
+                         " query elements (measured: CPU up to 1048576, ANE from 2097152)");
+  } else if (*n <= kLoneMatmulCpuOutputs) {
+    ctx.report(op, "the only compute op of its program, with " + std::to_string(*n) +
+                       " output elements (measured: fp16 matmul on CPU up to 384x384, ANE at "
+                       "512x512)");
+  }
 }
 
 // ANE-CONV-011: Apple's layer guidelines: strides should factor into 2s and 3s.

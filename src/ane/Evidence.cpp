@@ -46,7 +46,15 @@ std::string_view gradeName(Grade g) {
 }
 
 std::string_view corpusPartName(CorpusPart p) {
-  return p == CorpusPart::HeldOut ? "held-out" : "derive";
+  switch (p) {
+  case CorpusPart::Derive:
+    return "derive";
+  case CorpusPart::HeldOut:
+    return "held-out";
+  case CorpusPart::Fresh:
+    return "held-out (fresh)";
+  }
+  return "";
 }
 
 /// "owner/repo" of a GitHub URL, else the URL's host.
@@ -177,21 +185,33 @@ std::vector<CorpusCase> loadCorpus(const std::string &dir) {
         cases.push_back(std::move(c));
     }
   }
-  std::vector<std::string> heldOut;
-  if (auto h = top.find("heldout"); h != top.end()) {
-    if (!h->is_array())
-      failExpected(path, "heldout", "an array of projects", h->type_name());
-    for (const auto &p : *h)
-      if (p.is_string())
-        heldOut.push_back(p.get<std::string>());
-  }
+  auto projects = [&](const char *key) {
+    std::vector<std::string> out;
+    if (auto h = top.find(key); h != top.end()) {
+      if (!h->is_array())
+        failExpected(path, key, "an array of projects", h->type_name());
+      for (const auto &p : *h)
+        if (p.is_string())
+          out.push_back(p.get<std::string>());
+    }
+    return out;
+  };
+  auto listed = [](const std::vector<std::string> &list, const std::string &project) {
+    return std::find(list.begin(), list.end(), project) != list.end();
+  };
+  std::vector<std::string> heldOut = projects("heldout"), fresh = projects("fresh");
+  for (const std::string &p : fresh)
+    if (listed(heldOut, p))
+      failExpected(path, "fresh", "projects not already held out", "'" + p + "' on both lists");
   std::vector<std::string> names;
   for (CorpusCase &c : cases) {
     if (std::find(names.begin(), names.end(), c.name) != names.end())
       failExpected(path, "case " + c.name, "unique case names", "a second case of that name");
     names.push_back(c.name);
-    if (std::find(heldOut.begin(), heldOut.end(), c.project) != heldOut.end())
+    if (listed(heldOut, c.project))
       c.part = CorpusPart::HeldOut;
+    else if (listed(fresh, c.project))
+      c.part = CorpusPart::Fresh;
   }
   return cases;
 }
@@ -333,18 +353,18 @@ std::string corpusMarkdown(const std::string &dir, const CorpusLoader &load) {
 
 std::string evidenceMarkdown(const std::vector<EvidenceResult> &results,
                              const std::vector<EvidenceResult> &withoutCoverage) {
-  Score derive, heldOut, deriveBare, heldOutBare;
+  std::array<Score, kCorpusParts> parts, bare;
   size_t guesses = 0;
   for (const EvidenceResult &r : results) {
     if (r.c.rebuilt == "guess") {
       ++guesses;
       continue;
     }
-    (r.c.part == CorpusPart::HeldOut ? heldOut : derive).add(r);
+    parts[static_cast<size_t>(r.c.part)].add(r);
   }
   for (const EvidenceResult &r : withoutCoverage)
     if (r.c.rebuilt != "guess")
-      (r.c.part == CorpusPart::HeldOut ? heldOutBare : deriveBare).add(r);
+      bare[static_cast<size_t>(r.c.part)].add(r);
   auto n = [](size_t v) { return std::to_string(v); };
   auto row = [&](std::string_view name, const Score &s) {
     return "| " + std::string(name) + " | " + n(s.fails) + " | " + n(s.caught) + " | " +
@@ -352,6 +372,14 @@ std::string evidenceMarkdown(const std::vector<EvidenceResult> &results,
            " | " + n(s.atRisk) + " | " + n(s.offAne) + " | " + n(s.alarms) + " | " +
            (s.placementCompared ? n(s.placementAgreed) + "/" + n(s.placementCompared) : "-") +
            " |\n";
+  };
+  auto scoreRows = [&](std::string_view suffix) {
+    const std::array<Score, kCorpusParts> &scores = suffix.empty() ? parts : bare;
+    std::string rows;
+    for (size_t p = 0; p < kCorpusParts; ++p)
+      rows += row(std::string(corpusPartName(static_cast<CorpusPart>(p))) + std::string(suffix),
+                  scores[p]);
+    return rows;
   };
   std::string md =
       "## Evidence corpus\n\n"
@@ -361,7 +389,10 @@ std::string evidenceMarkdown(const std::vector<EvidenceResult> &results,
       "and how the outcome was established. The corpus is split by source project: the "
       "**derive** part holds the projects the rules were written from, the **held-out** part "
       "projects no rule was written or narrowed from (the list in `cases.json`, fixed before "
-      "the rules were revised). `anefit check` is run on every rebuilt case "
+      "the rules were revised), and the **held-out (fresh)** part the projects of the latest "
+      "sweep (the `fresh` list, added before any rule was looked at against them, scored "
+      "apart so the older held-out score stays comparable). `anefit check` is run on every "
+      "rebuilt case "
       "(tests/unit/ane/EvidenceTest.cpp, which also fails when this section is stale). An "
       "observed failure is caught when the verdict is `ane-fails`, or `at-risk`, when its op "
       "is predicted off the ANE (fallback cases) or when a wrong-numerics finding fires; a "
@@ -373,10 +404,8 @@ std::string evidenceMarkdown(const std::vector<EvidenceResult> &results,
       "missed | working | passed | called at-risk | called off the ANE | called ane-fails | "
       "op placement agreed |\n"
       "|---|---|---|---|---|---|---|---|---|---|---|\n" +
-      row("derive", derive) + row("held-out", heldOut) +
-      (withoutCoverage.empty() ? std::string()
-                               : row("derive, without ANE-COV-001", deriveBare) +
-                                     row("held-out, without ANE-COV-001", heldOutBare)) +
+      scoreRows("") +
+      (withoutCoverage.empty() ? std::string() : scoreRows(", without ANE-COV-001")) +
       (withoutCoverage.empty()
            ? std::string()
            : "\nThe coverage rule (ANE-COV-001, the patterns of the derive part's working cases; "

@@ -36,8 +36,11 @@ std::string_view outcomeName(Outcome o);
 enum class CorpusPart : uint8_t {
   Derive,  ///< the rules were written from these projects' reports
   HeldOut, ///< no rule was written or narrowed from these projects' reports
+  Fresh,   ///< held out too: the latest sweep's projects, scored apart from HeldOut
 };
-/// "derive", "held-out".
+/// The number of CorpusPart values (for per-part tables).
+inline constexpr size_t kCorpusParts = 3;
+/// "derive", "held-out", "held-out (fresh)".
 std::string_view corpusPartName(CorpusPart p);
 
 struct CorpusCase {
@@ -68,7 +71,8 @@ std::vector<CorpusCase> parseCorpusCases(std::string_view json, const std::strin
 std::string corpusProject(const std::string &url);
 
 /// Reads `dir`/cases.json, the case files its "groups" name, and its
-/// "heldout" project list, which sets each case's part. Throws InputError.
+/// "heldout" and "fresh" project lists, which set each case's part (a project
+/// on both lists is an error). Throws InputError.
 std::vector<CorpusCase> loadCorpus(const std::string &dir);
 
 /// How the checker did on one case.
