@@ -166,7 +166,7 @@ struct Source {
 /// The fused kernels a DotOperand is prepared for.
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
               kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8,
-              kFusedTables512 = 9, kFusedTables256 = 10;
+              kFusedTables512 = 9, kFusedTables256 = 10, kFusedPlanes512 = 11, kFusedGather = 12;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -739,6 +739,94 @@ nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __
   }
   if (c < chunks)
     nibbleChunk512(p, xp, table, a0, a1);
+}
+
+//===----------------------------------------------------------------------===//
+// 6- and 8-bit palettes
+//===----------------------------------------------------------------------===//
+//
+// 64 or 256 entries do not fit the nibble kernels' one-register tables.
+// AVX-512 with VBMI: a palette of fp16 values is held as two byte planes
+// (the low bytes of its entries, then the high bytes: one 512-bit register
+// each for 64 entries, four for 256), looked up 64 indices at a time by
+// byte permutes across the register (VPERMB for 64 entries; for 256, two
+// VPERMI2B of 128 and a blend on each index's top bit), interleaved into
+// fp16 values and widened by F16C: no gathers, and per 64 values about a
+// dozen shuffles, whichever the index width. 6-bit indices (48 bytes per
+// 64) become bytes by one VPERMB and one VPMULTISHIFTQB. AVX2 (and AVX-512
+// without VBMI, or palettes that are not exactly fp16): the fp32 palette,
+// 1 KB at most, gathered from L1 eight indices at a time (VGATHERDPS).
+
+/// Bytes of 64 packed indices of `Bits` bits.
+template <int Bits> constexpr int64_t kPlaneGroupBytes = 8 * Bits;
+
+/// x permuted for planeGroup512: per 64 values, the order in which the
+/// interleaved planes widen (unpacks work within 128-bit lanes): 0-7, 16-23,
+/// 32-39, 48-55, then 8-15, 24-31, 40-47, 56-63.
+void permuteForPlanes(const float *x, int64_t n, float *xp) {
+  static constexpr int kStart[8] = {0, 16, 32, 48, 8, 24, 40, 56};
+  for (int64_t c = 0; c + 64 <= n; c += 64)
+    for (int j = 0; j < 8; ++j)
+      std::memcpy(xp + c + 8 * j, x + c + kStart[j], 8 * sizeof(float));
+}
+
+/// a0..a3 += v(index_i) * xp_i over one group of 64 indices at p (xp
+/// permuted by permuteForPlanes), v from the fp16 palette whose byte planes
+/// are `planes` (2 registers for 6 bits: low, high; 8 for 8 bits: four of
+/// low bytes, four of high).
+template <int Bits>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,f16c"))) inline void
+planeGroup512(const uint8_t *p, const float *xp, const __m512i *planes, __m512 &a0, __m512 &a1,
+              __m512 &a2, __m512 &a3) {
+  __m512i lo, hi;
+  if constexpr (Bits == 6) {
+    // Indices 8j..8j+7 are bytes 6j..6j+5: spread to qword j, then each
+    // index's 6 bits shifted to its own byte (VPERMB reads the low 6).
+    alignas(64) static constexpr uint8_t kSpread[64] = {
+        0,  1,  2,  3,  4,  5,  5,  5,  6,  7,  8,  9,  10, 11, 11, 11, 12, 13, 14, 15, 16, 17,
+        17, 17, 18, 19, 20, 21, 22, 23, 23, 23, 24, 25, 26, 27, 28, 29, 29, 29, 30, 31, 32, 33,
+        34, 35, 35, 35, 36, 37, 38, 39, 40, 41, 41, 41, 42, 43, 44, 45, 46, 47, 47, 47};
+    const __m512i shifts = _mm512_set1_epi64(0x2A241E18120C0600LL); // 0, 6, ..., 42
+    __m512i raw = _mm512_maskz_loadu_epi8(0x0000FFFFFFFFFFFFULL, p);
+    __m512i idx = _mm512_multishift_epi64_epi8(
+        shifts, _mm512_permutexvar_epi8(_mm512_load_si512(kSpread), raw));
+    lo = _mm512_permutexvar_epi8(idx, planes[0]);
+    hi = _mm512_permutexvar_epi8(idx, planes[1]);
+  } else {
+    static_assert(Bits == 8);
+    __m512i idx = _mm512_loadu_si512(p);
+    __mmask64 upper = _mm512_movepi8_mask(idx); // entries 128-255
+    lo = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(planes[0], idx, planes[1]),
+                                _mm512_permutex2var_epi8(planes[2], idx, planes[3]));
+    hi = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(planes[4], idx, planes[5]),
+                                _mm512_permutex2var_epi8(planes[6], idx, planes[7]));
+  }
+  __m512i h0 = _mm512_unpacklo_epi8(lo, hi), h1 = _mm512_unpackhi_epi8(lo, hi);
+  a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h0)), _mm512_loadu_ps(xp), a0);
+  a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h0, 1)), _mm512_loadu_ps(xp + 16),
+                       a1);
+  a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h1)), _mm512_loadu_ps(xp + 32), a2);
+  a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h1, 1)), _mm512_loadu_ps(xp + 48),
+                       a3);
+}
+
+/// Eight `Bits`-bit indices (6 or 8 bytes at p) as 32-bit lanes; `tail`: p
+/// may be the last bytes of the data (no byte past the 6 is read).
+template <int Bits>
+__attribute__((target("avx2"))) inline __m256i gatherIndices(const uint8_t *p, bool tail) {
+  if constexpr (Bits == 8) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+  } else {
+    static_assert(Bits == 6);
+    uint64_t w = 0;
+    std::memcpy(&w, p, tail ? 6 : 8);
+    // Index j is bits 6j..6j+5: the two bytes holding them, shifted down.
+    const __m256i pick = _mm256_setr_epi8(0, 1, -1, -1, 0, 1, -1, -1, 1, 2, -1, -1, 2, 3, -1, -1, 3,
+                                          4, -1, -1, 3, 4, -1, -1, 4, 5, -1, -1, 5, 6, -1, -1);
+    const __m256i down = _mm256_setr_epi32(0, 6, 4, 2, 0, 6, 4, 2);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi64x(static_cast<long long>(w)), pick);
+    return _mm256_and_si256(_mm256_srlv_epi32(v, down), _mm256_set1_epi32(63));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1904,6 +1992,22 @@ public:
       if (exact)
         halfPalettes_ = std::move(tables);
     }
+    // 6- and 8-bit palettes of fp16 values (exactly) as byte planes for the
+    // AVX-512 VBMI kernel: per palette the entries' low bytes, then the high.
+    if ((bits_ == 6 || bits_ == 8) && vs_ == 1 && entries_ == (int64_t(1) << bits_)) {
+      std::vector<uint8_t> planes(lut_.size() * 2);
+      bool exact = true;
+      for (size_t i = 0; i < lut_.size() && exact; ++i) {
+        uint16_t h = floatToHalf(lut_[i]);
+        float back = halfToFloat(h);
+        exact = std::memcmp(&back, &lut_[i], 4) == 0;
+        size_t palette = i / static_cast<size_t>(entries_), e = i % static_cast<size_t>(entries_);
+        planes[palette * 2 * entries_ + e] = static_cast<uint8_t>(h);
+        planes[palette * 2 * entries_ + entries_ + e] = static_cast<uint8_t>(h >> 8);
+      }
+      if (exact)
+        planes_ = std::move(planes);
+    }
 #endif
   }
 
@@ -1957,6 +2061,22 @@ protected:
 
   void prepareFused(DotOperand &x) const override {
 #if defined(__x86_64__)
+    if ((bits_ == 6 || bits_ == 8) && vs_ == 1 && matrix_.ok && matrix_.cols == x.cols &&
+        entries_ == (int64_t(1) << bits_) && matrix_.colBlock % 8 == 0 &&
+        kernelIsa() >= KernelIsa::Avx2) {
+      // Palettes spanning whole groups of 64 columns, of fp16 values: the
+      // AVX-512 VBMI planes; otherwise eight indices gathered at a time.
+      if (kernelIsa() >= KernelIsa::Avx512 && cpuHasAvx512Vbmi() && !planes_.empty() &&
+          matrix_.colBlock % 64 == 0) {
+        x.fused = kFusedPlanes512;
+        x.permuted.resize(static_cast<size_t>(x.m * x.cols));
+        for (int64_t i = 0; i < x.m; ++i)
+          permuteForPlanes(x.x + i * x.ldx, x.cols, x.permuted.data() + i * x.cols);
+      } else {
+        x.fused = kFusedGather;
+      }
+      return;
+    }
     if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32)
       return;
     if (kernelIsa() >= KernelIsa::Avx512)
@@ -1985,6 +2105,16 @@ protected:
 #if defined(__x86_64__)
     if (x.fused == kFusedTables512 || x.fused == kFusedTables256) {
       tableRowsOf(x, y, ldy, r0, r1);
+    } else if (x.fused == kFusedPlanes512) {
+      if (bits_ == 6)
+        fusedPlanes512<6>(x, y, ldy, r0, r1);
+      else
+        fusedPlanes512<8>(x, y, ldy, r0, r1);
+    } else if (x.fused == kFusedGather) {
+      if (bits_ == 6)
+        fusedGather<6>(x, y, ldy, r0, r1);
+      else
+        fusedGather<8>(x, y, ldy, r0, r1);
     } else if (x.fused == kFusedNibbles512)
       fusedNibbles512(x, y, ldy, r0, r1);
     else
@@ -2070,7 +2200,76 @@ private:
     }
   }
 
+  /// Rows [r0, r1) of 6- or 8-bit indices through planeGroup512, 64
+  /// columns at a time, palette block by palette block.
+  template <int Bits>
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,f16c"))) void
+  fusedPlanes512(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+    constexpr int kRegs = Bits == 6 ? 2 : 8;
+    constexpr int64_t kGroup = kPlaneGroupBytes<Bits>;
+    int64_t nb = matrix_.colBlocks, groups = matrix_.colBlock / 64, cols = x.cols;
+    int64_t rowBytes = cols * Bits / 8, paletteBytes = 2 * entries_;
+    const float *xp = x.permuted.data();
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = indices_.bytes() + r * rowBytes;
+      const uint8_t *palettes = planes_.data() + (r / matrix_.rowBlock) * nb * paletteBytes;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const float *xr = xp + i * cols;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t b = 0; b < nb; ++b) {
+          __m512i planes[kRegs];
+          for (int k = 0; k < kRegs; ++k)
+            planes[k] = _mm512_loadu_si512(palettes + b * paletteBytes + 64 * k);
+          const uint8_t *p = row + b * groups * kGroup;
+          const float *xb = xr + b * groups * 64;
+          for (int64_t g = 0; g < groups; ++g, p += kGroup, xb += 64) {
+            _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
+            planeGroup512<Bits>(p, xb, planes, a0, a1, a2, a3);
+          }
+        }
+        y[i * ldy + r] = sum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+      }
+    }
+  }
+
+  /// Rows [r0, r1) of 6- or 8-bit indices, the fp32 palette gathered eight
+  /// values at a time (16 a step, two accumulators).
+  template <int Bits>
+  __attribute__((target("avx2,fma"))) void fusedGather(const DotOperand &x, float *y, int64_t ldy,
+                                                       int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, block = matrix_.colBlock, cols = x.cols;
+    int64_t rowBytes = cols * Bits / 8;
+    const uint8_t *end = indices_.bytes() + indices_.numBytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = indices_.bytes() + r * rowBytes;
+      const float *palettes = lut_.data() + (r / matrix_.rowBlock) * nb * entries_;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const float *xr = x.x + i * x.ldx;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const float *pal = palettes + b * entries_;
+          const uint8_t *p = row + b * block * Bits / 8;
+          const float *xb = xr + b * block;
+          int64_t c = 0;
+          for (; c + 16 <= block; c += 16, p += 2 * Bits) {
+            if ((c & 63) == 0)
+              _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
+            __m256i i0 = gatherIndices<Bits>(p, false);
+            __m256i i1 = gatherIndices<Bits>(p + Bits, p + Bits + 8 > end);
+            a0 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, i0, 4), _mm256_loadu_ps(xb + c), a0);
+            a1 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, i1, 4), _mm256_loadu_ps(xb + c + 8), a1);
+          }
+          if (c < block)
+            a0 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, gatherIndices<Bits>(p, p + 8 > end), 4),
+                                 _mm256_loadu_ps(xb + c), a0);
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(a0, a1));
+      }
+    }
+  }
+
   std::vector<HalfPalette> halfPalettes_; ///< per palette, for the AVX2 kernel
+  std::vector<uint8_t> planes_;           ///< per 6/8-bit palette, for fusedPlanes512
   bool finiteLut_ = false;                ///< no NaN or infinity in the palettes (tableRowsOf)
 #endif
 };
