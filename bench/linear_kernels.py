@@ -76,10 +76,10 @@ def build(workdir, form, k, linears, distinct):
 
 
 def bench_linear(bench, model, threads, steps, variant):
-    """Wall ms per step of anefit-bench on `model` with random inputs; `variant` is an ISA as
-    anefit-bench --isa takes it, optionally /auto, /on or /off for its --prefetch."""
+    """Wall and CPU ms per step of anefit-bench on `model` with random inputs; `variant` is an
+    ISA as anefit-bench --isa takes it, optionally /auto, /on or /off for its --prefetch."""
     isa, _, prefetch = variant.partition("/")
-    return bench_step(bench, model, "random", threads, steps, isa, prefetch or "auto")[0]
+    return bench_step(bench, model, "random", threads, steps, isa, prefetch or "auto")[:2]
 
 
 def main():
@@ -122,25 +122,27 @@ def main():
                                  build(d, form, k, CACHE_LINEARS, False))
     bound, _ = read_bandwidth(args.bench, threads=args.threads)
     times = {(form, place, isa): [] for (form, place) in models for isa in isas}
+    cpu = {key: [] for key in times}
     for _ in range(args.rounds):
         for (form, place), (path, _) in models.items():
             for isa in isas:
-                times[form, place, isa].append(
-                    bench_linear(args.bench, path, args.threads, args.steps, isa))
+                wall, cms = bench_linear(args.bench, path, args.threads, args.steps, isa)
+                times[form, place, isa].append(wall)
+                cpu[form, place, isa].append(cms)
     bound = max(bound, read_bandwidth(args.bench, threads=args.threads)[0])
     print(f"machine: {machine_isa()}")
     print(f"one linear of one row of x, {args.threads} thread(s), {args.rounds} rounds of "
           f"{args.steps} steps, medians; read bandwidth (the bound) {bound:.1f} GB/s")
     base = "int4" if "int4" in forms else None
 
-    def per_byte_vs_base(form, place, isa):
+    def per_byte_vs_base(form, place, isa, clock):
         """Median over the rounds of the form's time per stored byte against int4's in the
         same round (same ISA and place): above 1, slower per byte than int4."""
         ratios = [(t / models[form, place][1]) / (tb / models[base, place][1])
-                  for t, tb in zip(times[form, place, isa], times[base, place, isa])]
+                  for t, tb in zip(clock[form, place, isa], clock[base, place, isa])]
         return statistics.median(ratios)
 
-    vs = f" {'stream vs int4':>14} {'cache vs int4':>13}" if base else ""
+    vs = f" {'vs int4: stream, cache (wall; CPU)':>36}" if base else ""
     print(f"{'form':6} {'isa':10} {'stream GB/s':>11} {'% of bound':>10} {'cache GB/s':>10} "
           f"{'stream/cache':>12}" + vs)
     for form in forms:
@@ -152,12 +154,15 @@ def main():
             line = (f"{form:6} {isa:10} {rate['stream']:11.1f} {100 * rate['stream'] / bound:9.0f}% "
                     f"{rate['cache']:10.1f} {rate['stream'] / rate['cache']:12.2f}")
             if base:
-                line += (f" {per_byte_vs_base(form, 'stream', isa):13.2f}x"
-                         f" {per_byte_vs_base(form, 'cache', isa):12.2f}x")
+                line += (f"   {per_byte_vs_base(form, 'stream', isa, times):5.2f}x, "
+                         f"{per_byte_vs_base(form, 'cache', isa, times):5.2f}x "
+                         f"({per_byte_vs_base(form, 'stream', isa, cpu):5.2f}x, "
+                         f"{per_byte_vs_base(form, 'cache', isa, cpu):5.2f}x)")
             print(line)
     if base:
         print("vs int4: time per stored weight byte against int4's in the same round and ISA "
-              "(median of the rounds' ratios)")
+              "(median of the rounds' ratios), wall time and, in brackets, CPU time (which a "
+              "machine busy with other work leaves closer to the kernel's own)")
 
 
 if __name__ == "__main__":

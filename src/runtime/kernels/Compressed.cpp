@@ -37,6 +37,9 @@
 //   16-entry fp16 palettes: two byte-table shuffles per 16 nibbles give the
 //     fp16 values, F16C widens them; x is permuted once per call to the
 //     order the nibbles come in (per 32 values: the even ones, then the odd).
+//   6- and 8-bit palettes: byte planes of the fp16 entries looked up by
+//     VPERMB/VPERMI2B with AVX-512 VBMI, or the fp32 palette gathered
+//     (VGATHERDPS) with AVX2 (see planeGroup512).
 //   8-bit blocks: bytes widened to fp32 eight at a time.
 //   fp16 mode, 4-bit blocks and palettes: each block's 16 values rounded to
 //     fp16 once into a table the nibbles index in registers, summed in
@@ -667,7 +670,7 @@ struct HalfPalette {
 /// bytes are tlo, thi (each in both 128-bit lanes): the 16 bytes in both
 /// lanes, the high nibbles shifted down in the upper lane, two byte-table
 /// shuffles give the fp16 values, an interleave pairs their bytes, F16C
-/// widens them (20 instructions per 32 values where 128-bit shuffles took 27).
+/// widens them (17 instructions per 32 values where 128-bit ones took 22).
 __attribute__((target("avx2,fma,f16c"))) inline void paletteChunk(const uint8_t *p, const float *xp,
                                                                   __m256i tlo, __m256i thi,
                                                                   __m256 &a0, __m256 &a1,
