@@ -4,7 +4,8 @@
 A decode step is a chain of matrix-vector products; its speed is the speed of
 the kernel that reads each weight form. This benchmark isolates them: for each
 form (the forms of bench/run_lfm2_350m.py: fp16 rows, int4 blockwise with one
-fp16 scale per 32 inputs, a 16-entry fp16 palette per 16 output channels) it
+fp16 scale per 32 inputs, a 16-entry fp16 palette per 16 output channels, and
+lut6/lut8: 64/256 entries, what `anefit fix --requantize lut6|lut8` writes) it
 builds two programs of chained square linears and times one step of each with
 anefit-bench, on each instruction set the CPU runs:
 
@@ -17,12 +18,13 @@ anefit-bench, on each instruction set the CPU runs:
 
 and prints the stored weight bytes each reads per second, the stream rate
 against the read bandwidth anefit-bench measures in the same run (the bound),
-and the stream rate against the cache rate (how much the memory costs the
-kernel). The forms, ISAs and places run in turn, round after round, so a drift
+the stream rate against the cache rate (how much the memory costs the
+kernel), and, when int4 is among the forms, each form's time per stored byte
+against int4's in the same round (the median of the rounds' ratios). The forms, ISAs and places run in turn, round after round, so a drift
 of the machine's speed touches all of them.
 
     python3 bench/linear_kernels.py --bench build/bench/anefit-bench \\
-        [--forms fp16,int4,lut4] [--isas avx2,best] [--threads 1] [--rounds 3]
+        [--forms fp16,int4,lut4,lut6,lut8] [--isas avx2,best] [--threads 1] [--rounds 3]
 
 An ISA may carry how the AVX-512 kernels prefetch (anefit-bench --prefetch):
 `--isas avx2,best/on,best/off` compares the CPU's choice both ways.
@@ -45,7 +47,7 @@ from scratch import scratch_dir  # noqa: E402
 
 STREAM_K = 4096         # a streaming linear's weight is STREAM_K x STREAM_K
 CACHE_LINEARS = 256
-STORED_BITS = {"fp16": 16.0, "int4": 4.0 + 16.0 / 32, "lut4": 4.0}
+STORED_BITS = {"fp16": 16.0, "int4": 4.0 + 16.0 / 32, "lut4": 4.0, "lut6": 6.0, "lut8": 8.0}
 
 
 def build(workdir, form, k, linears, distinct):
@@ -74,10 +76,10 @@ def build(workdir, form, k, linears, distinct):
 
 
 def bench_linear(bench, model, threads, steps, variant):
-    """Wall ms per step of anefit-bench on `model` with random inputs; `variant` is an ISA as
-    anefit-bench --isa takes it, optionally /auto, /on or /off for its --prefetch."""
+    """Wall and CPU ms per step of anefit-bench on `model` with random inputs; `variant` is an
+    ISA as anefit-bench --isa takes it, optionally /auto, /on or /off for its --prefetch."""
     isa, _, prefetch = variant.partition("/")
-    return bench_step(bench, model, "random", threads, steps, isa, prefetch or "auto")[0]
+    return bench_step(bench, model, "random", threads, steps, isa, prefetch or "auto")[:2]
 
 
 def main():
@@ -120,25 +122,47 @@ def main():
                                  build(d, form, k, CACHE_LINEARS, False))
     bound, _ = read_bandwidth(args.bench, threads=args.threads)
     times = {(form, place, isa): [] for (form, place) in models for isa in isas}
+    cpu = {key: [] for key in times}
     for _ in range(args.rounds):
         for (form, place), (path, _) in models.items():
             for isa in isas:
-                times[form, place, isa].append(
-                    bench_linear(args.bench, path, args.threads, args.steps, isa))
+                wall, cms = bench_linear(args.bench, path, args.threads, args.steps, isa)
+                times[form, place, isa].append(wall)
+                cpu[form, place, isa].append(cms)
     bound = max(bound, read_bandwidth(args.bench, threads=args.threads)[0])
     print(f"machine: {machine_isa()}")
     print(f"one linear of one row of x, {args.threads} thread(s), {args.rounds} rounds of "
           f"{args.steps} steps, medians; read bandwidth (the bound) {bound:.1f} GB/s")
+    base = "int4" if "int4" in forms else None
+
+    def per_byte_vs_base(form, place, isa, clock):
+        """Median over the rounds of the form's time per stored byte against int4's in the
+        same round (same ISA and place): above 1, slower per byte than int4."""
+        ratios = [(t / models[form, place][1]) / (tb / models[base, place][1])
+                  for t, tb in zip(clock[form, place, isa], clock[base, place, isa])]
+        return statistics.median(ratios)
+
+    vs = f" {'vs int4: stream, cache (wall; CPU)':>36}" if base else ""
     print(f"{'form':6} {'isa':10} {'stream GB/s':>11} {'% of bound':>10} {'cache GB/s':>10} "
-          f"{'stream/cache':>12}")
+          f"{'stream/cache':>12}" + vs)
     for form in forms:
         for isa in isas:
             rate = {}
             for place in ("stream", "cache"):
                 ms = statistics.median(times[form, place, isa])
                 rate[place] = models[form, place][1] / (ms * 1e-3) / 1e9
-            print(f"{form:6} {isa:10} {rate['stream']:11.1f} {100 * rate['stream'] / bound:9.0f}% "
-                  f"{rate['cache']:10.1f} {rate['stream'] / rate['cache']:12.2f}")
+            line = (f"{form:6} {isa:10} {rate['stream']:11.1f} {100 * rate['stream'] / bound:9.0f}% "
+                    f"{rate['cache']:10.1f} {rate['stream'] / rate['cache']:12.2f}")
+            if base:
+                line += (f"   {per_byte_vs_base(form, 'stream', isa, times):5.2f}x, "
+                         f"{per_byte_vs_base(form, 'cache', isa, times):5.2f}x "
+                         f"({per_byte_vs_base(form, 'stream', isa, cpu):5.2f}x, "
+                         f"{per_byte_vs_base(form, 'cache', isa, cpu):5.2f}x)")
+            print(line)
+    if base:
+        print("vs int4: time per stored weight byte against int4's in the same round and ISA "
+              "(median of the rounds' ratios), wall time and, in brackets, CPU time (which a "
+              "machine busy with other work leaves closer to the kernel's own)")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,11 @@ the same export steps faster in them than in 4 KB pages (docs/run.md).
 (idle threads sleep at once between parallel ops instead of polling for up to
 50 us) and compares wall and CPU time per step with the default.
 
+With several models, each after the first is set against the first: the step time
+ratio, and the time per weight byte read (wall and CPU time, medians of the round
+ratios), which compares the kernels of two weight forms of one model (int4 against
+lut4/lut6/lut8 of bench/run_lfm2_350m.py --build-only, say) whatever bytes each reads.
+
 `--precision fp32,fp16` steps each model in both modes of the interpreter
 (anefit-bench --precision; fp16 rounds every op result to fp16), in turn within
 each round, and gives the fp16 step against the fp32 one (medians of the round
@@ -214,8 +219,15 @@ def main():
     for m in args.models[1:]:
         for t in threads:
             pairs = [a / b for a, b in zip(times[(first, base[t])], times[(m, base[t])])]
+            # Time per weight byte read, against the first model's: a compressed form's
+            # kernel against another's, whatever the bytes each step reads.
+            per = sizes[first][0] / sizes[m][0]
+            wall = [b / a * per for a, b in zip(times[(first, base[t])], times[(m, base[t])])]
+            cpus = [b / a * per for a, b in zip(cpu[(first, base[t])], cpu[(m, base[t])])]
             print(f"{label[first]} / {label[m]}, {t} thread(s): "
-                  f"{statistics.median(pairs):.2f}x (median of round ratios)")
+                  f"{statistics.median(pairs):.2f}x (median of round ratios); time per weight "
+                  f"byte of {label[m]} vs {label[first]}: wall {statistics.median(wall):.2f}x, "
+                  f"CPU {statistics.median(cpus):.2f}x")
     return 0
 
 

@@ -22,6 +22,8 @@ plus a weight.bin blob file (only numpy is needed to build them):
          int4 data, one fp16 scale per 32 inputs (the `qmode 4w` export)
   lut4   every projection and the LM head as constexpr_lut_to_dense: uint4
          indices, one 16-entry fp16 palette per 16 output channels
+  lut6, lut8  the same with uint6 / uint8 indices and 64 / 256 entries (what
+         `anefit fix --requantize lut6|lut8` writes), not built unless named
 
 For each form the benchmark reports the time of one decode step (median over the
 rounds), the weight bytes one step reads per second, that rate against the read
@@ -73,7 +75,8 @@ EPS = 1e-5
 GROUP = 32       # int4: inputs per scale
 LUT_GROUP = 16   # lut4: output channels per palette
 
-BLOB_DTYPES = {"fp16": 1, "fp32": 2, "uint8": 3, "int8": 4, "int4": 8, "uint4": 11}
+BLOB_DTYPES = {"fp16": 1, "fp32": 2, "uint8": 3, "int8": 4, "int4": 8, "uint4": 11, "uint6": 13}
+PALETTE_BITS = {"lut4": 4, "lut6": 6, "lut8": 8}  # the palettized forms' index widths
 
 
 class WeightFile:
@@ -86,8 +89,9 @@ class WeightFile:
 
     def add(self, data, dtype, elements):
         padding = 0
-        if dtype in ("int4", "uint4"):
-            padding = (8 - elements * 4 % 8) % 8
+        if dtype in ("int4", "uint4", "uint6"):
+            bits = 6 if dtype == "uint6" else 4
+            padding = (8 - elements * bits % 8) % 8
         offset = (self.end + 63) // 64 * 64
         self.f.seek(offset)
         self.f.write(struct.pack("<IIQQQ", 0xDEADBEEF, BLOB_DTYPES[dtype], len(data), offset + 64,
@@ -102,6 +106,16 @@ class WeightFile:
         self.f.seek(0)
         self.f.write(struct.pack("<II", self.count, 2))
         self.f.close()
+
+
+def pack_bits6(values):
+    """6-bit values (0..63) packed LSB-first: every 4 values in 3 bytes."""
+    flat = values.reshape(-1).astype(np.uint32)
+    n = flat.size
+    flat = np.append(flat, np.zeros((-n) % 4, np.uint32)).reshape(-1, 4)
+    word = flat[:, 0] | (flat[:, 1] << 6) | (flat[:, 2] << 12) | (flat[:, 3] << 18)
+    out = np.stack([word & 0xFF, (word >> 8) & 0xFF, (word >> 16) & 0xFF], axis=1)
+    return out.astype(np.uint8).reshape(-1)[:(n * 6 + 7) // 8].tobytes()
 
 
 def pack_nibbles(values):
@@ -123,16 +137,19 @@ def quantize_int4(w):
     return q.reshape(n, k), scale, deq
 
 
-def palettize4(w):
-    """A uniform 16-entry palette per LUT_GROUP output channels: (indices, lut, dequantized)."""
+def palettize(w, bits=4):
+    """A uniform 2^bits-entry palette per LUT_GROUP output channels: (indices, lut,
+    dequantized)."""
     n, k = w.shape
+    entries = 1 << bits
     g = w.astype(np.float32).reshape(n // LUT_GROUP, LUT_GROUP * k)
     lo, hi = g.min(axis=1, keepdims=True), g.max(axis=1, keepdims=True)
-    lut = (lo + (hi - lo) * np.linspace(0, 1, 16, dtype=np.float32)[None, :]).astype(np.float16)
-    step = np.maximum(hi - lo, 1e-8) / 15
-    idx = np.clip(np.rint((g - lo) / step), 0, 15).astype(np.uint8)
+    lut = (lo + (hi - lo) * np.linspace(0, 1, entries, dtype=np.float32)[None, :]).astype(
+        np.float16)
+    step = np.maximum(hi - lo, 1e-8) / (entries - 1)
+    idx = np.clip(np.rint((g - lo) / step), 0, entries - 1).astype(np.uint8)
     deq = np.take_along_axis(lut.astype(np.float32), idx.astype(np.int64), axis=1).reshape(n, k)
-    return idx.reshape(n, k), lut.reshape(n // LUT_GROUP, 1, 16, 1), deq
+    return idx.reshape(n, k), lut.reshape(n // LUT_GROUP, 1, entries, 1), deq
 
 
 def random_weights(seed, layers):
@@ -192,6 +209,8 @@ class Emitter:
         shape = list(array.shape)
         if dtype in ("int4", "uint4"):
             data = pack_nibbles(array.astype(np.int8).view(np.uint8) & 0xF)
+        elif dtype == "uint6":
+            data = pack_bits6(array)
         else:
             data = np.ascontiguousarray(array).tobytes()
         off = self.wf.add(data, dtype, int(np.prod(shape)))
@@ -234,8 +253,9 @@ def emit_weight(e, ws, name, form, quantize):
         sc = e.blob(name + "_scale", scale, "fp16")
         return e.op([n, k], "fp16", f"constexpr_blockwise_shift_scale(data={data}, scale={sc})",
                     name=name)
-    idx, lut, _ = palettize4(w)
-    ind = e.blob(name + "_indices", idx, "uint4")
+    bits = PALETTE_BITS[form]
+    idx, lut, _ = palettize(w, bits)
+    ind = e.blob(name + "_indices", idx, {4: "uint4", 6: "uint6", 8: "uint8"}[bits])
     lt = e.blob(name + "_lut", lut, "fp16")
     return e.op([n, k], "fp16", f"constexpr_lut_to_dense(indices={ind}, lut={lt})", name=name)
 
@@ -245,7 +265,7 @@ def dense_of(ws, name, form):
     w = ws[name]
     if form == "fp16" or w.ndim != 2 or name == "embed":
         return w.astype(np.float32)
-    return quantize_int4(w)[2] if form == "int4" else palettize4(w)[2]
+    return quantize_int4(w)[2] if form == "int4" else palettize(w, PALETTE_BITS[form])[2]
 
 
 def build(workdir, ws, form, layers, context):
@@ -595,6 +615,10 @@ def main():
                     help="instruction set of anefit's weight kernels (default: the best the CPU has)")
     args = ap.parse_args()
     forms = args.forms.split(",")
+    for f in forms:
+        if f not in ("fp16", "int4") and f not in PALETTE_BITS:
+            sys.exit(f"run_lfm2_350m: unknown form '{f}' (expected fp16, int4, "
+                     f"{', '.join(PALETTE_BITS)})")
     threads = [int(t) for t in args.threads.split(",")]
     if args.build_only and not args.workdir:
         sys.exit("run_lfm2_350m: --build-only needs --workdir (a temp dir is removed at exit)")

@@ -10,6 +10,7 @@
 #include "ane/Checker.h"
 
 #include "runtime/Tensor.h"
+#include "runtime/kernels/Isa.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
 #include "support/Text.h"
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <stdexcept>
 #include <unistd.h>
 
 namespace anefit::cli {
@@ -174,6 +176,14 @@ int runCommandLine(int argc, const char *const *argv) {
     TerminalSafeBuffer::install(std::cout, useColor());
     TerminalSafeBuffer::install(std::cerr, false);
   });
+  // The kernels' cap (runtime/kernels/Isa.h): a name it cannot hold is
+  // refused here, once, rather than ignored by the kernels.
+  try {
+    runtime::environmentKernelIsa();
+  } catch (const std::invalid_argument &e) {
+    std::cerr << "anefit: error: " << oneLine(e.what()) << "\n";
+    return kExitInputError;
+  }
   VerbResult result;
 #define VERB(Name, Summary, Register) Register(*app.add_subcommand(#Name, Summary), result);
 #include "Verbs.def"

@@ -37,6 +37,9 @@
 //   16-entry fp16 palettes: two byte-table shuffles per 16 nibbles give the
 //     fp16 values, F16C widens them; x is permuted once per call to the
 //     order the nibbles come in (per 32 values: the even ones, then the odd).
+//   6- and 8-bit palettes: byte planes of the fp16 entries looked up by
+//     VPERMB/VPERMI2B with AVX-512 VBMI, or the fp32 palette gathered
+//     (VGATHERDPS) with AVX2 (see planeGroup512).
 //   8-bit blocks: bytes widened to fp32 eight at a time.
 //   fp16 mode, 4-bit blocks and palettes: each block's 16 values rounded to
 //     fp16 once into a table the nibbles index in registers, summed in
@@ -166,7 +169,7 @@ struct Source {
 /// The fused kernels a DotOperand is prepared for.
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
               kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8,
-              kFusedTables512 = 9, kFusedTables256 = 10;
+              kFusedTables512 = 9, kFusedTables256 = 10, kFusedPlanes512 = 11, kFusedGather = 12;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -662,25 +665,28 @@ struct HalfPalette {
   uint8_t lo[16], hi[16];
 };
 
-/// a0, a1 += v(nibble_i) * xp_i over one group of 32 nibbles (xp permuted by
-/// permuteForNibbles), v from a 16-entry fp16 palette: two byte-table
-/// shuffles per 16 nibbles and an interleave give the fp16 values, F16C
-/// widens them.
-__attribute__((target("avx2,fma,f16c"))) inline void
-paletteChunk(const uint8_t *p, const float *xp, __m128i tlo, __m128i thi, __m256 &a0, __m256 &a1) {
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  __m128i b = _mm_loadu_si128((const __m128i *)p);
-  __m128i n0 = _mm_and_si128(b, low4), n1 = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-  __m128i l0 = _mm_shuffle_epi8(tlo, n0), h0 = _mm_shuffle_epi8(thi, n0);
-  __m128i l1 = _mm_shuffle_epi8(tlo, n1), h1 = _mm_shuffle_epi8(thi, n1);
-  __m256 v0 = _mm256_cvtph_ps(_mm_unpacklo_epi8(l0, h0));
-  __m256 v1 = _mm256_cvtph_ps(_mm_unpackhi_epi8(l0, h0));
-  __m256 v2 = _mm256_cvtph_ps(_mm_unpacklo_epi8(l1, h1));
-  __m256 v3 = _mm256_cvtph_ps(_mm_unpackhi_epi8(l1, h1));
-  a0 = _mm256_add_ps(
-      a0, _mm256_fmadd_ps(v2, _mm256_loadu_ps(xp + 16), _mm256_mul_ps(v0, _mm256_loadu_ps(xp))));
-  a1 = _mm256_add_ps(a1, _mm256_fmadd_ps(v3, _mm256_loadu_ps(xp + 24),
-                                         _mm256_mul_ps(v1, _mm256_loadu_ps(xp + 8))));
+/// a0..a3 += v(nibble_i) * xp_i over one group of 32 nibbles (xp permuted
+/// by permuteForNibbles), v from a 16-entry fp16 palette whose low and high
+/// bytes are tlo, thi (each in both 128-bit lanes): the 16 bytes in both
+/// lanes, the high nibbles shifted down in the upper lane, two byte-table
+/// shuffles give the fp16 values, an interleave pairs their bytes, F16C
+/// widens them (17 instructions per 32 values where 128-bit ones took 22).
+__attribute__((target("avx2,fma,f16c"))) inline void paletteChunk(const uint8_t *p, const float *xp,
+                                                                  __m256i tlo, __m256i thi,
+                                                                  __m256 &a0, __m256 &a1,
+                                                                  __m256 &a2, __m256 &a3) {
+  const __m256i down = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+  __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+  __m256i n = _mm256_and_si256(_mm256_srlv_epi32(b, down), _mm256_set1_epi8(0x0F));
+  __m256i l = _mm256_shuffle_epi8(tlo, n), h = _mm256_shuffle_epi8(thi, n);
+  // Lane 0: the even columns (low nibbles), lane 1: the odd ones.
+  __m256i w0 = _mm256_unpacklo_epi8(l, h), w1 = _mm256_unpackhi_epi8(l, h);
+  a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w0)), _mm256_loadu_ps(xp), a0);
+  a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w1)), _mm256_loadu_ps(xp + 8), a1);
+  a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1)), _mm256_loadu_ps(xp + 16),
+                       a2);
+  a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1)), _mm256_loadu_ps(xp + 24),
+                       a3);
 }
 
 /// acc += q_i * x_i over n (a multiple of 16) int8 or uint8 values.
@@ -739,6 +745,100 @@ nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __
   }
   if (c < chunks)
     nibbleChunk512(p, xp, table, a0, a1);
+}
+
+//===----------------------------------------------------------------------===//
+// 6- and 8-bit palettes
+//===----------------------------------------------------------------------===//
+//
+// 64 or 256 entries do not fit the nibble kernels' one-register tables.
+// AVX-512 with VBMI: a palette of fp16 values is held as two byte planes
+// (the low bytes of its entries, then the high bytes: one 512-bit register
+// each for 64 entries, four for 256), looked up 64 indices at a time by
+// byte permutes across the register (VPERMB for 64 entries; for 256, two
+// VPERMI2B of 128 and a blend on each index's top bit), interleaved into
+// fp16 values and widened by F16C: no gathers, and per 64 values about a
+// dozen shuffles, whichever the index width. 6-bit indices (48 bytes per
+// 64) become bytes by one VPERMB and one VPMULTISHIFTQB. AVX2 (and AVX-512
+// without VBMI, or palettes that are not exactly fp16): the fp32 palette,
+// 1 KB at most, gathered from L1 eight indices at a time (VGATHERDPS).
+
+/// Bytes of 64 packed indices of `Bits` bits.
+template <int Bits> constexpr int64_t kPlaneGroupBytes = 8 * Bits;
+
+/// x permuted for planeGroup512: per 64 values, the order in which the
+/// interleaved planes widen (unpacks work within 128-bit lanes): 0-7, 16-23,
+/// 32-39, 48-55, then 8-15, 24-31, 40-47, 56-63.
+void permuteForPlanes(const float *x, int64_t n, float *xp) {
+  static constexpr int kStart[8] = {0, 16, 32, 48, 8, 24, 40, 56};
+  for (int64_t c = 0; c + 64 <= n; c += 64)
+    for (int j = 0; j < 8; ++j)
+      std::memcpy(xp + c + 8 * j, x + c + kStart[j], 8 * sizeof(float));
+}
+
+/// a0..a3 += v(index_i) * xp_i over one group of 64 indices at p (xp
+/// permuted by permuteForPlanes), v from the fp16 palette whose byte planes
+/// are `planes` (2 registers for 6 bits: low, high; 8 for 8 bits: four of
+/// low bytes, four of high).
+template <int Bits>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,f16c"))) inline void
+planeGroup512(const uint8_t *p, const float *xp, const __m512i *planes, __m512 &a0, __m512 &a1,
+              __m512 &a2, __m512 &a3) {
+  __m512i lo, hi;
+  if constexpr (Bits == 6) {
+    // Indices 8j..8j+7 are bytes 6j..6j+5: spread to qword j, then each
+    // index's 6 bits shifted to its own byte (VPERMB reads the low 6).
+    alignas(64) static constexpr uint8_t kSpread[64] = {
+        0,  1,  2,  3,  4,  5,  5,  5,  6,  7,  8,  9,  10, 11, 11, 11, 12, 13, 14, 15, 16, 17,
+        17, 17, 18, 19, 20, 21, 22, 23, 23, 23, 24, 25, 26, 27, 28, 29, 29, 29, 30, 31, 32, 33,
+        34, 35, 35, 35, 36, 37, 38, 39, 40, 41, 41, 41, 42, 43, 44, 45, 46, 47, 47, 47};
+    const __m512i shifts = _mm512_set1_epi64(0x2A241E18120C0600LL); // 0, 6, ..., 42
+    __m512i raw = _mm512_maskz_loadu_epi8(0x0000FFFFFFFFFFFFULL, p);
+    __m512i idx = _mm512_multishift_epi64_epi8(
+        shifts, _mm512_permutexvar_epi8(_mm512_load_si512(kSpread), raw));
+    lo = _mm512_permutexvar_epi8(idx, planes[0]);
+    hi = _mm512_permutexvar_epi8(idx, planes[1]);
+  } else {
+    static_assert(Bits == 8);
+    __m512i idx = _mm512_loadu_si512(p);
+    __mmask64 upper = _mm512_movepi8_mask(idx); // entries 128-255
+    lo = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(planes[0], idx, planes[1]),
+                                _mm512_permutex2var_epi8(planes[2], idx, planes[3]));
+    hi = _mm512_mask_blend_epi8(upper, _mm512_permutex2var_epi8(planes[4], idx, planes[5]),
+                                _mm512_permutex2var_epi8(planes[6], idx, planes[7]));
+  }
+  __m512i h0 = _mm512_unpacklo_epi8(lo, hi), h1 = _mm512_unpackhi_epi8(lo, hi);
+  a0 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h0)), _mm512_loadu_ps(xp), a0);
+  a1 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h0, 1)), _mm512_loadu_ps(xp + 16),
+                       a1);
+  a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h1)), _mm512_loadu_ps(xp + 32), a2);
+  a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h1, 1)), _mm512_loadu_ps(xp + 48),
+                       a3);
+}
+
+/// Eight `Bits`-bit indices (6 or 8 bytes at p) as 32-bit lanes; `tail`: p
+/// may be the last bytes of the data (no byte past the 6 is read).
+template <int Bits>
+__attribute__((target("avx2"))) inline __m256i gatherIndices(const uint8_t *p, bool tail) {
+  if constexpr (Bits == 8) {
+    (void)tail;
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+  } else {
+    static_assert(Bits == 6);
+    // Indices 0-3 are the low 24 bits of bytes 0-3, 4-7 of bytes 3-6: each
+    // word in four lanes, shifted down by 6j.
+    uint32_t lo, hi = 0;
+    std::memcpy(&lo, p, 4);
+    if (tail) // constant sizes: no call to memcpy
+      std::memcpy(&hi, p + 3, 3);
+    else
+      std::memcpy(&hi, p + 3, 4);
+    const __m256i down = _mm256_setr_epi32(0, 6, 12, 18, 0, 6, 12, 18);
+    __m256i v =
+        _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_set1_epi32(static_cast<int>(lo))),
+                                _mm_set1_epi32(static_cast<int>(hi)), 1);
+    return _mm256_and_si256(_mm256_srlv_epi32(v, down), _mm256_set1_epi32(63));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -1904,6 +2004,22 @@ public:
       if (exact)
         halfPalettes_ = std::move(tables);
     }
+    // 6- and 8-bit palettes of fp16 values (exactly) as byte planes for the
+    // AVX-512 VBMI kernel: per palette the entries' low bytes, then the high.
+    if ((bits_ == 6 || bits_ == 8) && vs_ == 1 && entries_ == (int64_t(1) << bits_)) {
+      std::vector<uint8_t> planes(lut_.size() * 2);
+      bool exact = true;
+      for (size_t i = 0; i < lut_.size() && exact; ++i) {
+        uint16_t h = floatToHalf(lut_[i]);
+        float back = halfToFloat(h);
+        exact = std::memcmp(&back, &lut_[i], 4) == 0;
+        size_t palette = i / static_cast<size_t>(entries_), e = i % static_cast<size_t>(entries_);
+        planes[palette * 2 * entries_ + e] = static_cast<uint8_t>(h);
+        planes[palette * 2 * entries_ + entries_ + e] = static_cast<uint8_t>(h >> 8);
+      }
+      if (exact)
+        planes_ = std::move(planes);
+    }
 #endif
   }
 
@@ -1957,6 +2073,22 @@ protected:
 
   void prepareFused(DotOperand &x) const override {
 #if defined(__x86_64__)
+    if ((bits_ == 6 || bits_ == 8) && vs_ == 1 && matrix_.ok && matrix_.cols == x.cols &&
+        entries_ == (int64_t(1) << bits_) && matrix_.colBlock % 8 == 0 &&
+        kernelIsa() >= KernelIsa::Avx2) {
+      // Palettes spanning whole groups of 64 columns, of fp16 values: the
+      // AVX-512 VBMI planes; otherwise eight indices gathered at a time.
+      if (kernelIsa() >= KernelIsa::Avx512 && cpuHasAvx512Vbmi() && !planes_.empty() &&
+          matrix_.colBlock % 64 == 0) {
+        x.fused = kFusedPlanes512;
+        x.permuted.resize(static_cast<size_t>(x.m * x.cols));
+        for (int64_t i = 0; i < x.m; ++i)
+          permuteForPlanes(x.x + i * x.ldx, x.cols, x.permuted.data() + i * x.cols);
+      } else {
+        x.fused = kFusedGather;
+      }
+      return;
+    }
     if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32)
       return;
     if (kernelIsa() >= KernelIsa::Avx512)
@@ -1985,6 +2117,16 @@ protected:
 #if defined(__x86_64__)
     if (x.fused == kFusedTables512 || x.fused == kFusedTables256) {
       tableRowsOf(x, y, ldy, r0, r1);
+    } else if (x.fused == kFusedPlanes512) {
+      if (bits_ == 6)
+        fusedPlanes512<6>(x, y, ldy, r0, r1);
+      else
+        fusedPlanes512<8>(x, y, ldy, r0, r1);
+    } else if (x.fused == kFusedGather) {
+      if (bits_ == 6)
+        fusedGather<6>(x, y, ldy, r0, r1);
+      else
+        fusedGather<8>(x, y, ldy, r0, r1);
     } else if (x.fused == kFusedNibbles512)
       fusedNibbles512(x, y, ldy, r0, r1);
     else
@@ -2022,20 +2164,22 @@ private:
       const uint8_t *row = data + r * cols / 2;
       for (int64_t i = 0; i < m; ++i) {
         const float *xr = xp + i * cols;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t b = 0; b < nb; ++b) {
-          __m128i tlo = _mm_loadu_si128((const __m128i *)palettes[b].lo);
-          __m128i thi = _mm_loadu_si128((const __m128i *)palettes[b].hi);
+          __m256i tlo =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)palettes[b].lo));
+          __m256i thi =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)palettes[b].hi));
           const uint8_t *p = row + b * chunks * 16;
           const float *xb = xr + b * chunks * 32;
           for (int64_t c = 0; c < chunks; ++c) {
             if (((b * chunks + c) & 3) == 0)
               _mm_prefetch(reinterpret_cast<const char *>(p + c * 16) + kPrefetchBytes,
                            _MM_HINT_T0);
-            paletteChunk(p + c * 16, xb + c * 32, tlo, thi, a0, a1);
+            paletteChunk(p + c * 16, xb + c * 32, tlo, thi, a0, a1, a2, a3);
           }
         }
-        y[i * ldy + r] = hsum(_mm256_add_ps(a0, a1));
+        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
       }
     }
   }
@@ -2070,7 +2214,79 @@ private:
     }
   }
 
+  /// Rows [r0, r1) of 6- or 8-bit indices through planeGroup512, 64
+  /// columns at a time, palette block by palette block.
+  template <int Bits>
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,f16c"))) void
+  fusedPlanes512(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+    constexpr int kRegs = Bits == 6 ? 2 : 8;
+    constexpr int64_t kGroup = kPlaneGroupBytes<Bits>;
+    int64_t nb = matrix_.colBlocks, groups = matrix_.colBlock / 64, cols = x.cols;
+    int64_t rowBytes = cols * Bits / 8, paletteBytes = 2 * entries_;
+    const float *xp = x.permuted.data();
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = indices_.bytes() + r * rowBytes;
+      const uint8_t *palettes = planes_.data() + (r / matrix_.rowBlock) * nb * paletteBytes;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const float *xr = xp + i * cols;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t b = 0; b < nb; ++b) {
+          __m512i planes[kRegs];
+          for (int k = 0; k < kRegs; ++k)
+            planes[k] = _mm512_loadu_si512(palettes + b * paletteBytes + 64 * k);
+          const uint8_t *p = row + b * groups * kGroup;
+          const float *xb = xr + b * groups * 64;
+          for (int64_t g = 0; g < groups; ++g, p += kGroup, xb += 64) {
+            _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
+            planeGroup512<Bits>(p, xb, planes, a0, a1, a2, a3);
+          }
+        }
+        y[i * ldy + r] = sum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+      }
+    }
+  }
+
+  /// Rows [r0, r1) of 6- or 8-bit indices, the fp32 palette gathered eight
+  /// values at a time (32 a step, four accumulators).
+  template <int Bits>
+  __attribute__((target("avx2,fma"))) void fusedGather(const DotOperand &x, float *y, int64_t ldy,
+                                                       int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, block = matrix_.colBlock, cols = x.cols;
+    int64_t rowBytes = cols * Bits / 8;
+    const uint8_t *end = indices_.bytes() + indices_.numBytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = indices_.bytes() + r * rowBytes;
+      const float *palettes = lut_.data() + (r / matrix_.rowBlock) * nb * entries_;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const float *xr = x.x + i * x.ldx;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const float *pal = palettes + b * entries_;
+          const uint8_t *p = row + b * block * Bits / 8;
+          const float *xb = xr + b * block;
+          int64_t c = 0;
+          for (; c + 32 <= block; c += 32, p += 4 * Bits) {
+            _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
+            __m256i i0 = gatherIndices<Bits>(p, false);
+            __m256i i1 = gatherIndices<Bits>(p + Bits, false);
+            __m256i i2 = gatherIndices<Bits>(p + 2 * Bits, false);
+            __m256i i3 = gatherIndices<Bits>(p + 3 * Bits, p + 3 * Bits + 8 > end);
+            a0 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, i0, 4), _mm256_loadu_ps(xb + c), a0);
+            a1 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, i1, 4), _mm256_loadu_ps(xb + c + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, i2, 4), _mm256_loadu_ps(xb + c + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, i3, 4), _mm256_loadu_ps(xb + c + 24), a3);
+          }
+          for (; c < block; c += 8, p += Bits)
+            a0 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, gatherIndices<Bits>(p, p + 8 > end), 4),
+                                 _mm256_loadu_ps(xb + c), a0);
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+      }
+    }
+  }
+
   std::vector<HalfPalette> halfPalettes_; ///< per palette, for the AVX2 kernel
+  std::vector<uint8_t> planes_;           ///< per 6/8-bit palette, for fusedPlanes512
   bool finiteLut_ = false;                ///< no NaN or infinity in the palettes (tableRowsOf)
 #endif
 };

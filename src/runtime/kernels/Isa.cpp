@@ -5,6 +5,10 @@
 #include <cpuid.h>
 #endif
 
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+
 namespace anefit::runtime {
 namespace {
 
@@ -64,6 +68,19 @@ bool cpuHasAvx512Vnni() {
 #endif
 }
 
+bool cpuHasAvx512Vbmi() {
+#if defined(__x86_64__)
+  // CPUID leaf 7, ECX bit 1 (AVX512_VBMI).
+  static const bool yes = [] {
+    unsigned eax, ebx, ecx, edx;
+    return cpuHasAvx512() && __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 1));
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
 bool cpuHasAvxVnni() {
 #if defined(__x86_64__)
   // CPUID leaf 7, sub-leaf 1, EAX bit 4 (AVX-VNNI).
@@ -101,6 +118,16 @@ std::optional<KernelIsa> kernelIsaNamed(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<KernelIsa> environmentKernelIsa() {
+  const char *env = std::getenv(kCpuEnvironmentVariable);
+  if (!env || !*env || std::string_view(env) == "best")
+    return std::nullopt;
+  if (std::optional<KernelIsa> isa = kernelIsaNamed(env))
+    return isa;
+  throw std::invalid_argument(std::string(kCpuEnvironmentVariable) + "=" + env +
+                              ": expected portable, avx2, avx2vnni, avx512, avx512vnni or best");
+}
+
 void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
 
 bool kernelsTakeGrid16() { return kernelIsa() == KernelIsa::Avx2; }
@@ -115,10 +142,20 @@ KernelIsa kernelIsa() {
                    : cpuHasAvxVnni()  ? KernelIsa::Avx2Vnni
                    : cpuHasAvx2()     ? KernelIsa::Avx2
                                       : KernelIsa::Portable;
-  if (!forcedIsa || *forcedIsa >= best)
+  // Read once: the kernels ask at every call. A name the variable should not
+  // hold leaves the best (the command line refuses it before it runs).
+  static const std::optional<KernelIsa> environment = [] {
+    try {
+      return environmentKernelIsa();
+    } catch (const std::invalid_argument &) {
+      return std::optional<KernelIsa>();
+    }
+  }();
+  std::optional<KernelIsa> cap = forcedIsa ? forcedIsa : environment;
+  if (!cap || *cap >= best)
     return best;
   // An AVX-512 CPU without AVX-VNNI runs Avx2Vnni's kernels as Avx2.
-  return *forcedIsa == KernelIsa::Avx2Vnni && !cpuHasAvxVnni() ? KernelIsa::Avx2 : *forcedIsa;
+  return *cap == KernelIsa::Avx2Vnni && !cpuHasAvxVnni() ? KernelIsa::Avx2 : *cap;
 }
 
 } // namespace anefit::runtime

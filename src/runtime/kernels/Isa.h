@@ -23,8 +23,15 @@ namespace anefit::runtime {
 /// int4/uint4 blocks of 32 take them. An AVX-512 CPU may lack AVX-VNNI:
 /// Avx2Vnni asked of it gives Avx2.
 enum class KernelIsa { Portable, Avx2, Avx2Vnni, Avx512, Avx512Vnni };
-/// The set the kernels use: the best this CPU has, unless a test chose one.
+/// The set the kernels use: the best this CPU has, capped by the environment
+/// variable ANEFIT_CPU (a name kernelIsaNamed knows, or "best") and by a
+/// test's or a benchmark's choice (setKernelIsaForTesting), which goes first.
 KernelIsa kernelIsa();
+/// The name of the environment variable that caps the kernels' set.
+inline constexpr const char *kCpuEnvironmentVariable = "ANEFIT_CPU";
+/// The cap ANEFIT_CPU names: nullopt when it is unset, empty or "best".
+/// Throws std::invalid_argument (a one-line message) for any other name.
+std::optional<KernelIsa> environmentKernelIsa();
 /// Makes the kernels use `isa` (capped at what the CPU has); tests compare
 /// every path with the portable one. std::nullopt goes back to the best.
 void setKernelIsaForTesting(std::optional<KernelIsa> isa);
@@ -39,6 +46,11 @@ bool cpuHasAvx2();
 bool cpuHasAvx512();
 /// True when the CPU also has AVX-512 VNNI.
 bool cpuHasAvx512Vnni();
+/// True when the CPU also has AVX-512 VBMI (byte permutes across a 512-bit
+/// register: Ice Lake and later Intel cores, AMD Zen 4 and later): the
+/// AVX-512 kernels of 6- and 8-bit palettes take them, other AVX-512 CPUs
+/// read those palettes with the AVX2 kernel.
+bool cpuHasAvx512Vbmi();
 /// True when the CPU runs the AVX2 kernels and has AVX-VNNI (VEX-encoded
 /// VPDPBUSD on 256-bit registers).
 bool cpuHasAvxVnni();

@@ -335,6 +335,35 @@ TEST(Compressed, BlocksOf32WithoutOffsetsMatchOnEveryIsa) {
   }
 }
 
+TEST(Compressed, SixAndEightBitPalettesMatchOnEveryIsa) {
+  // What `fix --requantize lut6|lut8` writes: uint6/uint8 indices into a
+  // palette of 64/256 fp16 values per group of output channels (here also
+  // per column block). With AVX-512 VBMI, fp16 palettes over whole groups of
+  // 64 columns take the byte-plane kernel; other palettes with AVX2 or
+  // AVX-512 gather eight indices at a time (fp32 palettes, column blocks of
+  // 8-56 past a multiple of 64; blocks that are no multiple of 16 end in a
+  // group of 8, and the last row's last 6-bit group ends the data).
+  for (int iter = 0; iter < 80; ++iter) {
+    int bits = rng.pick(0, 1) ? 6 : 8;
+    int64_t entries = int64_t(1) << bits;
+    int64_t n = std::vector<int64_t>{1, 5, 16, 17, 32}[rng.pick(0, 4)];
+    int64_t block = std::vector<int64_t>{64, 128, 192, 8, 24, 72, 200}[rng.pick(0, 6)];
+    int64_t colBlocks = rng.pick(1, 2), k = block * colBlocks, m = rng.pick(1, 4);
+    int64_t rowGroup = divisorOf(n), groups = n / rowGroup;
+    DType fdt = rng.pick(0, 3) ? DType::F16 : DType::F32;
+    DType it = bits == 6 ? DType::U6 : DType::U8;
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_lut_to_dense",
+                    {{"indices", packed(it, randomInts(n * k, 0, entries - 1), {n, k})},
+                     {"lut", floats(fdt, {groups, colBlocks, entries, 1}, -1.0f, 1.0f)}},
+                    fdt, {n, k});
+    std::string what = std::string(dtypeName(it)) + " " + std::string(dtypeName(fdt)) +
+                       " palettes, block " + std::to_string(block) + " row group " +
+                       std::to_string(rowGroup);
+    expectLinearMatchesOnEveryIsa(b, w, n, k, m, what, 2);
+  }
+}
+
 TEST(Compressed, Fp16ScalesReadInPlaceGiveTheBitsOfTheirFp32Values) {
   // Blocks of 32 read fp16 scales where the model has them (no fp32 copy);
   // every other form reads fp32. The same values stored either way give the
