@@ -18,6 +18,10 @@
 # another environment (pyproject.toml's build-dir is kept between `pip install
 # .` runs) is built against that environment's ExecuTorch, or without it.
 set(ANEFIT_EXECUTORCH_FOUND OFF)
+if(NOT ANEFIT_EXECUTORCH)
+  message(STATUS "anefit: ANEFIT_EXECUTORCH=OFF: the Core ML backend (src/executorch) is not built")
+  return()
+endif()
 set(_anefit_et_dir "${ANEFIT_EXECUTORCH_DIR}")
 set(_anefit_et_how "ANEFIT_EXECUTORCH_DIR")
 if(NOT _anefit_et_dir AND DEFINED ENV{ANEFIT_EXECUTORCH_DIR})

@@ -13,10 +13,11 @@
 #     protoc that generates the schema's code (apt-get source, through a deb-src
 #     list of the machine's own Debian mirrors kept in build-libcxx/deps);
 #   - GoogleTest, from the sources libgtest-dev installs in /usr/src/googletest.
-# Header-only libraries (nlohmann-json, CLI11) and C libraries (OpenBLAS, zlib,
-# ExecuTorch's runtime has a C++ API but no standard-library types in it) are
-# used as Debian and PyPI ship them. Google Benchmark is not built (benchmarks
-# are not tests: ANEFIT_BUILD_BENCH=OFF).
+# Header-only libraries (nlohmann-json, CLI11) and C libraries (OpenBLAS, zlib)
+# are used as Debian ships them. Google Benchmark is not built (benchmarks are
+# not tests: ANEFIT_BUILD_BENCH=OFF), nor the ExecuTorch backend
+# (ANEFIT_EXECUTORCH=OFF): ExecuTorch's runtime from PyPI is built with
+# libstdc++, and a libc++ backend would put both C++ libraries in one process.
 #
 # The Python package is built too; the Python tests are left to the g++ build
 # (their subject is not the C++ library).
@@ -105,7 +106,7 @@ cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" 
   -DProtobuf_LITE_LIBRARY="$protobuf_lite" -DProtobuf_LIBRARY="$protobuf_lite" \
   -DProtobuf_PROTOC_EXECUTABLE="$(command -v protoc)" \
   -DCMAKE_PREFIX_PATH="$deps/gtest" \
-  -DANEFIT_BUILD_TESTS=ON -DANEFIT_BUILD_PYTHON=ON -DANEFIT_BUILD_BENCH=OFF \
+  -DANEFIT_BUILD_TESTS=ON -DANEFIT_BUILD_PYTHON=ON -DANEFIT_BUILD_BENCH=OFF -DANEFIT_EXECUTORCH=OFF \
   -DPython3_EXECUTABLE="$root/.venv/bin/python" -DLIT_EXECUTABLE="$root/.venv/bin/lit" >/dev/null
 cmake --build "$build_dir" -j "$jobs"
 build_seconds=$(($(date +%s) - start - deps_seconds))
