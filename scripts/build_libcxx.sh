@@ -21,6 +21,10 @@
 #
 # The Python package is built too; the Python tests are left to the g++ build
 # (their subject is not the C++ library).
+#
+# Known: two lit tests fail here (README, "Other compilers and systems"): the
+# inputs of `--random` come from std::normal_distribution, which libc++ draws
+# differently from libstdc++.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
