@@ -142,8 +142,9 @@ SKBUILD_CMAKE_BUILD_TYPE="$build_type" SKBUILD_BUILD_DIR="$root/build-wheel-$bui
   SKBUILD_INSTALL_STRIP=true "$et_python" -m pip install "${cache_option[@]}" "$root" \
   >"$work/executorch-build.log" 2>&1 || {
   tail -n 40 "$work/executorch-build.log"; echo "wheel: pip install <checkout> failed" >&2; exit 1; }
-echo "wheel: built and installed in $(($(date +%s) - start)) s;" \
-     "$(grep -o "ExecuTorch [0-9.]* runtime in [^ ]*" "$work/executorch-build.log" | head -n 1 || echo "no ExecuTorch runtime found")"
+built_against=$(cd "$work" && "$et_python" -c "from anefit._executorch_build import EXECUTORCH_VERSION as v; print(v)" 2>/dev/null) ||
+  { echo "wheel: pip install <checkout> built no ExecuTorch backend in an environment with ExecuTorch" >&2; exit 1; }
+echo "wheel: built and installed in $(($(date +%s) - start)) s, the backend against ExecuTorch $built_against"
 
 echo "wheel: register_backend() and Core ML programs in ExecuTorch's runtime"
 et_anefit="$et_venv/bin/anefit"
