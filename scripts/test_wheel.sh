@@ -6,8 +6,18 @@
 # (tests/python/test_api_*.py) run against the installed package and program.
 # Prints the wheel's size, the build time and the import time.
 #
+# Then what an ExecuTorch user does: a second fresh environment with ExecuTorch
+# and PyTorch from PyPI (the pins of scripts/requirements-executorch.txt), then
+# `pip install <checkout>` with no option: the build finds that environment's
+# ExecuTorch and the package carries the Core ML backend built against it, and
+# register_backend() runs a committed Core ML program in ExecuTorch's runtime
+# (tests/python/test_api_executorch_backend.py). PyTorch's wheels are large
+# (about 5 GB installed): the environment is removed afterwards, and pip's cache
+# is not used unless PIP_CACHE_DIR is set.
+#
 #   scripts/test_wheel.sh              (after scripts/setup.sh --all: the Debian packages)
 #   PYTHON=python3.12 scripts/test_wheel.sh
+#   ANEFIT_WHEEL_EXECUTORCH=0 scripts/test_wheel.sh   (without the ExecuTorch environment)
 #
 # The C++ is compiled once: the wheel is built with the flags of the
 # scripts/setup.sh --all build (ANEFIT_BUILD_TYPE, RelWithDebInfo by default) in a
@@ -42,18 +52,12 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true CCACHE_STATSLOG="$work/ccache.log"
 fi
 export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
-# With ExecuTorch's runtime in .venv (scripts/setup.sh --all installs it), the
-# wheel carries the Core ML backend library for it (src/executorch).
-executorch_dir=$("$root/.venv/bin/python" -c "import importlib.util as u; s = u.find_spec('executorch'); print(list(s.submodule_search_locations)[0] if s else '')" 2>/dev/null || true)
-wheel_defines=()
-if [ -n "$executorch_dir" ]; then
-  wheel_defines=(-C "cmake.define.ANEFIT_EXECUTORCH_DIR=$executorch_dir")
-fi
-echo "wheel: building (pip wheel ., $build_type${executorch_dir:+, with the ExecuTorch backend})"
+# The fresh environment has no ExecuTorch: the wheel has no backend library.
+echo "wheel: building (pip wheel ., $build_type)"
 start=$(date +%s)
 "$venv_python" -m pip wheel -q --no-deps -w "$work/dist" \
   -C cmake.build-type="$build_type" -C build-dir="$root/build-wheel-$build_type" -C install.strip=true \
-  "${wheel_defines[@]}" "$root" >"$work/build.log" 2>&1 || {
+  "$root" >"$work/build.log" 2>&1 || {
   tail -n 40 "$work/build.log"
   echo "wheel: the build failed; its log is $work/build.log" >&2
   exit 1
@@ -100,17 +104,61 @@ size=$(stat -c %s "$wheel")
 echo "wheel: $(basename "$wheel"): $((size / 1024)) KiB; built in ${build_seconds} s;" \
      "import anefit: ${import_ms} ms"
 
-if [ -n "$executorch_dir" ]; then
-  # The installed program finds the backend in the installed package, and the
-  # backend finds ExecuTorch's runtime in the package beside it.
-  echo "wheel: the installed program runs a Core ML .pte in ExecuTorch's runtime"
-  "$venv_python" -m pip install -q --no-deps "$(grep -E '^executorch==' "$root/scripts/requirements-executorch.txt")"
-  "$anefit_bin" run "$root/tests/fixtures/pte/lfm2_export_llm_4w.pte" --engine executorch \
-    --random --steps 2 2>/dev/null >"$work/executorch.txt"
-  grep -q "Core ML delegates on anefit's interpreter" "$work/executorch.txt"
-  grep -q "output0 (1, 256, fp32)" "$work/executorch.txt"
-fi
+[ ! -e "$work/venv/lib/python"*/site-packages/anefit/libanefit_executorch.so ] ||
+  { echo "wheel: a wheel built without ExecuTorch carries a backend library" >&2; exit 1; }
 
 echo "wheel: the Python API tests against the installed package"
 ANEFIT_PYTHON=1 ANEFIT_BIN="$anefit_bin" "$venv_python" -m pytest -q -p no:cacheprovider \
   "$root"/tests/python/test_api_*.py
+
+if [ "${ANEFIT_WHEEL_EXECUTORCH:-1}" = 0 ]; then
+  echo "wheel: the ExecuTorch environment is left out (ANEFIT_WHEEL_EXECUTORCH=0)"
+  exit 0
+fi
+
+# An ExecuTorch user's environment, then anefit installed into it as they do.
+et_venv="$work/venv-executorch"
+et_python="$et_venv/bin/python"
+cache_option=()
+if [ -z "${PIP_CACHE_DIR:-}" ]; then cache_option=(--no-cache-dir); fi
+pins=()
+while read -r pin; do pins+=("$pin"); done < <(grep -E '^(executorch|torch)==' "$root/scripts/requirements-executorch.txt")
+echo "wheel: a fresh environment with ${pins[*]} from PyPI"
+"$python" -m venv "$et_venv"
+"$et_python" -m pip install -q "${cache_option[@]}" --upgrade pip
+start=$(date +%s)
+"$et_python" -m pip install -q "${cache_option[@]}" "${pins[@]}" pytest >"$work/executorch-install.log" 2>&1 || {
+  tail -n 20 "$work/executorch-install.log"; echo "wheel: installing ${pins[*]} failed" >&2; exit 1; }
+install_seconds=$(($(date +%s) - start))
+echo "wheel: ${pins[*]} installed in ${install_seconds} s, $(du -sm "$et_venv" | cut -f1) MiB"
+
+# `pip install <checkout>`, nothing else on its command line. The environment
+# only points the build at the tree and flags of the wheel above (scikit-build-core
+# reads SKBUILD_* settings from it), so ccache and that tree serve every object
+# but the backend's; a user's build is the same in Release, from scratch.
+echo "wheel: pip install <checkout> into it"
+start=$(date +%s)
+SKBUILD_CMAKE_BUILD_TYPE="$build_type" SKBUILD_BUILD_DIR="$root/build-wheel-$build_type" \
+  SKBUILD_INSTALL_STRIP=true "$et_python" -m pip install "${cache_option[@]}" "$root" \
+  >"$work/executorch-build.log" 2>&1 || {
+  tail -n 40 "$work/executorch-build.log"; echo "wheel: pip install <checkout> failed" >&2; exit 1; }
+built_against=$(cd "$work" && "$et_python" -c "from anefit._executorch_build import EXECUTORCH_VERSION as v; print(v)" 2>/dev/null) ||
+  { echo "wheel: pip install <checkout> built no ExecuTorch backend in an environment with ExecuTorch" >&2; exit 1; }
+echo "wheel: built and installed in $(($(date +%s) - start)) s, the backend against ExecuTorch $built_against"
+
+echo "wheel: register_backend() and Core ML programs in ExecuTorch's runtime"
+et_anefit="$et_venv/bin/anefit"
+ANEFIT_PYTHON=1 ANEFIT_BIN="$et_anefit" TQDM_DISABLE=1 "$et_python" -m pytest -q -p no:cacheprovider \
+  "$root/tests/python/test_api_executorch_backend.py" -rs >"$work/executorch-tests.txt" 2>&1 || {
+  cat "$work/executorch-tests.txt"; exit 1; }
+tail -n 1 "$work/executorch-tests.txt"
+! grep -q "SKIPPED.*executorch is not importable" "$work/executorch-tests.txt" ||
+  { cat "$work/executorch-tests.txt"; echo "wheel: the backend tests skipped in the ExecuTorch environment" >&2; exit 1; }
+# The installed program finds the backend in the installed package, and the
+# backend finds ExecuTorch's runtime in the package beside it.
+"$et_anefit" run "$root/tests/fixtures/pte/lfm2_export_llm_4w.pte" --engine executorch \
+  --random --steps 2 2>/dev/null >"$work/executorch.txt"
+grep -q "Core ML delegates on anefit's interpreter" "$work/executorch.txt"
+grep -q "output0 (1, 256, fp32)" "$work/executorch.txt"
+echo "wheel: the installed program ran a Core ML .pte in ExecuTorch's runtime"
+rm -rf "$et_venv"

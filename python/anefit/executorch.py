@@ -96,13 +96,46 @@ _BACKEND_LIBRARY = "libanefit_executorch.so"
 
 def backend_library() -> Optional[str]:
     """The path of anefit's ExecuTorch backend library: ``$ANEFIT_EXECUTORCH_BACKEND``,
-    else the one beside this package (present when anefit was built where
-    ExecuTorch's runtime was installed); ``None`` when there is none."""
+    else the one beside this package (present when anefit was built for an
+    environment that had ExecuTorch's runtime); ``None`` when there is none."""
     env = os.environ.get("ANEFIT_EXECUTORCH_BACKEND")
     if env:
         return env
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), _BACKEND_LIBRARY)
     return here if os.path.exists(here) else None
+
+
+def _packaged_backend_version() -> Optional[str]:
+    """The ExecuTorch version the library beside this package was built
+    against (``_executorch_build.py``, written with it), read without loading
+    the library: a library of another version may not even load."""
+    try:
+        from ._executorch_build import EXECUTORCH_VERSION
+    except ImportError:
+        return None
+    return EXECUTORCH_VERSION
+
+
+def _rebuild_command() -> str:
+    """The command that builds this anefit again in this environment, from the
+    source pip recorded (``direct_url.json``) when there is one."""
+    source = "<anefit source>"
+    try:
+        import json
+        from importlib import metadata
+
+        text = metadata.distribution("anefit").read_text("direct_url.json")
+        url = json.loads(text).get("url", "") if text else ""
+        if url.startswith("file://"):
+            from urllib.parse import unquote, urlparse
+
+            source = unquote(urlparse(url).path)
+        elif url:
+            source = url
+    except Exception:  # noqa: BLE001 (metadata of an uninstalled build tree: the placeholder)
+        pass
+    return (f"{sys.executable} -m pip install --force-reinstall --no-deps "
+            f"--no-cache-dir {source}")
 
 
 def register_backend(precision: str = "fp32", threads: int = 0) -> str:
@@ -117,34 +150,56 @@ def register_backend(precision: str = "fp32", threads: int = 0) -> str:
     result rounded to fp16, as the Neural Engine computes); ``threads`` the
     interpreter's threads (0: every core). Returns the library's path.
 
+    The library is built with anefit, against the ExecuTorch runtime of the
+    environment anefit is installed into (``pip install`` after ExecuTorch).
     Raises ``RuntimeError`` on macOS (ExecuTorch registers Core ML itself),
-    when the library is missing, when it was built against another ExecuTorch
-    version than the one installed, and when the runtime refuses it;
-    ``ImportError`` without ExecuTorch.
+    when the library is missing (anefit was installed before ExecuTorch),
+    when it was built against another ExecuTorch version than the one
+    installed, and when the runtime refuses it; each message gives the
+    command that fixes it. ``ImportError`` without ExecuTorch.
     """
     if sys.platform == "darwin":
         raise RuntimeError("register_backend: on macOS ExecuTorch's own CoreMLBackend runs Core ML "
                            "delegates on the device; anefit's backend is for other systems")
     path = backend_library()
     if path is None:
-        raise RuntimeError("register_backend: this anefit has no ExecuTorch backend library ("
-                           "it is built when ExecuTorch's runtime is installed where anefit is "
-                           "built; or set ANEFIT_EXECUTORCH_BACKEND to its path)")
+        raise RuntimeError("register_backend: this anefit has no ExecuTorch backend library: it "
+                           "was built where ExecuTorch's runtime was not installed. Install "
+                           "executorch first, then build anefit again in this environment: "
+                           f"{_rebuild_command()} (or set ANEFIT_EXECUTORCH_BACKEND to a "
+                           "libanefit_executorch.so)")
     if not os.path.isfile(path):
         raise RuntimeError(f"register_backend: ANEFIT_EXECUTORCH_BACKEND={path}: no such file")
     try:
-        from executorch.extension.pybindings import portable_lib  # noqa: F401  (loads the runtime)
-        from executorch.version import __version__ as installed
+        from executorch.version import __version__ as installed_full
     except ImportError as e:
         raise ImportError("register_backend needs ExecuTorch's runtime with PyTorch (pip install "
                           f"executorch): {e}") from e
-    lib = ctypes.CDLL(path)
+    installed = installed_full.split("+")[0]
+
+    def mismatch(built: str) -> RuntimeError:
+        return RuntimeError(f"register_backend: {path} was built against ExecuTorch {built}; this "
+                            f"environment has ExecuTorch {installed}. Build anefit again for "
+                            f"this one: {_rebuild_command()}; or go back to ExecuTorch {built}: "
+                            f"pip install executorch=={built}")
+
+    packaged = _packaged_backend_version() if "ANEFIT_EXECUTORCH_BACKEND" not in os.environ else None
+    if packaged is not None and packaged != installed:
+        raise mismatch(packaged)
+    try:
+        from executorch.extension.pybindings import portable_lib  # noqa: F401  (loads the runtime)
+    except ImportError as e:
+        raise ImportError("register_backend needs ExecuTorch's runtime with PyTorch (pip install "
+                          f"executorch): {e}") from e
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise RuntimeError(f"register_backend: {path} does not load ({e}); build anefit again in "
+                           f"this environment: {_rebuild_command()}") from e
     lib.anefit_executorch_version.restype = ctypes.c_char_p
     built = lib.anefit_executorch_version().decode()
-    if installed.split("+")[0] != built:
-        raise RuntimeError(f"register_backend: {path} was built against ExecuTorch {built}; this "
-                           f"environment has {installed}: install executorch=={built} or "
-                           "build anefit against this one")
+    if installed != built:
+        raise mismatch(built)
     lib.anefit_executorch_register.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
                                                ctypes.c_size_t]
     message = ctypes.create_string_buffer(1024)

@@ -14,6 +14,7 @@
 #include "ir/Verifier.h"
 #include "support/Error.h"
 #include "support/Json.h"
+#include "support/Number.h"
 #include "support/Text.h"
 
 #include <nlohmann/json.hpp>
@@ -1187,12 +1188,10 @@ private:
                 : (l.text[0] == '-' ? -1.0 : 1.0) * std::numeric_limits<double>::infinity();
         f = l.text == "nan" ? std::numeric_limits<float>::quiet_NaN() : static_cast<float>(d);
       } else if (dt == DType::F64) {
-        auto r = std::from_chars(l.text.data(), l.text.data() + l.text.size(), d);
-        if (r.ec != std::errc() || r.ptr != l.text.data() + l.text.size())
+        if (!parseFloating(l.text, d))
           fail(*l.at, "expected a number within the range of fp64, found " + describe(*l.at));
       } else {
-        auto r = std::from_chars(l.text.data(), l.text.data() + l.text.size(), f);
-        if (r.ec != std::errc() || r.ptr != l.text.data() + l.text.size())
+        if (!parseFloating(l.text, f))
           fail(*l.at, "expected a number within the range of fp32, found " + describe(*l.at));
       }
       switch (dt) {

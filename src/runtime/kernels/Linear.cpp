@@ -14,7 +14,7 @@
 
 #include "runtime/ThreadPool.h"
 
-#include <cblas.h>
+#include "runtime/kernels/Blas.h"
 
 #include <cmath>
 #include <cstring>

@@ -16,7 +16,7 @@
 //===----------------------------------------------------------------------===//
 #include "runtime/kernels/KernelUtil.h"
 
-#include <cblas.h>
+#include "runtime/kernels/Blas.h"
 
 #include <algorithm>
 #include <climits>
