@@ -282,7 +282,8 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.verify = verifyOption(verify);
   options.steps = steps;
   options.seed = seed;
-  options.tolerance = {atol, rtol};
+  options.tolerance.atol = atol;
+  options.tolerance.rtol = rtol;
   options.precision = runtime::parsePrecision(precision);
   options.goal = parseFixGoal(goal);
   applyTarget(chip, os, computeUnits, options.target);

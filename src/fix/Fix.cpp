@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <iterator>
 #include <random>
+#include <set>
 #include <tuple>
 
 namespace anefit {
@@ -220,19 +221,28 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
                                    int64_t steps, uint64_t seed, runtime::Tolerance tolerance,
                                    runtime::Precision precision, FixVerification *error) {
   runtime::Comparison cmp(tolerance);
+  // Outputs declared fp16 (caches written back, fp16 logits): the
+  // tolerance's fp16Ulps apply to them and to the states they write.
+  std::set<std::string> fp16Outputs;
+  if (original.program)
+    for (const auto &fn : original.program->functions)
+      for (const Value *v : fn->body->outputs)
+        if (v->type.isTensor() && v->type.dtype() == DType::FP16)
+          fp16Outputs.insert(v->name);
   GapMeter meter;
   stepTogether(original, precision, {{&fixed, &map, precision}}, steps, seed,
                [&](const std::string &at,
                    const std::vector<std::vector<runtime::NamedTensor>> &outs,
                    const runtime::Stepper &so) {
-                 cmp.compareOutputs(at, outs[0], outs[1]);
+                 cmp.compareOutputs(at, outs[0], outs[1], fp16Outputs);
                  if (error)
                    meter.add(outs[0], outs[1]);
                  for (const StateMapEntry &e : map.entries) {
                    const runtime::Tensor *was = so.states().find(e.state);
                    for (const runtime::NamedTensor &nt : outs[1])
                      if (was && nt.name == e.output)
-                       cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor);
+                       cmp.compare(at + "state '" + e.state + "'", *was, nt.tensor,
+                                   fp16Outputs.count(e.output) > 0);
                  }
                });
   if (error) {

@@ -91,7 +91,8 @@ void proveInExecuTorch(const std::string &inPath, FixFileResult &out, const FixO
       continue;
     }
     for (size_t o = 0; o < before[k].size(); ++o)
-      c.compare(step + std::to_string(o), before[k][o], after[k][o]);
+      c.compare(step + std::to_string(o), before[k][o], after[k][o],
+                before[k][o].dtype() == DType::FP16);
   }
   proof.compared = c.compared();
   proof.maxAbsDiff = c.maxAbsDiff();

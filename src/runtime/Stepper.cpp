@@ -268,7 +268,8 @@ void Comparison::fail(const std::string &what) {
   ok_ = false;
 }
 
-void Comparison::compare(const std::string &what, const Tensor &expected, const Tensor &actual) {
+void Comparison::compare(const std::string &what, const Tensor &expected, const Tensor &actual,
+                         bool storedFp16) {
   if (expected.shape() != actual.shape()) {
     fail(what + ": shape " + shapeStr(expected.shape()) + " became " + shapeStr(actual.shape()));
     return;
@@ -287,6 +288,7 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
     }
   }
   double rms = finite ? std::sqrt(squares / static_cast<double>(finite)) : 0.0;
+  bool fp16 = storedFp16 && tolerance_.fp16Ulps > 0;
   for (int64_t i = 0; i < expected.numElements(); ++i) {
     double x = expected.floatAt(i), y = actual.floatAt(i);
     if (std::isnan(x) && std::isnan(y)) {
@@ -298,7 +300,15 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
       diff = INFINITY;
     maxAbsDiff_ = std::max(maxAbsDiff_, diff);
     ++compared_;
-    if (diff > tolerance_.atol + tolerance_.rtol * std::max(std::fabs(x), rms)) {
+    double allowed = tolerance_.atol + tolerance_.rtol * std::max(std::fabs(x), rms);
+    if (fp16) {
+      // fp16's step at |x|: 2^(e - 10) for x in [2^e, 2^(e+1)), 2^-24 below
+      // the normal range.
+      int e = 0;
+      std::frexp(std::fabs(x), &e);
+      allowed += tolerance_.fp16Ulps * std::ldexp(1.0, std::max(e - 11, -24));
+    }
+    if (diff > allowed) {
       char buf[160];
       std::snprintf(buf, sizeof buf, ": element %lld is %.9g, was %.9g", (long long)i, y, x);
       fail(what + buf);
@@ -307,7 +317,8 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
 }
 
 void Comparison::compareOutputs(const std::string &prefix, const std::vector<NamedTensor> &expected,
-                                const std::vector<NamedTensor> &actual) {
+                                const std::vector<NamedTensor> &actual,
+                                const std::set<std::string> &fp16Outputs) {
   for (const NamedTensor &e : expected) {
     const Tensor *found = nullptr;
     for (const NamedTensor &a : actual)
@@ -317,7 +328,7 @@ void Comparison::compareOutputs(const std::string &prefix, const std::vector<Nam
       fail(prefix + "output '" + e.name + "': missing");
       continue;
     }
-    compare(prefix + "output '" + e.name + "'", e.tensor, *found);
+    compare(prefix + "output '" + e.name + "'", e.tensor, *found, fp16Outputs.count(e.name) > 0);
   }
 }
 

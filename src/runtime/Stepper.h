@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -137,10 +138,16 @@ TensorMap randomInputs(const Function &fn, const FunctionDescription &desc, std:
 struct Tolerance {
   double atol = 0;
   double rtol = 0;
+  /// Units in the last place an element of an fp16 tensor may differ by,
+  /// beyond atol and rtol: a value stored in fp16 (a cache written back, an
+  /// fp16 output) rounds to a neighbour when its fp32 computation moves by
+  /// a fraction of an fp16 step, and later steps that read it widen that.
+  double fp16Ulps = 0;
 };
 
 /// Two runs held against each other: |expected - actual| <= atol + rtol *
-/// max(|expected|, RMS of the expected tensor) per element. The RMS floor
+/// max(|expected|, RMS of the expected tensor) (+ fp16Ulps fp16 steps at
+/// |expected| for an fp16 tensor) per element. The RMS floor
 /// is for elements a long sum brought near zero: their rounding error is
 /// that of the terms summed, of the tensor's size (a logit of 0.005 among
 /// logits of RMS 1 moves by 1e-4 when the sum's order changes). NaN equals
@@ -150,13 +157,17 @@ public:
   explicit Comparison(Tolerance tolerance = {}) : tolerance_(tolerance) {}
 
   /// Compares one value; `what` names it in the first mismatch ("main: step
-  /// 3: output 'y'"). A shape change is a mismatch.
-  void compare(const std::string &what, const Tensor &expected, const Tensor &actual);
+  /// 3: output 'y'"). A shape change is a mismatch. `storedFp16`: the value
+  /// is declared fp16 (the interpreter holds it in fp32), so the tolerance's
+  /// fp16Ulps apply.
+  void compare(const std::string &what, const Tensor &expected, const Tensor &actual,
+               bool storedFp16 = false);
   /// Compares every output of `expected` with the same-named one of
   /// `actual`; one missing from `actual` is a mismatch. `prefix` starts each
-  /// name ("main: step 3: ").
+  /// name ("main: step 3: "); `fp16Outputs` names those declared fp16.
   void compareOutputs(const std::string &prefix, const std::vector<NamedTensor> &expected,
-                      const std::vector<NamedTensor> &actual);
+                      const std::vector<NamedTensor> &actual,
+                      const std::set<std::string> &fp16Outputs = {});
   /// Records a mismatch that is not about values (a missing output, ...).
   void fail(const std::string &what);
 

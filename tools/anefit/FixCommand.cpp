@@ -364,7 +364,8 @@ FixOptions fixOptions(const FixCliOptions &opts) {
                                  : FixVerify::Auto;
   options.steps = opts.steps;
   options.seed = opts.seed;
-  options.tolerance = {opts.atol, opts.rtol};
+  options.tolerance.atol = opts.atol;
+  options.tolerance.rtol = opts.rtol;
   options.precision = runtime::parsePrecision(opts.precision);
   options.allowFp16Divergence = opts.allowFp16Divergence;
   return options;

@@ -265,6 +265,30 @@ TEST(Comparison, ElementsNearZeroAreHeldToTheTensorsScale) {
   EXPECT_FALSE(flat.ok());
 }
 
+TEST(Comparison, Fp16ValuesMayDifferByTheirStepsOnly) {
+  // A cache entry of 0.26 stored in fp16, where fp16's step is 2^-12: the
+  // eval of a 4w export after scale-norm saw such entries 2 steps apart.
+  const float step = 1.0f / 4096, x = 0.26195f;
+  Tolerance t{0.0, 0.0, 2};
+  Comparison two(t);
+  two.compareOutputs("main: step 1: ", {{"k_cache", Tensor::fromF32({x}, {1})}},
+                     {{"k_cache", Tensor::fromF32({x + 2 * step}, {1})}}, {"k_cache"});
+  EXPECT_TRUE(two.ok()) << two.firstMismatch();
+  Comparison three(t);
+  three.compare("k", Tensor::fromF32({x}, {1}), Tensor::fromF32({x + 3 * step}, {1}), true);
+  EXPECT_FALSE(three.ok());
+  // Not declared fp16: the steps do not apply.
+  Comparison fp32(t);
+  fp32.compareOutputs("main: step 1: ", {{"y", Tensor::fromF32({x}, {1})}},
+                      {{"y", Tensor::fromF32({x + step}, {1})}}, {"k_cache"});
+  EXPECT_FALSE(fp32.ok());
+  // Below fp16's normal range the step is 2^-24.
+  Comparison tiny(t);
+  tiny.compare("k", Tensor::fromF32({0.0f}, {1}), Tensor::fromF32({std::ldexp(1.0f, -23)}, {1}),
+               true);
+  EXPECT_TRUE(tiny.ok()) << tiny.firstMismatch();
+}
+
 TEST(Comparison, ShapeChangesAndMissingOutputsAreMismatches) {
   Comparison shape;
   shape.compare("y", Tensor::fromF32({1, 2}, {2}), Tensor::fromF32({1, 2}, {1, 2}));
