@@ -65,7 +65,7 @@ struct RunCliOptions {
   std::string engine = "interpreter";
   std::string perplexity;
   std::string tokenizer;
-  int64_t maxTokens = 300;
+  int64_t maxTokens = kDefaultMaxTextTokens;
 };
 
 /// `--perplexity TEXT --tokenizer TOKENIZER`: the text's tokens teacher-forced
