@@ -514,8 +514,6 @@ private:
       return std::to_string(paletteBits(target_)) +
              "-bit palettized (a palette per group of up to " + std::to_string(group_) +
              " output channel" + (group_ == 1 ? "" : "s") + ")";
-    case Target::Auto:
-      return "requantized (auto)";
     default:
       return "per-channel int8";
     }
@@ -762,6 +760,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
     std::string worstName, worstOutName;
     size_t measured = 0, nonFinite = 0;
     std::string nonFiniteName;
+    std::map<std::string, size_t> autoForms; // auto: weights per lossy form
     std::optional<UseMap> uses;
     if (allWeights_)
       uses.emplace(*fn);
@@ -774,7 +773,9 @@ void RequantizePass::run(Model &model, PassResult &result) {
       if (it == index.end())
         return;
       Item &item = items[it->second];
-      if (!item.op)
+      // A per-block weight's data is a const too: only the op that made
+      // the item's weight takes it.
+      if (!item.op || item.denseSource != (op.type == "const"))
         return;
       Done &d = item.done;
       ++n;
@@ -807,6 +808,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
       }
       result.lossy = true;
       ++measured;
+      ++autoForms[formName(d.to)];
       sum += d.error.weight;
       sumOut += d.error.output;
       if (d.error.weight >= worst) {
@@ -840,8 +842,11 @@ void RequantizePass::run(Model &model, PassResult &result) {
         " -> ";
     size_t pcCount = n - toFp16 - kept;
     std::vector<std::string> parts;
-    if (pcCount)
+    if (pcCount && target_ != Target::Auto)
       parts.push_back(std::to_string(pcCount) + " " + formText());
+    if (target_ == Target::Auto)
+      for (const auto &[form, count] : autoForms)
+        parts.push_back(std::to_string(count) + " " + form);
     if (toFp16)
       parts.push_back(std::to_string(toFp16) + " fp16 (exact)");
     if (kept)
