@@ -428,6 +428,23 @@ uint64_t formBytes(Target form, uint64_t n, int64_t rows, int64_t group, uint64_
   }
 }
 
+/// Keeps the forms worth stepping down to, smallest first: a form with as
+/// many bytes or more and no less error than another (c4w beside lut4, of
+/// the same bytes) is never the better step.
+void keepFrontier(std::vector<std::tuple<Target, uint64_t, double>> &forms) {
+  std::stable_sort(forms.begin(), forms.end(),
+                   [](const auto &a, const auto &b) { return std::get<1>(a) < std::get<1>(b); });
+  std::vector<std::tuple<Target, uint64_t, double>> kept;
+  for (const auto &f : forms) {
+    if (!kept.empty() && std::get<2>(kept.back()) <= std::get<2>(f))
+      continue; // more bytes for no less error
+    if (!kept.empty() && std::get<1>(kept.back()) == std::get<1>(f))
+      kept.pop_back(); // as many bytes for more error
+    kept.push_back(f);
+  }
+  forms = std::move(kept);
+}
+
 class RequantizePass : public Pass {
 public:
   explicit RequantizePass(const PassOptions &options)
@@ -636,11 +653,13 @@ void RequantizePass::choose(Item &item, Target to, PassResult &result) {
     }
     if (d.error.output <= maxError_) {
       item.done = std::move(d);
+      keepFrontier(item.smaller);
       return;
     }
     item.smaller.emplace_back(f, d.bytesAfter, d.error.output);
   }
   item.done = rewrite(item, *w, ew, Target::Fp16);
+  keepFrontier(item.smaller);
 }
 
 /// Identity of a weight's stored data, so a weight bound by several
@@ -726,13 +745,19 @@ void RequantizePass::run(Model &model, PassResult &result) {
   uint64_t others = stored > before ? stored - before : 0;
   size_t belowTarget = 0;
   if (target_ == Target::Auto && others + after > budget_) {
-    // Over the budget: step the weight whose next smaller form costs the
-    // least output error down to it, until the weights fit.
+    // Over the budget: step down the weight whose next smaller form adds
+    // the least squared output error per byte saved (every layer's relative
+    // error counted alike), until the weights fit.
+    auto cost = [](const Item &item) {
+      const auto &[f, bytes, error] = item.smaller.back();
+      double saved = static_cast<double>(item.done.bytesAfter) - static_cast<double>(bytes);
+      double added = error * error - item.done.error.output * item.done.error.output;
+      return saved > 0 ? added / saved : INFINITY;
+    };
     while (others + after > budget_) {
       Item *best = nullptr;
       for (Item &item : items)
-        if (item.op && !item.smaller.empty() &&
-            (!best || std::get<2>(item.smaller.back()) < std::get<2>(best->smaller.back())))
+        if (item.op && !item.smaller.empty() && (!best || cost(item) < cost(*best)))
           best = &item;
       if (!best)
         break;
