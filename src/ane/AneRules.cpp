@@ -1830,14 +1830,14 @@ static std::string storedSize(const WeightCount &w) {
 // same model's 1.8 GB int8 package did not), not on decompressed sizes.
 static void checkModelSize(RuleContext &ctx, const Operation *) {
   const WeightCount &w = ctx.facts.modelWeights;
-  if (w.storedBytes > 1000000000ull)
+  if (w.storedBytes > kPhoneModelWeightBytes)
     ctx.report(nullptr, "model weights are " + storedSize(w) + " > ~1 GB, the iPhone ANE limit")
         .wholeFunction = true;
 }
 
 static void checkPackageSize(RuleContext &ctx, const Operation *) {
   const WeightCount &w = ctx.facts.modelWeights;
-  if (w.storedBytes > 1400000000ull)
+  if (w.storedBytes > kPackageWeightBytes)
     ctx.report(nullptr, "model weights are " + storedSize(w) +
                             " > ~1.4 GB, past the observed single-package ANE budget")
         .wholeFunction = true;

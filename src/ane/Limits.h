@@ -18,4 +18,11 @@ inline constexpr uint64_t kMatmulKernelMemoryBytes = 65536;
 /// ANE-CONV-003 / ANE-QUANT-002: channels from which a depthwise conv is wide.
 inline constexpr int64_t kWideDepthwiseChannels = 1024;
 
+/// ANE-PROG-001: stored weight bytes above which the iPhone ANE does not take
+/// the model (~1 GB; requantize's auto keeps the weights within it).
+inline constexpr uint64_t kPhoneModelWeightBytes = 1000000000ull;
+
+/// ANE-PROG-002: stored weight bytes past the observed single-package budget.
+inline constexpr uint64_t kPackageWeightBytes = 1400000000ull;
+
 } // namespace anefit::ane

@@ -1,6 +1,7 @@
 //===- Fix.cpp - Rewrite a model for the ANE and prove it -----------------===//
 #include "fix/Fix.h"
 
+#include "fix/Calibrate.h"
 #include "ir/Clone.h"
 #include "ir/Verifier.h"
 #include "ops/OpVerifier.h"
@@ -115,6 +116,15 @@ std::string fixPipeline(const FixOptions &options, const ane::CheckReport &befor
     if (options.goal == FixGoal::Ane || asked)
       rules.push_back(r);
   }
+  // A lossy form compresses dense weights too (weights=all): asked for, it
+  // runs whether or not the model holds per-block weights.
+  bool compress =
+      !options.requantize.empty() && options.requantize != "keep" && options.requantize != "fp16";
+  for (const FixUse &u : fixUses())
+    if (compress && u.askedBy == "requantize")
+      for (std::string_view r : u.removes)
+        if (std::find(rules.begin(), rules.end(), r) == rules.end())
+          rules.emplace_back(r);
   std::string picked;
   for (const PipelineElement &e : parsePipeline(pipelineRemoving(rules))) {
     std::string element = e.name;
@@ -129,7 +139,12 @@ std::string fixPipeline(const FixOptions &options, const ane::CheckReport &befor
                             std::string(use->askedBy));
         continue;
       }
-      element += "{" + std::string(use->askedOption) + "=" + value + "}";
+      element += "{" + std::string(use->askedOption) + "=" + value;
+      if (use->askedBy == "requantize" && compress)
+        element += " weights=all";
+      if (use->askedBy == "requantize" && options.budget)
+        element += " budget=" + std::to_string(options.budget);
+      element += "}";
     } else {
       element = pipelineText(e);
     }
@@ -335,29 +350,39 @@ std::pair<PrecisionGap, PrecisionGap> measurePrecisionGaps(const Model &original
 
 namespace {
 
-/// The forms `--requantize auto` falls back to, in order, when its own would
-/// take the model off the ANE.
-constexpr std::string_view kSmallerForms[] = {"lut6", "lut4"};
-
 /// A point of ANE share: rewrites add a few cheap ops on either side, which
 /// is not worth a warning or another form (our threshold).
 constexpr double kShareSlack = 0.01;
 
-/// The predicted ANE share of FLOPs over every function.
-double flopShare(const std::vector<Residency> &functions) {
-  double all = 0, ane = 0;
-  for (const Residency &r : functions) {
-    all += r.flops;
-    ane += r.aneFlops;
-  }
-  return all > 0 ? ane / all : 0;
+/// Runs one pipeline element on `model`.
+PassResult runElement(Model &model, const std::string &element, const PassContext &context) {
+  PassManager pm;
+  pm.addPipeline(element, context);
+  return pm.run(model);
 }
 
-/// Runs one pipeline element on `model`.
-PassResult runElement(Model &model, const std::string &element) {
-  PassManager pm;
-  pm.addPipeline(element);
-  return pm.run(model);
+/// The pipeline runs requantize to a lossy form (its `to`, auto by default).
+bool requantizesLossily(const std::string &pipeline) {
+  for (const PipelineElement &e : parsePipeline(pipeline))
+    if (e.name == "requantize") {
+      auto it = e.options.find("to");
+      if (it == e.options.end() || it->second != "fp16")
+        return true;
+    }
+  return false;
+}
+
+/// The text's run of `model` at `precisions` (FixOptions::textTokens).
+QualityResult measureOnText(const Model &model, const FixOptions &options,
+                            std::vector<runtime::Precision> precisions,
+                            CalibrationRecorder *recorder = nullptr) {
+  QualityOptions q;
+  q.tokens = options.textTokens;
+  q.tokenizerVocab = options.tokenizerVocab;
+  q.precisions = std::move(precisions);
+  if (recorder)
+    q.opResults = recorder->hook();
+  return measureQuality(model, q);
 }
 
 ane::CheckOptions checkOptions(const FixOptions &options) {
@@ -431,41 +456,51 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   }
   result.fixed = cloneModel(model);
   result.stages.push_back({"check", residencyOf(result.before)});
+
+  // The original on the text (its perplexity, and requantize's
+  // calibration when a lossy form runs), else a seeded draw to calibrate
+  // on. A text or tokenizer that does not fit the model fails here, before
+  // anything is rewritten.
+  WeightCalibration calibration;
+  bool lossyRequantize = requantizesLossily(result.pipeline);
+  std::optional<QualityResult> originalText;
+  if (!options.textTokens.empty() || lossyRequantize) {
+    stage("calibrate");
+    const Function *fn = model.defaultFunction();
+    if (!options.textTokens.empty()) {
+      std::optional<CalibrationRecorder> recorder;
+      if (fn && lossyRequantize)
+        recorder.emplace(*fn);
+      originalText = measureOnText(model, options, {runtime::Precision::FP32},
+                                   recorder ? &*recorder : nullptr);
+      if (recorder)
+        calibration = recorder->finish(options.textName + "'s first " +
+                                           std::to_string(options.textTokens.size()) +
+                                           " tokens, teacher-forced",
+                                       false);
+    } else {
+      try {
+        calibration = calibrateOnRandomInputs(model, "", options.steps, options.seed);
+      } catch (const InputError &e) {
+        result.calibration.failed = e.what();
+      }
+    }
+    if (lossyRequantize) {
+      result.calibration.done = result.calibration.failed.empty();
+      result.calibration.source = calibration.source;
+      result.calibration.random = calibration.random;
+      result.calibration.weights = calibration.weights.size();
+    }
+  }
+  PassContext context;
+  if (result.calibration.done)
+    context.calibration = &calibration;
   // One pass at a time, so each pass's residency can be reported.
   std::string pipeline;
   for (const PipelineElement &e : parsePipeline(result.pipeline)) {
     std::string element = pipelineText(e);
-    bool autoForms =
-        options.passes.empty() && e.name == "requantize" && options.requantize == "auto";
-    std::unique_ptr<Model> base = autoForms ? cloneModel(*result.fixed) : nullptr;
-    PassResult passes = runElement(*result.fixed, element);
-    // The residency after this element, when auto's fallback has already
-    // checked the model it keeps.
-    std::optional<std::vector<Residency>> checked;
-    if (autoForms) {
-      // auto's forms (c8w, fp16) can grow the weights past the target's
-      // size budget and take the model off the ANE: then the palettes,
-      // smaller, the finer first.
-      double share = flopShare(result.stages.back().residency);
-      std::string tried = "auto's forms (c8w, fp16)";
-      for (std::string_view form : kSmallerForms) {
-        checked = residencyOf(ane::checkModel(*result.fixed, checkOptions(options)));
-        double now = flopShare(*checked);
-        if (now >= share - kShareSlack)
-          break;
-        checked.reset();
-        char buf[240];
-        std::snprintf(buf, sizeof buf,
-                      "requantize: %s would lower the predicted ANE share of FLOPs from "
-                      "%.1f%% to %.1f%%; %s instead",
-                      tried.c_str(), 100 * share, 100 * now, std::string(form).c_str());
-        tried = form;
-        result.changes.emplace_back(buf);
-        result.fixed = cloneModel(*base);
-        element = "requantize{to=" + std::string(form) + "}";
-        passes = runElement(*result.fixed, element);
-      }
-    }
+    PassResult passes =
+        runElement(*result.fixed, element, e.name == "requantize" ? context : PassContext{});
     pipeline += (pipeline.empty() ? "" : ",") + element;
     result.changes.insert(result.changes.end(), passes.changes.begin(), passes.changes.end());
     result.diagnostics.insert(result.diagnostics.end(), passes.diagnostics.begin(),
@@ -481,8 +516,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       result.roundedPasses.push_back(element);
     if (!hasErrors(verifyModel(*result.fixed)))
       result.stages.push_back(
-          {e.name, checked ? std::move(*checked)
-                           : residencyOf(ane::checkModel(*result.fixed, checkOptions(options)))});
+          {e.name, residencyOf(ane::checkModel(*result.fixed, checkOptions(options)))});
   }
 
   if (options.passes.empty())
@@ -556,6 +590,30 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
     std::tie(v.originalAtFp16, v.fixedAtFp16) =
         measurePrecisionGaps(model, *result.fixed, result.stateMap, options.steps, options.seed);
     result.fp16Refused = v.fixedAtFp16.diverged() && !options.allowFp16Divergence;
+    if (originalText) {
+      // The quality that matters: the text's perplexity, the fixed model at
+      // fp32 and at the ANE's fp16 against the original at fp32.
+      stage("measure on the text");
+      v.original = *originalText;
+      v.fixed = measureOnText(*result.fixed, options,
+                              {runtime::Precision::FP32, runtime::Precision::FP16});
+      v.textMeasured = true;
+      const QualityRun &o = v.original.runs.front();
+      bool within = true;
+      for (const QualityRun &f : v.fixed.runs) {
+        size_t agree = 0;
+        for (size_t k = 0; k < f.top1.size() && k < o.top1.size(); ++k)
+          agree += f.top1[k] == o.top1[k];
+        v.textAgree.push_back(agree);
+        double rise = f.perplexity / o.perplexity - 1;
+        if (!std::isfinite(rise))
+          rise = INFINITY;
+        v.perplexityRise.push_back(rise);
+        within = within && rise <= options.maxPerplexityRise;
+      }
+      if (result.lossy)
+        v.status = within ? FixVerification::Status::Measured : FixVerification::Status::TooLossy;
+    }
   } catch (const InputError &e) {
     // An op without a kernel (or similar) should not keep users from a
     // rewrite they did not ask to verify; FixVerify::Always insists.

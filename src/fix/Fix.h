@@ -11,6 +11,7 @@
 #pragma once
 
 #include "ane/Checker.h"
+#include "fix/Quality.h"
 #include "ir/Model.h"
 #include "ir/StateMap.h"
 #include "runtime/Stepper.h"
@@ -59,6 +60,13 @@ std::vector<std::string> requantizeChoices();
 /// `s` if it is one of requantizeChoices(); throws InputError otherwise.
 std::string parseRequantize(std::string_view s);
 
+/// With a text (FixOptions::textTokens), a lossy rewrite is kept only when
+/// its perplexity on the text, at fp32 and at fp16, is at most this share
+/// above the original's at fp32 (ours: 10 %, the quality Apple's mixed
+/// palettes keep against block int4 on WikiText-2, SmolLM2-1.7B: 13.41
+/// against 14.17; `fix --max-ppl-rise`).
+inline constexpr double kDefaultMaxPerplexityRise = 0.10;
+
 /// Above this many weight bytes, FixVerify::Auto does not verify.
 inline constexpr uint64_t kAutoVerifyWeightBytes = uint64_t(2) << 30;
 
@@ -80,10 +88,28 @@ struct FixOptions {
   FixGoal goal = FixGoal::Compile;
   /// How per-block weights are rewritten (the requantize pass's `to`, one
   /// of requantizeChoices()); empty or "keep": they are not. With "auto",
-  /// where its forms lower the predicted ANE share of FLOPs (weights past
-  /// the target's size budget), lut6 and then lut4 are tried instead. Lossy forms are
-  /// never picked without it.
+  /// each weight takes the smallest form within the pass's
+  /// error target, under the weight budget (`budget`). Lossy forms are
+  /// never picked without it; they also rewrite the dense weights of
+  /// linears, convs and matmuls (requantize weights=all), so a model
+  /// without per-block weights (an fp16 export) is compressed the same way.
   std::string requantize;
+  /// A real text's tokens (`fix --text T --tokenizer J`, readTextTokens):
+  /// the original runs on them teacher-forced to calibrate requantize
+  /// (WeightCalibration: each layer's input channel energies) and to give
+  /// its perplexity; the fixed model is measured on them at fp32 and fp16.
+  /// Empty: calibration on a seeded random draw, and the lossy gate on
+  /// random steps (maxRelError, minTop1).
+  std::vector<int64_t> textTokens;
+  int64_t tokenizerVocab = 0;
+  /// The text's name, for messages.
+  std::string textName;
+  /// With a text, the lossy gate: perplexity at most this share above the
+  /// original's (kDefaultMaxPerplexityRise).
+  double maxPerplexityRise = kDefaultMaxPerplexityRise;
+  /// requantize auto's budget of stored weight bytes (0: ANE-PROG-001's
+  /// iPhone limit; the pass's `budget`).
+  uint64_t budget = 0;
   /// A lossy rewrite (PassResult::lossy) is kept only when its widest
   /// output (an LLM's logits) stays within this relative RMS error of the
   /// original's ...
@@ -213,6 +239,30 @@ struct FixVerification {
   /// model means), and the fixed model at the ANE's precision against the
   /// original at fp32: what the device would answer before and after.
   PrecisionGap originalAtFp16, fixedAtFp16;
+  /// With a text: the original at fp32 and the fixed model at fp32 and
+  /// fp16 teacher-forced through it (runs[0] of `original`; `fixed` has
+  /// the fp32 run then the fp16 one). A lossy rewrite's status is judged
+  /// on them (FixOptions::maxPerplexityRise) instead of relError/top1.
+  bool textMeasured = false;
+  QualityResult original, fixed;
+  /// Steps whose fixed top-1 equals the original's at fp32, per fixed run.
+  std::vector<size_t> textAgree;
+  /// fixed.runs[i].perplexity / original's - 1.
+  std::vector<double> perplexityRise;
+};
+
+/// What requantize was fitted to (FixResult::calibration).
+struct FixCalibration {
+  bool done = false;
+  /// Where the inputs came from ("text.txt's first 300 tokens, teacher-forced").
+  std::string source;
+  /// A seeded random draw: the last resort without a text.
+  bool random = false;
+  /// Weights whose layers' input energies were measured.
+  size_t weights = 0;
+  /// Why calibration could not run (the interpreter cannot run the model);
+  /// requantize then fits the weights alone.
+  std::string failed;
 };
 
 /// Where one function's compute is predicted to run.
@@ -275,6 +325,8 @@ struct FixResult {
   /// requantize: lossy, run only with --requantize").
   std::vector<std::string> notRun;
   FixVerification verification;
+  /// requantize's calibration, when a lossy requantize ran.
+  FixCalibration calibration;
 
   /// The rewritten model passed the structural verifier.
   bool verifies() const { return !hasErrors(verifierDiagnostics); }

@@ -153,6 +153,7 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
     o.run.precision = options.precisions[r];
     o.run.threads = options.threads;
     o.run.source = file;
+    o.run.opResults = options.opResults;
     runtime::ModelRun run(model, std::move(o));
     QualityRun q;
     q.precision = options.precisions[r];
@@ -222,6 +223,7 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
       if (options.progress)
         options.progress(r, k + 1, result.predicted);
     }
+    q.top1 = top1;
     q.nll = nll / static_cast<double>(result.predicted);
     q.perplexity = std::exp(q.nll);
     if (!top1s.empty())

@@ -29,6 +29,11 @@
 
 namespace anefit {
 
+/// Tokens of a text a quality run reads by default (`run --perplexity`,
+/// `fix --text`; ours: enough for a stable perplexity, a few minutes at most
+/// on a 135M model in the interpreter).
+inline constexpr int64_t kDefaultMaxTextTokens = 300;
+
 struct QualityOptions {
   /// The function to step (empty: the model's default).
   std::string function;
@@ -42,6 +47,11 @@ struct QualityOptions {
   int threads = 0;
   /// Called after each step of each run with (run, steps done, steps).
   std::function<void(size_t, int64_t, int64_t)> progress;
+  /// Set as every run's RunOptions::opResults (fix records its calibration
+  /// in the run that measures the original); may be empty.
+  std::function<void(const Operation &, const std::vector<const runtime::Tensor *> &,
+                     const std::vector<const runtime::Tensor *> &)>
+      opResults;
 };
 
 struct QualityRun {
@@ -55,6 +65,8 @@ struct QualityRun {
   size_t agreeWithFirst = 0;
   /// Steps whose logits held an inf or NaN (their NLL is infinite).
   size_t nonFiniteSteps = 0;
+  /// Each step's top-1 token (to count agreement with another model's run).
+  std::vector<int64_t> top1;
 };
 
 struct QualityResult {

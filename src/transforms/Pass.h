@@ -86,12 +86,25 @@ const std::vector<PassInfo> &passRegistry();
 /// The row for `cliName`, or null.
 const PassInfo *findPass(std::string_view cliName);
 
+struct WeightCalibration; // transforms/Calibration.h
+
+/// What a pipeline's passes may read besides the model and their options:
+/// measurements of the model the fix driver made (passes never run a model).
+struct PassContext {
+  /// The input statistics of the layers that read each weight (requantize
+  /// fits palettes and chooses forms by them); null: none measured.
+  const WeightCalibration *calibration = nullptr;
+};
+
 /// Option values of one pass instance, checked against its table row. Values
 /// not given on the command line take the row's default.
 class PassOptions {
 public:
   PassOptions() = default;
   PassOptions(const PassInfo &info, std::map<std::string, std::string> given);
+  /// What the pipeline was given to read (empty when nothing).
+  const PassContext &context() const { return context_; }
+  void setContext(const PassContext &context) { context_ = context; }
 
   bool flag(std::string_view name) const;
   std::string string(std::string_view name) const;
@@ -104,6 +117,7 @@ private:
   const PassInfo *info_ = nullptr;
   std::map<std::string, std::string> values_;
   std::map<std::string, bool> given_;
+  PassContext context_;
   const std::string &raw(std::string_view name) const;
 };
 
@@ -142,7 +156,8 @@ public:
 /// Builds a pass from its table name and options; throws InputError for an
 /// unknown pass or option, listing the known ones.
 std::unique_ptr<Pass> createPass(std::string_view cliName,
-                                 const std::map<std::string, std::string> &options = {});
+                                 const std::map<std::string, std::string> &options = {},
+                                 const PassContext &context = {});
 
 /// One parsed element of a pipeline string.
 struct PipelineElement {
@@ -159,7 +174,7 @@ std::vector<PipelineElement> parsePipeline(std::string_view text);
 class PassManager {
 public:
   /// Appends the passes of a pipeline string (see parsePipeline).
-  void addPipeline(std::string_view text);
+  void addPipeline(std::string_view text, const PassContext &context = {});
   size_t size() const { return passes_.size(); }
 
   /// Runs every pass; function output names present before a pass are kept

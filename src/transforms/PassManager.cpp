@@ -259,12 +259,14 @@ std::vector<std::string> PassOptions::list(std::string_view name) const {
 }
 
 std::unique_ptr<Pass> createPass(std::string_view cliName,
-                                 const std::map<std::string, std::string> &options) {
+                                 const std::map<std::string, std::string> &options,
+                                 const PassContext &context) {
   const PassInfo *info = findPass(cliName);
   if (!info)
     throw InputError::at(
         "pipeline", "", "unknown pass '" + std::string(cliName) + "'; passes: " + knownPassNames());
   PassOptions opts(*info, options);
+  opts.setContext(context);
   for (const FactoryRow &row : kFactories)
     if (row.cliName == cliName)
       return row.factory(opts);
@@ -334,9 +336,9 @@ std::vector<PipelineElement> parsePipeline(std::string_view text) {
   return out;
 }
 
-void PassManager::addPipeline(std::string_view text) {
+void PassManager::addPipeline(std::string_view text, const PassContext &context) {
   for (PipelineElement &el : parsePipeline(text))
-    passes_.push_back(createPass(el.name, el.options));
+    passes_.push_back(createPass(el.name, el.options, context));
 }
 
 namespace {

@@ -11,21 +11,34 @@
 //         constexpr_lut_to_dense, the compression the evidence puts on the
 //         ANE);
 //   lut6, lut8  the same with 64 or 256 values;
-//   auto  c8w where the weight's relative RMS error stays within
-//         max-weight-error, fp16 elsewhere.
+//   auto  per weight the smallest of those whose error stays within
+//         max-error, fp16 where none does; then, while the model's stored
+//         weights exceed the budget (ANE-PROG-001's iPhone limit, or
+//         `budget`), the weight whose next smaller form costs the least
+//         error steps down to it.
 // (RequantizeForms.def.) All but fp16 are lossy: the pass says so in
 // PassResult::lossy, and reports each weight's error against the dense
-// weights it replaced.
+// weights it replaced. With weights=all, dense float consts that layers
+// read as their weight (weightInputOf) are rewritten the same way.
+//
+// With a calibration (PassContext, fix --text), each element counts by the
+// energy of the input channel it multiplies: the palettes are fitted by
+// weighted k-means and the errors auto compares are those of the layer's
+// output (the diagonal approximation of Calibration.h), not the weight's.
 //
 //===----------------------------------------------------------------------===//
 #include "transforms/Requantize.h"
+#include "ane/Limits.h"
 #include "ops/Weights.h"
 #include "runtime/Convert.h"
+#include "runtime/Tensor.h"
 #include "runtime/ThreadPool.h"
 #include "support/DType.h"
 #include "support/Error.h"
 #include "support/Units.h"
+#include "transforms/Calibration.h"
 #include "transforms/PassImpl.h"
+#include "transforms/UseMap.h"
 #include "transforms/WeightData.h"
 
 #include <algorithm>
@@ -33,6 +46,8 @@
 #include <cstdio>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <tuple>
 
 namespace anefit {
 namespace {
@@ -71,11 +86,74 @@ int paletteBits(Target t) {
 
 bool isPalette(Target t) { return paletteBits(t) != 0; }
 
+/// A channel the calibration never excited still weighs this share of the
+/// mean energy, so the palettes and scales keep covering its weights (ours).
+constexpr double kEnergyFloor = 1e-3;
+
+/// The weight of each element of `w` in its layer's output error: the
+/// energy E[x_c^2] of the input channel it multiplies (ChannelEnergy),
+/// plus kEnergyFloor of the mean. Empty (every element alike) without a
+/// calibration that fits the weight's shape.
+std::vector<float> elementWeights(const DenseWeight &w, const ChannelEnergy *ce) {
+  if (!ce || ce->axis < 0 || static_cast<size_t>(ce->axis) >= w.shape.size())
+    return {};
+  auto axis = static_cast<size_t>(ce->axis);
+  int64_t size = w.shape[axis];
+  if (static_cast<int64_t>(ce->energy.size()) != size || size == 0)
+    return {};
+  double mean = 0;
+  for (double e : ce->energy)
+    mean += e;
+  mean /= static_cast<double>(size);
+  if (!(mean > 0) || !std::isfinite(mean))
+    return {};
+  int64_t stride = 1;
+  for (size_t a = axis + 1; a < w.shape.size(); ++a)
+    stride *= w.shape[a];
+  std::vector<float> out(w.values.size());
+  for (size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<float>(
+        ce->energy[static_cast<size_t>((static_cast<int64_t>(i) / stride) % size)] +
+        kEnergyFloor * mean);
+  return out;
+}
+
+/// A rewrite's error against the dense weights it replaces: relative RMS
+/// over the weights, and over the layer's output (each element's squared
+/// error weighted by its input channel's energy; the weight error when
+/// there is no calibration).
+struct Errors {
+  double weight = 0, output = 0;
+};
+
+double relative(double err2, double norm2) {
+  return norm2 > 0 ? std::sqrt(err2 / norm2) : (err2 > 0 ? INFINITY : 0);
+}
+
+Errors measureErrors(const std::vector<float> &dense, const std::vector<float> &back,
+                     const std::vector<float> &ew) {
+  double e2 = 0, n2 = 0, we2 = 0, wn2 = 0;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    double d = static_cast<double>(back[i]) - dense[i];
+    double v = static_cast<double>(dense[i]) * dense[i];
+    e2 += d * d;
+    n2 += v;
+    if (!ew.empty()) {
+      we2 += ew[i] * d * d;
+      wn2 += ew[i] * v;
+    }
+  }
+  Errors out;
+  out.weight = relative(e2, n2);
+  out.output = ew.empty() ? out.weight : relative(we2, wn2);
+  return out;
+}
+
 /// One weight rewritten to per-channel integers.
 struct PerChannel {
   std::vector<float> q;      ///< integer values, as floats
   std::vector<float> scales; ///< one per row, rounded to the scale dtype
-  double relError = 0;       ///< ||dequantized - dense|| / ||dense||
+  std::vector<float> back;   ///< q * scale as the model reads it
   bool finite = true;        ///< false: the weight holds inf or NaN (not quantized)
   size_t nonFinite = 0;      ///< how many of its values are inf or NaN
 };
@@ -102,9 +180,8 @@ PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
   int64_t cols = rows ? static_cast<int64_t>(w.values.size()) / rows : 0;
   float qmax = static_cast<float>((1 << (bits - 1)) - 1), qmin = -qmax - 1;
   out.q.resize(w.values.size());
+  out.back.resize(w.values.size());
   out.scales.resize(static_cast<size_t>(rows));
-  double err2 = 0, norm2 = 0;
-  std::vector<float> back(static_cast<size_t>(cols));
   for (int64_t r = 0; r < rows; ++r) {
     const float *wr = w.values.data() + r * cols;
     float amax = 0;
@@ -118,25 +195,20 @@ PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
     }
     out.scales[static_cast<size_t>(r)] = s;
     float *qr = out.q.data() + r * cols;
+    float *back = out.back.data() + r * cols;
     float inv = 1.0f / s;
     for (int64_t c = 0; c < cols; ++c) {
       float x = wr[c] * inv;
       // Round half away from zero, clamped to the integer range.
       float q = x >= 0 ? std::floor(x + 0.5f) : -std::floor(-x + 0.5f);
       qr[c] = std::clamp(q, qmin, qmax);
-      back[static_cast<size_t>(c)] = qr[c] * s;
+      back[c] = qr[c] * s;
     }
     // What the interpreter and the device read back: q * s, at the weight's
     // dtype.
     if (w.dtype == DType::F16)
-      runtime::roundToHalfN(back.data(), cols);
-    for (int64_t c = 0; c < cols; ++c) {
-      double d = static_cast<double>(back[static_cast<size_t>(c)]) - wr[c];
-      err2 += d * d;
-      norm2 += static_cast<double>(wr[c]) * wr[c];
-    }
+      runtime::roundToHalfN(back, cols);
   }
-  out.relError = norm2 > 0 ? std::sqrt(err2 / norm2) : (err2 > 0 ? INFINITY : 0);
   return out;
 }
 
@@ -146,8 +218,8 @@ PerChannel quantizeRows(const DenseWeight &w, int bits, DType scaleType) {
 struct Palettized {
   std::vector<uint8_t> indices; ///< packed LSB-first, `bits` per index
   std::vector<float> lut;       ///< groups x entries, rounded to the weight's dtype
+  std::vector<float> back;      ///< each element's palette value
   int64_t groupRows = 1;
-  double relError = 0;
   bool finite = true;
   size_t nonFinite = 0; ///< values that are inf or NaN
 };
@@ -168,11 +240,9 @@ void midpoints(const std::vector<float> &c, std::vector<float> &mid) {
     mid[j] = 0.5f * (c[j] + c[j + 1]);
 }
 
-/// `entries` values for the n values of `v` that keep the squared error
-/// small (1-D k-means, Lloyd's algorithm): started at the quantiles and run
-/// to convergence on a 4096-bin histogram of the values, then refined by two
-/// exact iterations over the values themselves. Sorted on return.
-std::vector<float> fitPalette(const float *v, int64_t n, int entries) {
+} // namespace
+
+std::vector<float> fitPalette(const float *v, const float *weight, int64_t n, int entries) {
   // At most `entries` distinct values (a weight already on a small grid):
   // the palette is those values, and the rewrite is exact.
   std::vector<float> c;
@@ -184,49 +254,58 @@ std::vector<float> fitPalette(const float *v, int64_t n, int entries) {
     c.resize(static_cast<size_t>(entries), c.empty() ? 0.0f : c.back());
     return c;
   }
+  auto wt_of = [&](int64_t i) { return weight ? static_cast<double>(weight[i]) : 1.0; };
   float lo = *std::min_element(v, v + n), hi = *std::max_element(v, v + n);
   c.assign(static_cast<size_t>(entries), lo);
   constexpr int kBins = 4096;
-  std::vector<double> count(kBins), sum(kBins);
+  std::vector<double> mass(kBins), sum(kBins);
   double toBin = kBins / (static_cast<double>(hi) - lo);
   for (int64_t i = 0; i < n; ++i) {
     int b = std::min(kBins - 1, static_cast<int>((static_cast<double>(v[i]) - lo) * toBin));
-    count[static_cast<size_t>(b)] += 1;
-    sum[static_cast<size_t>(b)] += v[i];
+    double wi = wt_of(i);
+    mass[static_cast<size_t>(b)] += wi;
+    sum[static_cast<size_t>(b)] += wi * v[i];
   }
-  // The histogram's non-empty bins, as points weighted by their counts.
+  // The histogram's non-empty bins, as points weighted by their mass.
   std::vector<double> pt, wt;
   for (int b = 0; b < kBins; ++b)
-    if (count[static_cast<size_t>(b)] > 0) {
-      pt.push_back(sum[static_cast<size_t>(b)] / count[static_cast<size_t>(b)]);
-      wt.push_back(count[static_cast<size_t>(b)]);
+    if (mass[static_cast<size_t>(b)] > 0) {
+      pt.push_back(sum[static_cast<size_t>(b)] / mass[static_cast<size_t>(b)]);
+      wt.push_back(mass[static_cast<size_t>(b)]);
     }
-  // Quantile starts: the point holding the (k + 1/2)/entries-th value.
+  // Starts where squared error wants them: at the quantiles of the cube
+  // root of the (weighted) density, which puts more values in the tails
+  // than the density's own quantiles (the high-resolution optimum of a
+  // quantizer of squared error).
+  std::vector<double> cube(wt.size());
+  double total = 0;
+  for (size_t p = 0; p < wt.size(); ++p)
+    total += cube[p] = std::cbrt(wt[p]);
   std::vector<double> cd(static_cast<size_t>(entries));
   double seen = 0;
   size_t p = 0;
   for (int k = 0; k < entries; ++k) {
-    double target = (k + 0.5) * static_cast<double>(n) / entries;
-    while (p + 1 < pt.size() && seen + wt[p] < target)
-      seen += wt[p++];
+    double target = (k + 0.5) * total / entries;
+    while (p + 1 < pt.size() && seen + cube[p] < target)
+      seen += cube[p++];
     cd[static_cast<size_t>(k)] = pt[p];
   }
-  std::vector<double> accSum(cd.size()), accCount(cd.size());
+  std::vector<double> accSum(cd.size()), accMass(cd.size());
   for (int iter = 0; iter < 100; ++iter) {
     std::fill(accSum.begin(), accSum.end(), 0.0);
-    std::fill(accCount.begin(), accCount.end(), 0.0);
+    std::fill(accMass.begin(), accMass.end(), 0.0);
     size_t k = 0;
     for (size_t i = 0; i < pt.size(); ++i) {
       // Points and centroids are both sorted: the nearest only moves right.
       while (k + 1 < cd.size() && pt[i] > 0.5 * (cd[k] + cd[k + 1]))
         ++k;
       accSum[k] += pt[i] * wt[i];
-      accCount[k] += wt[i];
+      accMass[k] += wt[i];
     }
     double moved = 0;
     for (size_t j = 0; j < cd.size(); ++j)
-      if (accCount[j] > 0) {
-        double m = accSum[j] / accCount[j];
+      if (accMass[j] > 0) {
+        double m = accSum[j] / accMass[j];
         moved = std::max(moved, std::fabs(m - cd[j]));
         cd[j] = m;
       }
@@ -240,26 +319,31 @@ std::vector<float> fitPalette(const float *v, int64_t n, int entries) {
   for (int iter = 0; iter < 2; ++iter) {
     midpoints(c, mid);
     std::fill(accSum.begin(), accSum.end(), 0.0);
-    std::fill(accCount.begin(), accCount.end(), 0.0);
+    std::fill(accMass.begin(), accMass.end(), 0.0);
     for (int64_t i = 0; i < n; ++i) {
       auto j = static_cast<size_t>(nearest(mid.data(), entries, v[i]));
-      accSum[j] += v[i];
-      accCount[j] += 1;
+      double wi = wt_of(i);
+      accSum[j] += wi * v[i];
+      accMass[j] += wi;
     }
     for (size_t j = 0; j < c.size(); ++j)
-      if (accCount[j] > 0)
-        c[j] = static_cast<float>(accSum[j] / accCount[j]);
+      if (accMass[j] > 0)
+        c[j] = static_cast<float>(accSum[j] / accMass[j]);
     std::sort(c.begin(), c.end());
   }
   return c;
 }
 
+namespace {
+
 /// Palettization of `w` with 2^bits values per group of `group` rows (the
-/// largest divisor of the row count not above `group`). Palette values are
-/// rounded to the weight's dtype before the indices are chosen, so the
-/// error is the one the model will have. Groups are fitted in parallel on
-/// the interpreter's threads.
-Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group) {
+/// largest divisor of the row count not above `group`), each palette fitted
+/// with the elements weighted by `ew` (elementWeights; empty: alike).
+/// Palette values are rounded to the weight's dtype before the indices are
+/// chosen, so the error is the one the model will have. Groups are fitted in
+/// parallel on the interpreter's threads.
+Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group,
+                         const std::vector<float> &ew) {
   Palettized out;
   int64_t rows = w.shape.empty() ? 1 : w.shape[0];
   int64_t cols = rows ? static_cast<int64_t>(w.values.size()) / rows : 0;
@@ -275,17 +359,16 @@ Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group) {
   int64_t n = static_cast<int64_t>(w.values.size()), groups = rows / g, m = g * cols;
   out.indices.assign(static_cast<size_t>((n * bits + 7) / 8), 0);
   out.lut.resize(static_cast<size_t>(groups * entries));
-  std::vector<double> err2(static_cast<size_t>(groups)), norm2(static_cast<size_t>(groups));
+  out.back.resize(static_cast<size_t>(n));
   auto fit = [&](int64_t first, int64_t last) {
     std::vector<float> mid;
     for (int64_t k = first; k < last; ++k) {
       const float *v = w.values.data() + k * m;
-      std::vector<float> c = fitPalette(v, m, entries);
+      std::vector<float> c = fitPalette(v, ew.empty() ? nullptr : ew.data() + k * m, m, entries);
       if (w.dtype == DType::F16)
         runtime::roundToHalfN(c.data(), static_cast<int64_t>(c.size()));
       std::sort(c.begin(), c.end());
       midpoints(c, mid);
-      double e2 = 0, n2 = 0;
       for (int64_t i = 0; i < m; ++i) {
         int idx = nearest(mid.data(), entries, v[i]);
         // Index e's bits start at bit e * bits (LSB-first) and may run
@@ -295,13 +378,9 @@ Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group) {
         out.indices[bit / 8] |= static_cast<uint8_t>(shifted);
         if (shifted >> 8)
           out.indices[bit / 8 + 1] |= static_cast<uint8_t>(shifted >> 8);
-        double d = static_cast<double>(c[static_cast<size_t>(idx)]) - v[i];
-        e2 += d * d;
-        n2 += static_cast<double>(v[i]) * v[i];
+        out.back[static_cast<size_t>(k * m + i)] = c[static_cast<size_t>(idx)];
       }
       std::copy(c.begin(), c.end(), out.lut.begin() + k * entries);
-      err2[static_cast<size_t>(k)] = e2;
-      norm2[static_cast<size_t>(k)] = n2;
     }
   };
   // Groups whose indices do not end on a byte share one: those run on
@@ -312,9 +391,6 @@ Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group) {
     runtime::ThreadScope threads(0);
     runtime::parallelFor(groups, 1, fit);
   }
-  double e2 = std::accumulate(err2.begin(), err2.end(), 0.0);
-  double n2 = std::accumulate(norm2.begin(), norm2.end(), 0.0);
-  out.relError = n2 > 0 ? std::sqrt(e2 / n2) : (e2 > 0 ? INFINITY : 0);
   return out;
 }
 
@@ -324,36 +400,126 @@ std::string percent(double v) {
   return buf;
 }
 
+/// The forms auto chooses among, besides keeping the weight in fp16: it
+/// takes the smallest whose output error is within max-error.
+constexpr Target kAutoForms[] = {Target::Lut4, Target::C4w, Target::Lut6, Target::C8w,
+                                 Target::Lut8};
+
+/// Bytes of a weight of `n` elements in `rows` rows stored as `form`, its
+/// palettes or scales `valueBytes` each (the weight's dtype for palettes,
+/// the scale's for scales).
+uint64_t formBytes(Target form, uint64_t n, int64_t rows, int64_t group, uint64_t valueBytes,
+                   uint64_t scaleBytes) {
+  if (isPalette(form)) {
+    int64_t g = std::clamp<int64_t>(group, 1, std::max<int64_t>(rows, 1));
+    while (rows % g)
+      --g;
+    int bits = paletteBits(form);
+    return (n * static_cast<uint64_t>(bits) + 7) / 8 +
+           static_cast<uint64_t>(rows / g) * (uint64_t{1} << bits) * valueBytes;
+  }
+  switch (form) {
+  case Target::C4w:
+    return (n + 1) / 2 + static_cast<uint64_t>(rows) * scaleBytes;
+  case Target::C8w:
+    return n + static_cast<uint64_t>(rows) * scaleBytes;
+  default:
+    return n * valueBytes;
+  }
+}
+
+/// Keeps the forms worth stepping down to, smallest first: a form with as
+/// many bytes or more and no less error than another (c4w beside lut4, of
+/// the same bytes) is never the better step.
+void keepFrontier(std::vector<std::tuple<Target, uint64_t, double>> &forms) {
+  std::stable_sort(forms.begin(), forms.end(),
+                   [](const auto &a, const auto &b) { return std::get<1>(a) < std::get<1>(b); });
+  std::vector<std::tuple<Target, uint64_t, double>> kept;
+  for (const auto &f : forms) {
+    if (!kept.empty() && std::get<2>(kept.back()) <= std::get<2>(f))
+      continue; // more bytes for no less error
+    if (!kept.empty() && std::get<1>(kept.back()) == std::get<1>(f))
+      kept.pop_back(); // as many bytes for more error
+    kept.push_back(f);
+  }
+  forms = std::move(kept);
+}
+
 class RequantizePass : public Pass {
 public:
   explicit RequantizePass(const PassOptions &options)
-      : target_(parseTarget(options.string("to"))), group_(options.integer("group")) {
+      : target_(parseTarget(options.string("to"))), group_(options.integer("group")),
+        calibration_(options.context().calibration) {
     if (group_ < 1)
       throw InputError("requantize: option 'group': expected a positive row count, found " +
                        std::to_string(group_));
-    std::string e = options.string("max-weight-error");
+    std::string e = options.string("max-error");
     char *end = nullptr;
     maxError_ = std::strtod(e.c_str(), &end);
     if (e.empty() || *end || !(maxError_ >= 0))
-      throw InputError("requantize: option 'max-weight-error': expected a non-negative number, "
+      throw InputError("requantize: option 'max-error': expected a non-negative number, "
                        "found '" +
                        e + "'");
+    std::string which = options.string("weights");
+    if (which != "per-block" && which != "all")
+      throw InputError("requantize: option 'weights': expected per-block or all, found '" + which +
+                       "'");
+    allWeights_ = which == "all";
+    std::string b = options.string("budget");
+    if (!b.empty()) {
+      std::optional<uint64_t> bytes = runtime::MemoryBudget::parseLimit(b);
+      if (!bytes || !*bytes)
+        throw InputError("requantize: option 'budget': expected a size such as 1G, 500M or "
+                         "123456789, found '" +
+                         b + "'");
+      budget_ = *bytes;
+      budgetGiven_ = true;
+    }
   }
   std::string_view name() const override { return "requantize"; }
   void run(Model &model, PassResult &result) override;
 
 private:
   /// What one weight became (shared by every op that decodes the same data).
+  /// A constant to write once the form is taken.
+  struct Pending {
+    std::optional<Type> type;
+    std::vector<uint8_t> bytes;
+    ConstantRef ref;
+  };
   struct Done {
-    Target to;
-    ConstantRef dense;        ///< Fp16
-    ConstantRef data, scales; ///< C8w / C4w
-    ConstantRef indices, lut; ///< Lut4 / Lut6 / Lut8
-    double relError = 0;
+    Target to = Target::Fp16;
+    bool keep = false;    ///< a dense weight left as it is
+    Pending dense;        ///< Fp16
+    Pending data, scales; ///< C8w / C4w
+    Pending indices, lut; ///< Lut4 / Lut6 / Lut8
+    Errors error;
     uint64_t bytesBefore = 0, bytesAfter = 0;
     size_t nonFinite = 0; ///< values that are inf or NaN (the weight stays dense)
   };
-  Done rewrite(const Operation &op, const DenseWeight &w);
+  /// One weight to rewrite: the first op that makes it, and what it became.
+  struct Item {
+    Operation *op = nullptr;
+    std::string function;
+    bool denseSource = false; ///< a const (requantize weights=all), not per-block
+    uint64_t elements = 0;
+    const ChannelEnergy *energy = nullptr;
+    Done done;
+    /// auto: the forms measured before the one taken, smallest first
+    /// (form, bytes, output error), all above max-error.
+    std::vector<std::tuple<Target, uint64_t, double>> smaller;
+  };
+  Done rewrite(const Item &item, const DenseWeight &w, const std::vector<float> &ew, Target to);
+  /// The constant of `p`, made in the pass's store the first time.
+  ConstantRef constantOf(Pending &p) {
+    if (!p.ref) {
+      p.ref = makeWeightConstant(store_, *p.type, std::move(p.bytes));
+      p.bytes = {};
+    }
+    return p.ref;
+  }
+  /// Rewrites item.op's weight to `to` (auto: the smallest within max-error).
+  void choose(Item &item, Target to, PassResult &result);
   /// What the lossy weights became, for the pass's summary line.
   std::string formText() const {
     switch (target_) {
@@ -372,22 +538,34 @@ private:
 
   Target target_;
   int64_t group_;
-  double maxError_;
+  const WeightCalibration *calibration_;
+  double maxError_ = 0;
+  bool allWeights_ = false;
+  uint64_t budget_ = ane::kPhoneModelWeightBytes;
+  bool budgetGiven_ = false;
   std::shared_ptr<OwnedBlobs> store_ = newWeightStore("requantized");
 };
 
-RequantizePass::Done RequantizePass::rewrite(const Operation &op, const DenseWeight &w) {
+RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight &w,
+                                             const std::vector<float> &ew, Target to) {
   Done d;
-  for (std::string_view p : {"data", "scale", "offset"})
-    if (const Type *t = op.inputType(p))
-      if (auto n = t->numElements())
-        d.bytesBefore += (static_cast<uint64_t>(*n) * dtypeBits(t->dtype()) + 7) / 8;
-  Target to = target_;
-  const Type *scaleType = op.inputType("scale");
-  DType sdt = scaleType && isFloat(scaleType->dtype()) ? scaleType->dtype() : DType::F16;
+  const Operation &op = *item.op;
+  if (item.denseSource) {
+    d.bytesBefore = static_cast<uint64_t>(w.values.size()) * dtypeBits(w.dtype) / 8;
+  } else {
+    for (std::string_view p : {"data", "scale", "offset"})
+      if (const Type *t = op.inputType(p))
+        if (auto n = t->numElements())
+          d.bytesBefore += (static_cast<uint64_t>(*n) * dtypeBits(t->dtype()) + 7) / 8;
+  }
+  // Scales in the per-block weight's scale dtype; a dense weight's own.
+  const Type *scaleType = item.denseSource ? nullptr : op.inputType("scale");
+  DType sdt = item.denseSource                           ? w.dtype
+              : scaleType && isFloat(scaleType->dtype()) ? scaleType->dtype()
+                                                         : DType::F16;
   if (isPalette(to)) {
     int bits = paletteBits(to);
-    Palettized pal = palettizeRows(w, bits, group_);
+    Palettized pal = palettizeRows(w, bits, group_, ew);
     if (pal.finite) {
       d.to = to;
       std::vector<int64_t> lshape(w.shape.size() + 2, 1);
@@ -395,14 +573,13 @@ RequantizePass::Done RequantizePass::rewrite(const Operation &op, const DenseWei
       lshape[w.shape.size()] = int64_t{1} << bits;
       std::vector<uint8_t> lb = packElements(pal.lut, w.dtype);
       d.bytesAfter = pal.indices.size() + lb.size();
-      d.indices = makeWeightConstant(store_,
-                                     Type::tensor(bits == 4   ? DType::U4
-                                                  : bits == 6 ? DType::U6
-                                                              : DType::U8,
-                                                  w.shape),
-                                     std::move(pal.indices));
-      d.lut = makeWeightConstant(store_, Type::tensor(w.dtype, lshape), std::move(lb));
-      d.relError = pal.relError;
+      d.error = measureErrors(w.values, pal.back, ew);
+      d.indices = {Type::tensor(bits == 4   ? DType::U4
+                                : bits == 6 ? DType::U6
+                                            : DType::U8,
+                                w.shape),
+                   std::move(pal.indices), nullptr};
+      d.lut = {Type::tensor(w.dtype, lshape), std::move(lb), nullptr};
       return d;
     }
     d.nonFinite = pal.nonFinite;
@@ -414,16 +591,20 @@ RequantizePass::Done RequantizePass::rewrite(const Operation &op, const DenseWei
     if (!pc->finite) {
       d.nonFinite = pc->nonFinite;
       to = Target::Fp16;
-    } else if (to == Target::Auto)
-      to = pc->relError <= maxError_ ? Target::C8w : Target::Fp16;
+    }
   }
   d.to = to;
   if (to == Target::Fp16) {
     if (!d.nonFinite)
       d.nonFinite = countNonFinite(w);
+    if (item.denseSource) {
+      d.keep = true; // already dense: nothing to write
+      d.bytesAfter = d.bytesBefore;
+      return d;
+    }
     std::vector<uint8_t> bytes = packElements(w.values, w.dtype);
     d.bytesAfter = bytes.size();
-    d.dense = makeWeightConstant(store_, Type::tensor(w.dtype, w.shape), std::move(bytes));
+    d.dense = {Type::tensor(w.dtype, w.shape), std::move(bytes), nullptr};
     return d;
   }
   DType qt = to == Target::C4w ? DType::I4 : DType::I8;
@@ -432,108 +613,321 @@ RequantizePass::Done RequantizePass::rewrite(const Operation &op, const DenseWei
   sshape[0] = w.shape[0];
   std::vector<uint8_t> sb = packElements(pc->scales, sdt);
   d.bytesAfter = qb.size() + sb.size();
-  d.data = makeWeightConstant(store_, Type::tensor(qt, w.shape), std::move(qb));
-  d.scales = makeWeightConstant(store_, Type::tensor(sdt, sshape), std::move(sb));
-  d.relError = pc->relError;
+  d.error = measureErrors(w.values, pc->back, ew);
+  d.data = {Type::tensor(qt, w.shape), std::move(qb), nullptr};
+  d.scales = {Type::tensor(sdt, sshape), std::move(sb), nullptr};
   return d;
+}
+
+void RequantizePass::choose(Item &item, Target to, PassResult &result) {
+  std::string why;
+  std::optional<DenseWeight> w = denseWeight(*item.op, &why);
+  if (!w || w->shape.empty()) {
+    result.diagnostics.push_back(
+        {Diagnostic::Severity::Warning, item.function, item.op->name,
+         "weight left as is: " + (why.empty() ? std::string("no shape") : why)});
+    item.op = nullptr;
+    return;
+  }
+  item.elements = w->values.size();
+  std::vector<float> ew = elementWeights(*w, item.energy);
+  if (to != Target::Auto) {
+    item.done = rewrite(item, *w, ew, to);
+    return;
+  }
+  // The forms smallest first; the first within max-error is taken.
+  int64_t rows = w->shape[0];
+  uint64_t valueBytes = dtypeBits(w->dtype) / 8;
+  std::vector<std::pair<uint64_t, Target>> order;
+  for (Target f : kAutoForms)
+    order.emplace_back(formBytes(f, item.elements, rows, group_, valueBytes, 2), f);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  item.smaller.clear();
+  for (const auto &[bytes, f] : order) {
+    Done d = rewrite(item, *w, ew, f);
+    if (d.nonFinite) { // no form holds inf or NaN: the weight stays dense
+      item.done = std::move(d);
+      item.smaller.clear();
+      return;
+    }
+    if (d.error.output <= maxError_) {
+      item.done = std::move(d);
+      keepFrontier(item.smaller);
+      return;
+    }
+    item.smaller.emplace_back(f, d.bytesAfter, d.error.output);
+  }
+  item.done = rewrite(item, *w, ew, Target::Fp16);
+  keepFrontier(item.smaller);
 }
 
 /// Identity of a weight's stored data, so a weight bound by several
 /// functions is rewritten once.
 std::pair<const void *, uint64_t> dataKey(const Operation &op) {
-  const Constant *c = paramConstant(op, "data");
+  const Constant *c = op.type == "const" ? op.attribute("val") : paramConstant(op, "data");
   if (c && c->kind == Constant::Kind::Blob && c->blob.store)
     return {c->blob.store.get(), c->blob.offset};
-  return {c, 0};
+  return {c ? static_cast<const void *>(c) : static_cast<const void *>(&op), 0};
 }
 
+/// A const whose every use is the weight a linear, conv or matmul reads
+/// (weightInputOf), of a float dtype and rank 2 or more.
+bool isLayerWeight(const Operation &op, const UseMap &uses) {
+  if (op.type != "const" || op.outputs.size() != 1)
+    return false;
+  const Value *v = op.output();
+  if (!v->type.isTensor() || !isFloat(v->type.dtype()) || v->type.shape().size() < 2)
+    return false;
+  const std::vector<Use> &all = uses.uses(v);
+  if (all.empty())
+    return false;
+  for (const Use &u : all) {
+    if (u.isBlockOutput())
+      return false;
+    std::optional<WeightInput> wi = weightInputOf(*u.user);
+    if (!wi || u.user->inputs[u.input].name != wi->weight)
+      return false;
+  }
+  return true;
+}
+
+std::string bitsText(uint64_t bytes, uint64_t elements) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f",
+                elements ? 8.0 * static_cast<double>(bytes) / static_cast<double>(elements) : 0.0);
+  return buf;
+}
+
+std::string formName(Target t) { return std::string(kForms[static_cast<size_t>(t)].name); }
+
 void RequantizePass::run(Model &model, PassResult &result) {
-  std::map<std::pair<const void *, uint64_t>, Done> done;
+  // The weights, each once, in program order.
+  std::map<std::pair<const void *, uint64_t>, size_t> index;
+  std::vector<Item> items;
   for (auto &fn : model.program->functions) {
-    size_t n = 0, toFp16 = 0;
-    uint64_t before = 0, after = 0;
-    double worst = 0, sum = 0;
-    std::string worstName;
-    size_t measured = 0, nonFinite = 0;
-    std::string nonFiniteName;
+    std::optional<UseMap> uses;
+    if (allWeights_)
+      uses.emplace(*fn);
     walk(*fn->body, [&](Operation &op) {
-      if (op.type != "constexpr_blockwise_shift_scale" ||
-          weightSchemeOf(op) != WeightScheme::Blockwise)
+      bool perBlock = op.type == "constexpr_blockwise_shift_scale" &&
+                      weightSchemeOf(op) == WeightScheme::Blockwise;
+      bool dense = !perBlock && uses && isLayerWeight(op, *uses);
+      if (!perBlock && !dense)
         return;
       auto key = dataKey(op);
-      auto it = done.find(key);
-      if (it == done.end()) {
-        std::string why;
-        std::optional<DenseWeight> w = denseWeight(op, &why);
-        if (!w || w->shape.empty()) {
-          result.diagnostics.push_back(
-              {Diagnostic::Severity::Warning, fn->name, op.name,
-               "per-block weight left as is: " + (why.empty() ? std::string("no shape") : why)});
-          return;
-        }
-        it = done.emplace(key, rewrite(op, *w)).first;
+      if (index.count(key))
+        return;
+      index.emplace(key, items.size());
+      Item item;
+      item.op = &op;
+      item.function = fn->name;
+      item.denseSource = dense;
+      if (calibration_) {
+        auto it = calibration_->weights.find(op.name);
+        if (it != calibration_->weights.end())
+          item.energy = &it->second;
       }
-      const Done &d = it->second;
+      items.push_back(std::move(item));
+    });
+  }
+  for (Item &item : items)
+    choose(item, target_, result);
+
+  // The budget: the weights left as they are plus the rewritten ones.
+  uint64_t before = 0, after = 0;
+  for (const Item &item : items)
+    if (item.op) {
+      before += item.done.bytesBefore;
+      after += item.done.bytesAfter;
+    }
+  uint64_t stored = countWeights(*model.program).storedBytes;
+  uint64_t others = stored > before ? stored - before : 0;
+  size_t belowTarget = 0;
+  if (target_ == Target::Auto && others + after > budget_) {
+    // Over the budget: step down the weight whose next smaller form adds
+    // the least squared output error per byte saved (every layer's relative
+    // error counted alike), until the weights fit.
+    auto cost = [](const Item &item) {
+      const auto &[f, bytes, error] = item.smaller.back();
+      double saved = static_cast<double>(item.done.bytesAfter) - static_cast<double>(bytes);
+      double added = error * error - item.done.error.output * item.done.error.output;
+      return saved > 0 ? added / saved : INFINITY;
+    };
+    while (others + after > budget_) {
+      Item *best = nullptr;
+      for (Item &item : items)
+        if (item.op && !item.smaller.empty() && (!best || cost(item) < cost(*best)))
+          best = &item;
+      if (!best)
+        break;
+      Target f = std::get<0>(best->smaller.back());
+      best->smaller.pop_back();
+      std::optional<DenseWeight> w = denseWeight(*best->op);
+      after -= best->done.bytesAfter;
+      best->done = rewrite(*best, *w, elementWeights(*w, best->energy), f);
+      after += best->done.bytesAfter;
+      ++belowTarget;
+    }
+  }
+  if ((target_ == Target::Auto || budgetGiven_) && others + after > budget_)
+    throw InputError("requantize: option 'budget': expected weights within " + humanBytes(budget_) +
+                     ", found " + humanBytes(others + after) +
+                     (target_ == Target::Auto ? " with every weight in its smallest form"
+                                              : " with every weight in " + formName(target_)) +
+                     " (" + humanBytes(others) + " of them not requantized)");
+
+  // Each op takes what its weight became.
+  for (auto &fn : model.program->functions) {
+    size_t n = 0, toFp16 = 0, kept = 0, denseCount = 0;
+    uint64_t fnBefore = 0, fnAfter = 0;
+    double worst = 0, sum = 0, worstOut = 0, sumOut = 0;
+    std::string worstName, worstOutName;
+    size_t measured = 0, nonFinite = 0;
+    std::string nonFiniteName;
+    std::map<std::string, size_t> autoForms; // auto: weights per lossy form
+    std::optional<UseMap> uses;
+    if (allWeights_)
+      uses.emplace(*fn);
+    walk(*fn->body, [&](Operation &op) {
+      bool perBlock = op.type == "constexpr_blockwise_shift_scale" &&
+                      weightSchemeOf(op) == WeightScheme::Blockwise;
+      if (!perBlock && !(uses && op.type == "const"))
+        return;
+      auto it = index.find(dataKey(op));
+      if (it == index.end())
+        return;
+      Item &item = items[it->second];
+      // A per-block weight's data is a const too: only the op that made
+      // the item's weight takes it.
+      if (!item.op || item.denseSource != (op.type == "const"))
+        return;
+      Done &d = item.done;
       ++n;
+      denseCount += item.denseSource;
       if (d.nonFinite) {
         // Named, never dropped: the values stay what they were.
         if (!nonFinite)
           nonFiniteName = op.name;
         nonFinite += d.nonFinite;
-        result.diagnostics.push_back({Diagnostic::Severity::Warning, fn->name, op.name,
-                                      "per-block weight holds " + std::to_string(d.nonFinite) +
-                                          " non-finite value" + (d.nonFinite == 1 ? "" : "s") +
-                                          " (inf or NaN), kept as they are in a dense weight"});
+        result.diagnostics.push_back(
+            {Diagnostic::Severity::Warning, fn->name, op.name,
+             std::string(item.denseSource ? "weight" : "per-block weight") + " holds " +
+                 std::to_string(d.nonFinite) + " non-finite value" + (d.nonFinite == 1 ? "" : "s") +
+                 " (inf or NaN), kept as they are in a dense weight"});
       }
-      before += d.bytesBefore;
-      after += d.bytesAfter;
+      fnBefore += d.bytesBefore;
+      fnAfter += d.bytesAfter;
+      if (d.keep) {
+        ++kept;
+        return;
+      }
       if (d.to == Target::Fp16) {
         ++toFp16;
         result.exactInFp16 = true;
         op.type = "const";
         op.inputs.clear();
         op.attributes.clear();
-        op.attributes["val"] = d.dense;
+        op.attributes["val"] = constantOf(d.dense);
         return;
       }
       result.lossy = true;
       ++measured;
-      sum += d.relError;
-      if (d.relError >= worst) {
-        worst = d.relError;
+      ++autoForms[formName(d.to)];
+      sum += d.error.weight;
+      sumOut += d.error.output;
+      if (d.error.weight >= worst) {
+        worst = d.error.weight;
         worstName = op.name;
+      }
+      if (d.error.output >= worstOut) {
+        worstOut = d.error.output;
+        worstOutName = op.name;
       }
       op.inputs.clear();
       op.attributes.clear();
       if (isPalette(d.to)) {
         op.type = "constexpr_lut_to_dense";
-        op.setInput("indices", Binding::of(d.indices));
-        op.setInput("lut", Binding::of(d.lut));
+        op.setInput("indices", Binding::of(constantOf(d.indices)));
+        op.setInput("lut", Binding::of(constantOf(d.lut)));
         return;
       }
-      op.setInput("data", Binding::of(d.data));
-      op.setInput("scale", Binding::of(d.scales));
+      op.type = "constexpr_blockwise_shift_scale";
+      op.setInput("data", Binding::of(constantOf(d.data)));
+      op.setInput("scale", Binding::of(constantOf(d.scales)));
     });
     if (!n)
       continue;
-    std::string line = "requantize: " + fn->name + ": " + std::to_string(n) + " per-block weight" +
-                       (n == 1 ? "" : "s") + " -> ";
-    size_t pcCount = n - toFp16;
-    if (pcCount)
-      line += std::to_string(pcCount) + " " + formText();
-    if (pcCount && toFp16)
-      line += ", ";
+    std::string what = denseCount == 0 ? " per-block weight" : " weight";
+    std::string line =
+        "requantize: " + fn->name + ": " + std::to_string(n) + what + (n == 1 ? "" : "s") +
+        (denseCount && denseCount < n ? " (" + std::to_string(n - denseCount) + " per-block, " +
+                                            std::to_string(denseCount) + " dense)"
+                                      : std::string()) +
+        " -> ";
+    size_t pcCount = n - toFp16 - kept;
+    std::vector<std::string> parts;
+    if (pcCount && target_ != Target::Auto)
+      parts.push_back(std::to_string(pcCount) + " " + formText());
+    if (target_ == Target::Auto)
+      for (const auto &[form, count] : autoForms)
+        parts.push_back(std::to_string(count) + " " + form);
     if (toFp16)
-      line += std::to_string(toFp16) + " fp16 (exact)";
-    line += "; weights " + humanBytes(before) + " -> " + humanBytes(after);
+      parts.push_back(std::to_string(toFp16) + " fp16 (exact)");
+    if (kept)
+      parts.push_back(std::to_string(kept) + " kept dense");
+    for (size_t i = 0; i < parts.size(); ++i)
+      line += (i ? ", " : "") + parts[i];
+    line += "; weights " + humanBytes(fnBefore) + " -> " + humanBytes(fnAfter);
     if (nonFinite)
       line += "; " + std::to_string(nonFinite) + " non-finite value" + (nonFinite == 1 ? "" : "s") +
               " kept (first in '" + nonFiniteName + "')";
-    if (measured)
+    if (measured) {
       line += "; weight error (relative RMS) mean " + percent(sum / measured) + ", max " +
               percent(worst) + " ('" + worstName + "')";
+      if (calibration_)
+        line += "; output error (relative RMS, weighted by input channel energy) mean " +
+                percent(sumOut / measured) + ", max " + percent(worstOut) + " ('" + worstOutName +
+                "')";
+    }
     result.changes.push_back(line);
   }
+
+  if (target_ != Target::Auto)
+    return;
+  // auto: what each weight became, the bits and the budget met.
+  std::map<std::string, size_t> counts;
+  uint64_t elements = 0, bytes = 0;
+  for (const Item &item : items) {
+    if (!item.op)
+      continue;
+    const Done &d = item.done;
+    std::string form = d.keep ? "fp16 (kept)" : formName(d.to);
+    ++counts[form];
+    elements += item.elements;
+    bytes += d.bytesAfter;
+    std::string line = "requantize: auto: '" + item.op->name + "' -> " + form + " (" +
+                       bitsText(d.bytesAfter, item.elements) + " bits per weight";
+    if (d.to != Target::Fp16)
+      line += ", weight error " + percent(d.error.weight) +
+              (calibration_ ? ", output error " + percent(d.error.output) : std::string());
+    else if (!d.nonFinite)
+      line += ", no smaller form within " + percent(maxError_);
+    result.changes.push_back(line + ")");
+  }
+  std::string mix;
+  for (const auto &[form, count] : counts)
+    mix += (mix.empty() ? "" : ", ") + std::to_string(count) + " " + form;
+  std::string line = "requantize: auto: " + mix + "; " + bitsText(bytes, elements) +
+                     " bits per weight; output error within " + percent(maxError_) +
+                     (calibration_ ? " (weighted by input channel energy)" : " (of the weights)");
+  if (belowTarget)
+    line += " but for " + std::to_string(belowTarget) + " step" + (belowTarget == 1 ? "" : "s") +
+            " down to meet the budget";
+  line += "; model weights " + humanBytes(others + after) + " within the budget " +
+          humanBytes(budget_) +
+          (budgetGiven_ ? std::string(" (budget)") : std::string(" (ANE-PROG-001's iPhone limit)"));
+  result.changes.push_back(line);
 }
 
 } // namespace

@@ -56,7 +56,7 @@ def _materialized(program, op_type):
     return out
 
 
-@pytest.mark.parametrize("form", ["lut4", "lut6"])
+@pytest.mark.parametrize("form", ["lut4", "lut6", "lut8"])
 def test_palettized_weights_decompress_in_coremltools_as_reported(anefit, tmp_path, form):
     """requantize{to=lut4|lut6}: coremltools' own decompression of each palette
     (iOS18 constexpr_lut_to_dense semantics: palettes per group of rows,
@@ -83,3 +83,97 @@ def test_palettized_weights_decompress_in_coremltools_as_reported(anefit, tmp_pa
         errors.append(100 * np.sqrt(np.sum((w - ref) ** 2) / np.sum(ref ** 2)))
     assert abs(np.mean(errors) - reported_mean) < 0.01, (np.mean(errors), reported_mean)
     assert abs(np.max(errors) - reported_max) < 0.01, (np.max(errors), reported_max)
+
+
+BYTES_TOKENIZER = os.path.join(os.path.dirname(__file__), "..", "lit", "runtime", "Inputs",
+                               "bytes-tokenizer.json")
+
+
+def _dense_weights(program):
+    """{op name: value} of every const of rank 2 or more (the fp16 export's weights)."""
+    out = {}
+
+    def walk(block):
+        for op in block.operations:
+            if op.op_type == "const" and op.outputs[0].val is not None and \
+                    np.ndim(op.outputs[0].val) >= 2:
+                out[op.name] = np.asarray(op.outputs[0].val, dtype=np.float64)
+            for b in op.blocks:
+                walk(b)
+
+    for fn in program.functions.values():
+        walk(fn)
+    return out
+
+
+def _per_channel(program):
+    """{op name: dense value} of each constexpr_blockwise_shift_scale (c8w/c4w)."""
+    return _materialized(program, "constexpr_blockwise_shift_scale")
+
+
+@pytest.mark.parametrize("form", ["lut4", "lut8"])
+def test_calibrated_palettes_of_dense_weights_decompress_as_reported(anefit, tmp_path, form):
+    """fix --requantize lutN --text T on an fp16 export (no per-block weights):
+    its dense linear weights become palettes fitted by k-means weighted by
+    the input channel energies measured on T. coremltools decompresses each to
+    values whose relative RMS error against the original fp16 weight is the
+    one fix reports."""
+    pte = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_fp16.pte")
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog.")
+    original = tmp_path / "original.mlpackage"
+    fixed = tmp_path / "fixed.mlpackage"
+    anefit("convert", pte, original, check=True)
+    proc = anefit("fix", pte, "-o", fixed, "--requantize", form, "--text", text, "--tokenizer",
+                  BYTES_TOKENIZER, "--max-tokens", "30", "--max-ppl-rise", "10",
+                  "--max-rel-error", "10", check=True)
+    assert "teacher-forced: the input channel energies of the layers reading" in proc.stdout, proc.stdout
+    m = re.search(r"weight error \(relative RMS\) mean ([0-9.]+)%, max ([0-9.]+)%", proc.stdout)
+    assert m, proc.stdout
+    reported_mean, reported_max = float(m.group(1)), float(m.group(2))
+
+    before = _dense_weights(load_with_coremltools(original).program)
+    after = _materialized(load_with_coremltools(fixed).program, "constexpr_lut_to_dense")
+    assert after and set(after) <= set(before)
+    errors = []
+    for name, w in after.items():
+        ref = before[name]
+        assert w.shape == ref.shape, name
+        errors.append(100 * np.sqrt(np.sum((w - ref) ** 2) / np.sum(ref ** 2)))
+    assert abs(np.mean(errors) - reported_mean) < 0.01, (np.mean(errors), reported_mean)
+    assert abs(np.max(errors) - reported_max) < 0.01, (np.max(errors), reported_max)
+
+
+def test_auto_mixed_forms_decompress_as_reported(anefit, tmp_path):
+    """fix --requantize auto on the 4-bit export: each weight takes its own
+    form (palettes of several sizes, per-channel integers, fp16); coremltools
+    decompresses every one of them to values whose error against the
+    per-block weight it replaced is the weight error fix reports for it."""
+    pte = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_4w.pte")
+    original = tmp_path / "original.mlpackage"
+    fixed = tmp_path / "fixed.mlpackage"
+    anefit("convert", pte, original, check=True)
+    proc = anefit("fix", pte, "-o", fixed, "--passes",
+                  "requantize{to=auto max-error=0.09},dce", "--max-rel-error", "10", check=True)
+    found = re.findall(r"requantize: auto: '([^']+)' -> (\S+) \([0-9.]+ bits per weight, "
+                       r"weight error ([0-9.]+)%", proc.stdout)
+    choices = {name: (form, float(err)) for name, form, err in found}
+    assert len(choices) > 10, proc.stdout
+    forms = {f for f, _ in choices.values()}
+    assert len(forms) >= 2, forms  # mixed
+
+    before = _materialized(load_with_coremltools(original).program,
+                           "constexpr_blockwise_shift_scale")
+    program = load_with_coremltools(fixed).program
+    after = _materialized(program, "constexpr_lut_to_dense")
+    after.update(_per_channel(program))
+    checked = 0
+    for name, (form, reported) in choices.items():
+        if form.startswith("fp16"):
+            continue
+        w, ref = after[name], before[name]
+        assert w.shape == ref.shape, name
+        err = 100 * np.sqrt(np.sum((w - ref) ** 2) / np.sum(ref ** 2))
+        assert abs(err - reported) < 0.01, (name, form, err, reported)
+        checked += 1
+    assert checked > 10

@@ -10,9 +10,11 @@
 
 #include "ane/AneRules.h"
 #include "fix/FixFile.h"
+#include "fix/Quality.h"
 #include "io/ETRecord.h"
 #include "io/ModelIO.h"
 #include "report/Sources.h"
+#include "runtime/Tensor.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
 #include "transforms/Requantize.h"
@@ -48,6 +50,11 @@ struct FixCliOptions {
   std::string maxMemory;
   std::string etrecord;
   std::string sourceRoot;
+  std::string text;
+  std::string tokenizer;
+  int64_t maxTokens = kDefaultMaxTextTokens;
+  std::string budget;
+  double maxPerplexityRise = kDefaultMaxPerplexityRise;
 };
 
 /// With --etrecord: the original model and the fixed one joined to the
@@ -198,6 +205,62 @@ void printPrecisionGap(const FixResult &result, const FixCliOptions &opts) {
     std::cout << "  written anyway (--allow-fp16-divergence)\n";
 }
 
+/// What requantize was fitted to: the text, or the seeded draw it falls
+/// back to (said as such).
+void printCalibration(const FixResult &result) {
+  const FixCalibration &c = result.calibration;
+  if (!c.failed.empty()) {
+    std::cout << "  calibration: not run (" << c.failed
+              << "); palettes fitted to the weights alone\n";
+    return;
+  }
+  if (!c.done)
+    return;
+  std::cout << "  calibration: " << c.source
+            << ": the input channel energies of the layers reading " << c.weights << " weight"
+            << (c.weights == 1 ? "" : "s");
+  if (c.random)
+    std::cout << " (no --text: a seeded random draw, the last resort; --text and --tokenizer "
+                 "calibrate on real tokens)";
+  std::cout << "\n";
+}
+
+/// The text's perplexities: the original at fp32, the fixed model at fp32
+/// and fp16, each fixed run's rise and top-1 agreement with the original.
+void printTextQuality(const FixResult &result, const FixCliOptions &opts) {
+  const FixVerification &v = result.verification;
+  if (!v.textMeasured || v.original.runs.empty())
+    return;
+  const QualityRun &o = v.original.runs.front();
+  auto ppl = [](double p) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", p);
+    return std::string(std::isfinite(p) ? buf : "inf");
+  };
+  long long n = v.original.predicted;
+  std::cout << "on " << opts.text << " (" << n + 1 << " tokens, " << n
+            << " predicted, teacher-forced):\n";
+  std::cout << "  original fp32: perplexity " << ppl(o.perplexity)
+            << ", top-1 is the next token on " << o.top1Correct << "/" << n << "\n";
+  for (size_t i = 0; i < v.fixed.runs.size(); ++i) {
+    const QualityRun &f = v.fixed.runs[i];
+    char rise[48];
+    std::snprintf(rise, sizeof rise, "%+.1f%%", 100 * v.perplexityRise[i]);
+    std::cout << "  fixed " << (f.precision == runtime::Precision::FP16 ? "fp16" : "fp32")
+              << ": perplexity " << ppl(f.perplexity) << " ("
+              << (std::isfinite(v.perplexityRise[i]) ? std::string(rise) : std::string("inf"))
+              << "), top-1 is the next token on " << f.top1Correct << "/" << n
+              << ", agrees with the original's on " << v.textAgree[i] << "/" << n << "\n";
+  }
+  if (result.lossy)
+    std::cout << "  lossy rewrite judged on the text: perplexity at most "
+              << percent(opts.maxPerplexityRise, 1) << " above the original's (--max-ppl-rise)"
+              << (v.status == FixVerification::Status::TooLossy ? ": EXCEEDED\n" : ": met\n");
+  if (v.status == FixVerification::Status::TooLossy)
+    std::cerr << "anefit: error: the lossy rewrite's perplexity on " << opts.text
+              << " exceeds --max-ppl-rise; nothing written\n";
+}
+
 /// The values NaN in both models, which a comparison cannot hold to a
 /// tolerance: named, never passed over in silence.
 void printBothNaN(const runtime::Comparison &c) {
@@ -229,6 +292,7 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
     std::cout << "  not run: " << n << "\n";
   if (result.changes.empty())
     std::cout << "  no changes\n";
+  printCalibration(result);
   for (const std::string &c : result.changes)
     std::cout << "  " << c << "\n";
   for (const Diagnostic &d : result.diagnostics)
@@ -310,13 +374,14 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
     }
     std::cout << "\n";
     printBothNaN(v.comparison);
-    if (v.status == FixVerification::Status::TooLossy)
+    if (v.status == FixVerification::Status::TooLossy && !v.textMeasured)
       std::cerr << "anefit: error: the lossy rewrite's error exceeds --max-rel-error or "
                    "--min-top1; nothing written (--requantize fp16 is exact)\n";
     break;
   }
   }
   printPrecisionGap(result, opts);
+  printTextQuality(result, opts);
 }
 
 /// The line of the program's run in ExecuTorch's runtime (ProgramProof).
@@ -368,6 +433,25 @@ FixOptions fixOptions(const FixCliOptions &opts) {
   options.tolerance.rtol = opts.rtol;
   options.precision = runtime::parsePrecision(opts.precision);
   options.allowFp16Divergence = opts.allowFp16Divergence;
+  options.maxPerplexityRise = opts.maxPerplexityRise;
+  if (!opts.budget.empty()) {
+    std::optional<uint64_t> bytes = runtime::MemoryBudget::parseLimit(opts.budget);
+    if (!bytes || !*bytes)
+      failExpected("", "--budget", "a size such as 1G, 500M or 123456789", "'" + opts.budget + "'");
+    options.budget = *bytes;
+  }
+  if (opts.text.empty() != opts.tokenizer.empty())
+    failExpected("", opts.text.empty() ? "--tokenizer" : "--text",
+                 opts.text.empty() ? "--text TEXT beside it"
+                                   : "--tokenizer TOKENIZER.json beside it",
+                 "none");
+  if (!opts.text.empty()) {
+    QualityOptions q;
+    readTextTokens(q, opts.text, opts.tokenizer, opts.maxTokens);
+    options.textTokens = std::move(q.tokens);
+    options.tokenizerVocab = q.tokenizerVocab;
+    options.textName = opts.text;
+  }
   return options;
 }
 
@@ -442,10 +526,32 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   std::string forms = "per-block quantized weights (ANE-QUANT-001): keep (default): as they are";
   for (const RequantizeForm &f : requantizeForms())
     forms += "; " + std::string(f.name) + ": " + std::string(f.help);
-  forms += " (fix then takes lut6, and if need be lut4, where auto's forms would lower the "
-           "predicted ANE share: weights past the target's size budget)";
+  forms += " (every form but keep and fp16 also compresses dense weights of linears, convs and "
+           "matmuls)";
   cmd->add_option("--requantize", opts->requantize, forms)
       ->check(CLI::IsMember(requantizeChoices()));
+  cmd->add_option("--text", opts->text,
+                  "A text the model should read well (an LLM decode program, with "
+                  "--tokenizer): the original runs on its tokens teacher-forced to calibrate "
+                  "--requantize (each layer's input channel energies; without it a seeded "
+                  "random draw), and the fixed model's perplexity on it at fp32 and fp16 "
+                  "judges a lossy rewrite (--max-ppl-rise) instead of random steps");
+  cmd->add_option("--tokenizer", opts->tokenizer,
+                  "With --text: the model's tokenizer.json (byte-level BPE)");
+  cmd->add_option("--max-tokens", opts->maxTokens,
+                  "With --text: tokens of the text used (default " +
+                      std::to_string(kDefaultMaxTextTokens) + ")")
+      ->check(integerIn(2, kMaxSteps));
+  cmd->add_option("--max-ppl-rise", opts->maxPerplexityRise,
+                  "With --text: a lossy rewrite is written only when its perplexity on the text, "
+                  "at fp32 and at fp16, is at most this share above the original's at fp32 "
+                  "(default " +
+                      std::to_string(kDefaultMaxPerplexityRise).substr(0, 4) + ", ours)")
+      ->check(realIn(0, kMaxTolerance));
+  cmd->add_option("--budget", opts->budget,
+                  "--requantize auto: the largest stored weight size (1G, 500M, bytes; default "
+                  "ANE-PROG-001's ~1 GB iPhone limit); each layer takes the smallest form within "
+                  "the error target, and smaller ones where the weights would exceed it");
   cmd->add_option("--max-rel-error", opts->maxRelError,
                   "a lossy rewrite (--requantize other than fp16) is written only when its widest "
                   "output (an LLM's logits) stays within this relative RMS error of the "

@@ -65,7 +65,7 @@ struct RunCliOptions {
   std::string engine = "interpreter";
   std::string perplexity;
   std::string tokenizer;
-  int64_t maxTokens = 300;
+  int64_t maxTokens = kDefaultMaxTextTokens;
 };
 
 /// `--perplexity TEXT --tokenizer TOKENIZER`: the text's tokens teacher-forced
@@ -537,7 +537,8 @@ void registerRun(CLI::App &verb, VerbResult &result) {
                   "SmolLM, Llama 3, Qwen 2)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--max-tokens", opts->maxTokens,
-                  "With --perplexity: tokens of the text used (default 300)")
+                  "With --perplexity: tokens of the text used (default " +
+                      std::to_string(kDefaultMaxTextTokens) + ")")
       ->check(integerIn(2, kMaxSteps));
   addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");

@@ -169,8 +169,13 @@ TEST(Requantize, PerChannelInt8StaysWithinTheErrorItReports) {
 TEST(Requantize, AutoFallsBackToFp16PastTheWeightErrorBound) {
   rng().seed(103); // each test draws the same problems alone or in any order
   auto m = linearModel(16, 64, 1, 16, DType::I8, false, false);
-  Rewritten r = rewrite(*m, "requantize{to=auto max-weight-error=0}");
-  ASSERT_EQ(r.result.changes.size(), 1u);
+  Rewritten r = rewrite(*m, "requantize{to=auto max-error=0}");
+  // The function's line, the weight's choice, auto's summary.
+  ASSERT_EQ(r.result.changes.size(), 3u);
+  EXPECT_NE(
+      r.result.changes[1].find("'w' -> fp16 (16.00 bits per weight, no smaller form within 0.00%)"),
+      std::string::npos)
+      << r.result.changes[1];
   EXPECT_NE(r.result.changes[0].find("1 fp16 (exact)"), std::string::npos) << r.result.changes[0];
   EXPECT_FALSE(r.result.lossy);
 }
