@@ -49,6 +49,15 @@ runtime::Tensor filled(const Value &in, int64_t value) {
   return t.convertTo(in.type.dtype());
 }
 
+/// A tokenizer wider than the program's logits belongs to another model.
+void requireVocabulary(const std::string &file, const std::string &logits, int64_t tokenizerVocab,
+                       int64_t vocab) {
+  if (tokenizerVocab > vocab)
+    failExpected(file, "output '" + logits + "'",
+                 "logits as wide as the tokenizer's " + std::to_string(tokenizerVocab) + " tokens",
+                 std::to_string(vocab) + " (a tokenizer of another model?)");
+}
+
 } // namespace
 
 void readTextTokens(QualityOptions &options, const std::string &textPath,
@@ -71,7 +80,7 @@ void readTextTokens(QualityOptions &options, const std::string &textPath,
 }
 
 TeacherForcing teacherForcedInputs(const Model &model, const std::string &function,
-                                   const std::vector<int64_t> &tokens) {
+                                   const std::vector<int64_t> &tokens, int64_t tokenizerVocab) {
   const std::string &file = model.sourcePath;
   if (tokens.size() < 2)
     failExpected(file, "text", "at least 2 tokens (one to predict from, one to predict)",
@@ -82,6 +91,16 @@ TeacherForcing teacherForcedInputs(const Model &model, const std::string &functi
       function.empty() ? model.defaultFunction() : model.program->findFunction(function);
   if (!fn)
     failExpected(file, "--function", "a function of the model", "'" + function + "'");
+  // The logits' width as declared (the widest float output), so a tokenizer
+  // of another model is refused before anything runs.
+  const Value *logits = nullptr;
+  for (const Value *v : fn->body->outputs)
+    if (v->type.isTensor() && isFloat(v->type.dtype()) && v->type.rank() >= 1 &&
+        v->type.shape().back().isStatic() &&
+        (!logits || v->type.shape().back().size > logits->type.shape().back().size))
+      logits = v;
+  if (logits)
+    requireVocabulary(file, logits->name, tokenizerVocab, logits->type.shape().back().size);
 
   // The token and position inputs: integer inputs the host does not carry.
   std::vector<std::string> carried;
@@ -136,7 +155,8 @@ TeacherForcing teacherForcedInputs(const Model &model, const std::string &functi
 
 QualityResult measureQuality(const Model &model, const QualityOptions &options) {
   const std::string &file = model.sourcePath;
-  TeacherForcing tf = teacherForcedInputs(model, options.function, options.tokens);
+  TeacherForcing tf =
+      teacherForcedInputs(model, options.function, options.tokens, options.tokenizerVocab);
   QualityResult result;
   result.function = tf.function;
   result.tokenInput = tf.tokenInput;
@@ -184,11 +204,7 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
       if (k == 0 && r == 0) {
         result.logitsOutput = logits->name;
         result.vocab = vocab;
-        if (options.tokenizerVocab > vocab)
-          failExpected(file, "output '" + logits->name + "'",
-                       "logits as wide as the tokenizer's " +
-                           std::to_string(options.tokenizerVocab) + " tokens",
-                       std::to_string(vocab) + " (a tokenizer of another model?)");
+        requireVocabulary(file, logits->name, options.tokenizerVocab, vocab);
         for (int64_t id : options.tokens)
           if (id < 0 || id >= vocab)
             failExpected(file, "output '" + logits->name + "'",

@@ -90,9 +90,10 @@ struct TeacherForcing {
 /// Finds the token and position inputs of `function` (empty: the default)
 /// and binds `tokens` to them. Throws InputError naming the model or place:
 /// fewer than two tokens, no token input, more than one token a step, an
-/// input that is neither and not carried.
+/// input that is neither and not carried, a `tokenizerVocab` wider than the
+/// declared logits (0: not checked).
 TeacherForcing teacherForcedInputs(const Model &model, const std::string &function,
-                                   const std::vector<int64_t> &tokens);
+                                   const std::vector<int64_t> &tokens, int64_t tokenizerVocab = 0);
 
 /// Sets `options.tokens` and `options.tokenizerVocab` from the text file
 /// `textPath` (at most 64 MB) as the tokenizer.json at `tokenizerPath` encodes

@@ -72,7 +72,7 @@ std::shared_ptr<const ane::NumericsMeasurement> measure(const Model &model,
     // predicted (8 by default).
     QualityOptions q;
     readTextTokens(q, o.text, o.tokenizer, (o.steps ? o.steps : 8) + 1);
-    TeacherForcing tf = teacherForcedInputs(model, o.function, q.tokens);
+    TeacherForcing tf = teacherForcedInputs(model, o.function, q.tokens, q.tokenizerVocab);
     n.run.function = tf.function;
     n.run.inputs = std::move(tf.inputs);
     n.run.steps = tf.steps;
