@@ -94,6 +94,8 @@ void proveInExecuTorch(const std::string &inPath, FixFileResult &out, const FixO
       c.compare(step + std::to_string(o), before[k][o], after[k][o]);
   }
   proof.compared = c.compared();
+  proof.nonFinite = c.bothNonFinite();
+  proof.firstNonFinite = c.firstNonFinite();
   proof.maxAbsDiff = c.maxAbsDiff();
   if (!c.ok() && !exact) {
     proof.status = ProgramProof::Status::Measured;

@@ -289,8 +289,15 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
   double rms = finite ? std::sqrt(squares / static_cast<double>(finite)) : 0.0;
   for (int64_t i = 0; i < expected.numElements(); ++i) {
     double x = expected.floatAt(i), y = actual.floatAt(i);
-    if (std::isnan(x) && std::isnan(y)) {
-      ++bothNaN_;
+    if (!std::isfinite(x) && (std::isnan(x) ? std::isnan(y) : x == y)) {
+      if (bothNonFinite_++ == 0) {
+        char buf[80];
+        std::snprintf(buf, sizeof buf, ": element %lld is %s in both", (long long)i,
+                      std::isnan(x) ? "nan"
+                      : x > 0       ? "inf"
+                                    : "-inf");
+        firstNonFinite_ = what + buf;
+      }
       continue;
     }
     double diff = std::fabs(x - y);
@@ -298,7 +305,10 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
       diff = INFINITY;
     maxAbsDiff_ = std::max(maxAbsDiff_, diff);
     ++compared_;
-    if (diff > tolerance_.atol + tolerance_.rtol * std::max(std::fabs(x), rms)) {
+    // An infinity against anything but itself differs whatever the
+    // tolerance (rtol times an infinite |x| would let every value pass).
+    if (!std::isfinite(diff) ||
+        diff > tolerance_.atol + tolerance_.rtol * std::max(std::fabs(x), rms)) {
       char buf[160];
       std::snprintf(buf, sizeof buf, ": element %lld is %.9g, was %.9g", (long long)i, y, x);
       fail(what + buf);
