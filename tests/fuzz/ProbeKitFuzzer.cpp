@@ -11,8 +11,7 @@
 // The kits are written under $ANEFIT_FUZZ_DIR, else /dev/shm where there is
 // one, else the temporary directory: on a memory-backed file system the
 // writer's fsync(2) calls return at once, which is most of an execution's
-// time on a disk (92 against ~1,000 executions a second). The writer is the
-// same code either way.
+// time on a disk. The writer is the same code either way.
 //
 //===----------------------------------------------------------------------===//
 #include "probe/Probe.h"
