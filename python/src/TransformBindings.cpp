@@ -88,6 +88,8 @@ struct PyFixResult {
   std::string skipReason;
   int64_t steps = 0;
   size_t compared = 0;
+  size_t nonFinite = 0;
+  std::string firstNonFinite;
   double maxAbsDiff = 0;
   double meanAbsDiff = 0;
   std::string top1Output;
@@ -111,6 +113,7 @@ struct PyFixResult {
   nb::object originalAtFp16;
   nb::object fixedAtFp16;
   bool fp16Refused = false;
+  bool nonFiniteRefused = false;
 };
 
 /// A PrecisionGap as a dict; None when it was not measured.
@@ -199,6 +202,9 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
   r.steps = v.steps;
   if (v.status != FixVerification::Status::NotRun && v.status != FixVerification::Status::Skipped) {
     r.compared = v.comparison.compared();
+    r.nonFinite = v.nonFinite();
+    r.firstNonFinite =
+        v.rounded.bothNonFinite() ? v.rounded.firstNonFinite() : v.comparison.firstNonFinite();
     r.maxAbsDiff = v.comparison.maxAbsDiff();
     r.meanAbsDiff = v.meanAbsDiff;
     r.top1Output = v.top1Output;
@@ -217,6 +223,7 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
   r.originalAtFp16 = gapObject(v.originalAtFp16);
   r.fixedAtFp16 = gapObject(v.fixedAtFp16);
   r.fp16Refused = result.fp16Refused;
+  r.nonFiniteRefused = result.nonFiniteRefused;
   for (const FixStage &stage : result.stages)
     for (const Residency &res : stage.residency) {
       nb::dict d;
@@ -273,7 +280,8 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
                   const std::string &requantize, double maxRelError, double minTop1,
                   const std::string &chip, const std::string &os, const std::string &computeUnits,
                   const std::optional<fs::path> &etrecord,
-                  const std::optional<fs::path> &sourceRoot, bool allowFp16Divergence) {
+                  const std::optional<fs::path> &sourceRoot, bool allowFp16Divergence,
+                  bool allowNonFinite) {
   SourceArgs sources = sourceArgs(etrecord, sourceRoot);
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
@@ -291,6 +299,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.minTop1 = minTop1;
   options.maxRelError = maxRelError;
   options.allowFp16Divergence = allowFp16Divergence;
+  options.allowNonFinite = allowNonFinite;
   std::string output = out ? pathText(*out) : std::string();
   if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
     return nb::cast(fixProgram(target, output, options, force, sources));
@@ -434,6 +443,15 @@ void bindTransform(nb::module_ &m) {
               "Why the comparison was skipped; empty otherwise.")
       .def_ro("steps", &PyFixResult::steps, "Prediction steps compared.")
       .def_ro("values_compared", &PyFixResult::compared, "Values compared over all steps.")
+      .def_ro("non_finite", &PyFixResult::nonFinite,
+              "Output values NaN (or the same infinity) in both models: not compared, so the "
+              "rewrite is not proven there.")
+      .def_ro("first_non_finite", &PyFixResult::firstNonFinite,
+              "The first of them (\"main: step 0: output 'y': element 0 is nan in both\"); empty "
+              "when none.")
+      .def_ro("non_finite_refused", &PyFixResult::nonFiniteRefused,
+              "``non_finite`` is not 0 and ``allow_non_finite`` was not given: not ``ok``, "
+              "nothing written.")
       .def_ro("max_abs_diff", &PyFixResult::maxAbsDiff,
               "Largest absolute difference between original and fixed outputs.")
       .def_ro("mean_abs_diff", &PyFixResult::meanAbsDiff,
@@ -522,7 +540,7 @@ void bindTransform(nb::module_ &m) {
         nb::arg("requantize") = "keep", nb::arg("max_rel_error") = 0.05, nb::arg("min_top1") = 0.0,
         nb::arg("chip") = "any", nb::arg("os") = "any", nb::arg("compute_units") = "cpu_and_ne",
         nb::arg("etrecord") = nb::none(), nb::arg("source_root") = nb::none(),
-        nb::arg("allow_fp16_divergence") = false,
+        nb::arg("allow_fp16_divergence") = false, nb::arg("allow_non_finite") = false,
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
@@ -531,7 +549,7 @@ void bindTransform(nb::module_ &m) {
                 "chip: str = 'any', os: str = "
                 "'any', compute_units: str = 'cpu_and_ne', etrecord: str | os.PathLike[str] | "
                 "None = None, source_root: str | os.PathLike[str] | None = None, "
-                "allow_fp16_divergence: bool = False) -> "
+                "allow_fp16_divergence: bool = False, allow_non_finite: bool = False) -> "
                 "FixResult | "
                 "ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
@@ -547,7 +565,8 @@ void bindTransform(nb::module_ &m) {
         "target the checks predict for, as in :func:`check`. Both models are also measured at "
         "the ANE's precision (fp16) against the original at fp32 (``original_at_fp16``, "
         "``fixed_at_fp16``); a rewrite whose fp16 outputs are lost is refused unless "
-        "``allow_fp16_divergence``. "
+        "``allow_fp16_divergence``; one whose outputs are NaN in both models, where nothing "
+        "is compared, unless ``allow_non_finite``. "
         "``verify``: "
         "True (an interpreter error raises InputError), False, or ``'auto'`` (as the command "
         "line: under 2 GB of weights, skipped when the interpreter cannot run the model). "

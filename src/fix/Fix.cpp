@@ -582,6 +582,9 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
                                                    options.minTop1 * static_cast<double>(v.top1Rows)
               ? FixVerification::Status::Measured
               : FixVerification::Status::TooLossy;
+    // Values NaN in both models hold no difference to measure: the rewrite
+    // is not proven there.
+    result.nonFiniteRefused = v.nonFinite() > 0 && !options.allowNonFinite;
     // The proofs above compare two programs at one precision. The ANE
     // computes in fp16 and the model means fp32: measure both programs
     // there, the original to show what the device would answer without the

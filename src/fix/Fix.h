@@ -17,6 +17,7 @@
 #include "runtime/Stepper.h"
 #include "support/Diagnostic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -122,6 +123,11 @@ struct FixOptions {
   /// (PrecisionGap::diverged) where the original's at fp32 are not; by
   /// default such a rewrite is refused (FixResult::ok is false).
   bool allowFp16Divergence = false;
+  /// Write a rewrite whose proof left output values uncompared because they
+  /// are NaN (or the same infinity) in both models
+  /// (runtime::Comparison::bothNonFinite); by default such a rewrite is
+  /// refused (FixResult::ok is false): nothing shows it computes them right.
+  bool allowNonFinite = false;
   /// Prediction steps compared, states carried between them (>= 1).
   int64_t steps = 8;
   /// Seed of the random inputs of the comparison.
@@ -224,6 +230,10 @@ struct FixVerification {
   /// precision (`comparison`).
   std::string roundedPasses;
   runtime::Comparison rounded;
+  /// Output values the proof could not compare, NaN or the same infinity in
+  /// both models: the more of `comparison`'s and `rounded`'s bothNonFinite
+  /// (both steps of a two-step proof compare the same outputs).
+  size_t nonFinite() const { return std::max(comparison.bothNonFinite(), rounded.bothNonFinite()); }
   /// Mean |difference| over every element compared.
   double meanAbsDiff = 0;
   /// The widest float output (an LLM's logits): rows whose argmax over the
@@ -331,15 +341,20 @@ struct FixResult {
   /// The rewritten model passed the structural verifier.
   bool verifies() const { return !hasErrors(verifierDiagnostics); }
   /// Safe to save: it verifies, the comparison did not find a difference,
-  /// and at the ANE's precision its outputs are not lost (unless
+  /// compared every output value (unless FixOptions::allowNonFinite), and at
+  /// the ANE's precision its outputs are not lost (unless
   /// FixOptions::allowFp16Divergence said to keep it anyway).
   bool ok() const {
     return verifies() && verification.status != FixVerification::Status::Different &&
            verification.status != FixVerification::Status::TooLossy &&
-           verification.status != FixVerification::Status::Unmeasured && !fp16Refused;
+           verification.status != FixVerification::Status::Unmeasured && !fp16Refused &&
+           !nonFiniteRefused;
   }
   /// The fixed model's fp16 outputs are lost and the options did not allow it.
   bool fp16Refused = false;
+  /// Output values NaN (or the same infinity) in both models were left
+  /// uncompared by the proof and the options did not allow it.
+  bool nonFiniteRefused = false;
 };
 
 /// The findings of `report` that keep the model from compiling, running or

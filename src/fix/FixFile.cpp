@@ -95,6 +95,8 @@ void proveInExecuTorch(const std::string &inPath, FixFileResult &out, const FixO
                 before[k][o].dtype() == DType::FP16);
   }
   proof.compared = c.compared();
+  proof.nonFinite = c.bothNonFinite();
+  proof.firstNonFinite = c.firstNonFinite();
   proof.maxAbsDiff = c.maxAbsDiff();
   if (!c.ok() && !exact) {
     proof.status = ProgramProof::Status::Measured;

@@ -62,6 +62,10 @@ struct ProgramProof {
   /// verification's precision, or fp16 after requantize to fp16).
   bool fp16 = false;
   size_t compared = 0;
+  /// Values NaN (or the same infinity) in both programs, not compared, and
+  /// the first of them (runtime::Comparison::bothNonFinite).
+  size_t nonFinite = 0;
+  std::string firstNonFinite;
   double maxAbsDiff = 0;
   std::string firstMismatch;
   /// Weights written as the device rounds them (equal in fp16) and a pass

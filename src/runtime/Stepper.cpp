@@ -291,8 +291,15 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
   bool fp16 = storedFp16 && tolerance_.fp16Ulps > 0;
   for (int64_t i = 0; i < expected.numElements(); ++i) {
     double x = expected.floatAt(i), y = actual.floatAt(i);
-    if (std::isnan(x) && std::isnan(y)) {
-      ++bothNaN_;
+    if (!std::isfinite(x) && (std::isnan(x) ? std::isnan(y) : x == y)) {
+      if (bothNonFinite_++ == 0) {
+        char buf[80];
+        std::snprintf(buf, sizeof buf, ": element %lld is %s in both", (long long)i,
+                      std::isnan(x) ? "nan"
+                      : x > 0       ? "inf"
+                                    : "-inf");
+        firstNonFinite_ = what + buf;
+      }
       continue;
     }
     double diff = std::fabs(x - y);
@@ -300,15 +307,17 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
       diff = INFINITY;
     maxAbsDiff_ = std::max(maxAbsDiff_, diff);
     ++compared_;
+    // An infinity against anything but itself differs whatever the
+    // tolerance (rtol times an infinite |x| would let every value pass).
     double allowed = tolerance_.atol + tolerance_.rtol * std::max(std::fabs(x), rms);
     if (fp16) {
-      // fp16's step at |x|: 2^(e - 10) for x in [2^e, 2^(e+1)), 2^-24 below
-      // the normal range.
+      // fp16's step at |x|: 2^(e - 11) for |x| in [2^(e-1), 2^e), 2^-24
+      // below the normal range.
       int e = 0;
       std::frexp(std::fabs(x), &e);
       allowed += tolerance_.fp16Ulps * std::ldexp(1.0, std::max(e - 11, -24));
     }
-    if (diff > allowed) {
+    if (!std::isfinite(diff) || diff > allowed) {
       char buf[160];
       std::snprintf(buf, sizeof buf, ": element %lld is %.9g, was %.9g", (long long)i, y, x);
       fail(what + buf);

@@ -150,8 +150,11 @@ struct Tolerance {
 /// |expected| for an fp16 tensor) per element. The RMS floor
 /// is for elements a long sum brought near zero: their rounding error is
 /// that of the terms summed, of the tensor's size (a logit of 0.005 among
-/// logits of RMS 1 moves by 1e-4 when the sum's order changes). NaN equals
-/// NaN; NaN against a number is an infinite difference.
+/// logits of RMS 1 moves by 1e-4 when the sum's order changes). A value
+/// NaN in both, or the same infinity in both, is not compared (it holds no
+/// difference to measure): counted and its first place kept, so a report
+/// names it; NaN or an infinity against anything else is an infinite
+/// difference.
 class Comparison {
 public:
   explicit Comparison(Tolerance tolerance = {}) : tolerance_(tolerance) {}
@@ -177,9 +180,13 @@ public:
   double maxAbsDiff() const { return maxAbsDiff_; }
   /// Elements compared (NaN pairs are not counted).
   size_t compared() const { return compared_; }
-  /// Elements NaN in both (not compared, not a mismatch): a report names
-  /// them, or "0 values compared" would read as a proof.
-  size_t bothNaN() const { return bothNaN_; }
+  /// Elements NaN in both or the same infinity in both (not compared, not a
+  /// mismatch): a report names them, or "0 values compared" would read as a
+  /// proof.
+  size_t bothNonFinite() const { return bothNonFinite_; }
+  /// The first of them: "main: step 0: output 'y': element 3 is nan in
+  /// both"; empty when none.
+  const std::string &firstNonFinite() const { return firstNonFinite_; }
   /// The first mismatch: "main: step 3: output 'y': element 7 is 0.5, was
   /// 0.25"; empty while ok().
   const std::string &firstMismatch() const { return firstMismatch_; }
@@ -190,8 +197,9 @@ private:
   bool ok_ = true;
   double maxAbsDiff_ = 0;
   size_t compared_ = 0;
-  size_t bothNaN_ = 0;
+  size_t bothNonFinite_ = 0;
   std::string firstMismatch_;
+  std::string firstNonFinite_;
 };
 
 } // namespace anefit::runtime

@@ -46,6 +46,7 @@ struct FixCliOptions {
   double rtol = 1e-3;
   bool force = false;
   bool allowFp16Divergence = false;
+  bool allowNonFinite = false;
   std::string precision = "fp32";
   std::string maxMemory;
   std::string etrecord;
@@ -169,6 +170,8 @@ void printLeftOff(const FixResult &result, const FixSources &sources) {
 /// "max abs diff 0.0123, mean 0.00101; 'logits': relative RMS error 0.4%,
 /// top-1 agrees on 8/8 rows", and what was lost.
 std::string gapText(const PrecisionGap &g) {
+  if (g.compared == 0)
+    return "nothing measured: no value of the original at fp32 is finite";
   char buf[300];
   std::snprintf(buf, sizeof buf, "max abs diff %.3g, mean %.3g", g.maxAbsDiff, g.meanAbsDiff);
   std::string out = buf;
@@ -261,12 +264,35 @@ void printTextQuality(const FixResult &result, const FixCliOptions &opts) {
               << " exceeds --max-ppl-rise; nothing written\n";
 }
 
-/// The values NaN in both models, which a comparison cannot hold to a
-/// tolerance: named, never passed over in silence.
-void printBothNaN(const runtime::Comparison &c) {
-  if (c.bothNaN())
-    std::cout << "  " << c.bothNaN() << (c.bothNaN() == 1 ? " value" : " values")
-              << " NaN in both models, not compared\n";
+/// The values NaN (or the same infinity) in both models, which a
+/// comparison cannot hold to a tolerance: counted and named, never passed
+/// over in silence.
+void printNonFinite(const runtime::Comparison &c) {
+  if (c.bothNonFinite())
+    std::cout << "  " << c.bothNonFinite() << (c.bothNonFinite() == 1 ? " value" : " values")
+              << " inf or NaN in both models, not compared (first: " << c.firstNonFinite() << ")\n";
+}
+
+/// "same outputs" only where every value was compared.
+const char *sameText(const runtime::Comparison &c) {
+  if (!c.ok())
+    return ": DIFFERENT\n";
+  if (!c.bothNonFinite())
+    return ": same outputs\n";
+  return c.compared() ? ": same where compared, the rest unproven\n"
+                      : ": nothing compared, every value inf or NaN in both\n";
+}
+
+/// On stderr why a proof with uncompared values is not saved, or that it
+/// was written anyway.
+void printNonFiniteVerdict(const FixResult &result, const FixCliOptions &opts) {
+  size_t n = result.verification.nonFinite();
+  if (result.nonFiniteRefused)
+    std::cerr << "anefit: error: " << n << " output value" << (n == 1 ? " is" : "s are")
+              << " inf or NaN in both models, where the rewrite is not proven; nothing written "
+                 "(--allow-non-finite writes it anyway)\n";
+  else if (n && opts.allowNonFinite)
+    std::cout << "  written anyway (--allow-non-finite)\n";
 }
 
 /// Prints what fixModel did, and on stderr why a rewrite that is not ok()
@@ -333,8 +359,8 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
                     "%g%s)",
                     what, (long long)v.steps, c.compared(), c.maxAbsDiff(), opts.atol, opts.rtol,
                     fp16 ? ", fp16 mode" : "");
-      std::cout << buf << (c.ok() ? ": same outputs\n" : ": DIFFERENT\n");
-      printBothNaN(c);
+      std::cout << buf << sameText(c);
+      printNonFinite(c);
       if (!c.ok())
         std::cerr << "anefit: error: the fixed model differs from the original: "
                   << c.firstMismatch() << "; nothing written\n";
@@ -373,13 +399,14 @@ void report(const FixResult &result, const FixCliOptions &opts, const FixSources
       std::cout << ")";
     }
     std::cout << "\n";
-    printBothNaN(v.comparison);
+    printNonFinite(v.comparison);
     if (v.status == FixVerification::Status::TooLossy && !v.textMeasured)
       std::cerr << "anefit: error: the lossy rewrite's error exceeds --max-rel-error or "
                    "--min-top1; nothing written (--requantize fp16 is exact)\n";
     break;
   }
   }
+  printNonFiniteVerdict(result, opts);
   printPrecisionGap(result, opts);
   printTextQuality(result, opts);
 }
@@ -402,12 +429,18 @@ void printProgramProof(const ProgramProof &p) {
                   p.engine.c_str(), (long long)p.steps, p.compared, p.maxAbsDiff,
                   p.fp16 ? " (fp16 mode)" : "");
     std::cout << buf
-              << (p.status == ProgramProof::Status::Same        ? ": same outputs\n"
+              << (p.status == ProgramProof::Status::Same
+                      ? (p.nonFinite ? ": same where compared, the rest unproven\n"
+                                     : ": same outputs\n")
                   : p.status == ProgramProof::Status::Different ? ": DIFFERENT\n"
                   : p.mixedPrecisions
                       ? " (measured: the fp16 weights are equal at fp16 and scale-norm at fp32, "
                         "each proven above; together at neither)\n"
                       : " (lossy rewrite, measured)\n");
+    if (p.nonFinite)
+      std::cout << "  " << p.nonFinite << (p.nonFinite == 1 ? " value" : " values")
+                << " inf or NaN in both programs, not compared (first: " << p.firstNonFinite
+                << ")\n";
     if (p.status == ProgramProof::Status::Different)
       std::cerr << "anefit: error: in ExecuTorch's runtime the fixed program differs from the "
                    "original: "
@@ -452,6 +485,7 @@ FixOptions fixOptions(const FixCliOptions &opts) {
     options.tokenizerVocab = q.tokenizerVocab;
     options.textName = opts.text;
   }
+  options.allowNonFinite = opts.allowNonFinite;
   return options;
 }
 
@@ -568,6 +602,9 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_flag("--allow-fp16-divergence", opts->allowFp16Divergence,
                 "write the model even when its outputs at the ANE's precision (fp16) are lost "
                 "(inf, NaN or collapsed rows) where the original's at fp32 are not");
+  cmd->add_flag("--allow-non-finite", opts->allowNonFinite,
+                "write the model even when output values are inf or NaN in both models, where "
+                "the comparison cannot prove the rewrite");
   cmd->add_option("--steps", opts->steps, "prediction steps to compare (default 8)")
       ->check(integerIn(1, kMaxSteps));
   cmd->add_option("--seed", opts->seed, "seed of the random inputs (default 0)")

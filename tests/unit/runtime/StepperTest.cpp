@@ -231,13 +231,36 @@ TEST(Comparison, ToleranceNaNAndFirstMismatch) {
   Comparison cmp({0.1, 0.0});
   cmp.compare("a", Tensor::fromF32({1, NAN, 3}, {3}), Tensor::fromF32({1.05f, NAN, 3}, {3}));
   EXPECT_TRUE(cmp.ok());
-  EXPECT_EQ(cmp.compared(), 2u); // the NaN pair is not counted
+  EXPECT_EQ(cmp.compared(), 2u);      // the NaN pair is not counted ...
+  EXPECT_EQ(cmp.bothNonFinite(), 1u); // ... but counted and named
+  EXPECT_EQ(cmp.firstNonFinite(), "a: element 1 is nan in both");
   EXPECT_NEAR(cmp.maxAbsDiff(), 0.05, 1e-6);
   cmp.compare("b", Tensor::fromF32({1, 2}, {2}), Tensor::fromF32({1, 2.5f}, {2}));
   cmp.compare("c", Tensor::fromF32({1}, {1}), Tensor::fromF32({NAN}, {1}));
   EXPECT_FALSE(cmp.ok());
   EXPECT_EQ(cmp.firstMismatch(), "b: element 1 is 2.5, was 2");
   EXPECT_TRUE(std::isinf(cmp.maxAbsDiff()));
+}
+
+TEST(Comparison, TheSameInfinityIsNotComparedAnOppositeOneDiffers) {
+  Comparison cmp({0.1, 0.0});
+  cmp.compare("a", Tensor::fromF32({-INFINITY, INFINITY}, {2}),
+              Tensor::fromF32({-INFINITY, INFINITY}, {2}));
+  EXPECT_TRUE(cmp.ok());
+  EXPECT_EQ(cmp.compared(), 0u);
+  EXPECT_EQ(cmp.bothNonFinite(), 2u);
+  EXPECT_EQ(cmp.firstNonFinite(), "a: element 0 is -inf in both");
+  cmp.compare("b", Tensor::fromF32({INFINITY, NAN}, {2}),
+              Tensor::fromF32({-INFINITY, INFINITY}, {2}));
+  EXPECT_FALSE(cmp.ok());
+  EXPECT_EQ(cmp.firstMismatch(), "b: element 0 is -inf, was inf");
+  EXPECT_EQ(cmp.bothNonFinite(), 2u);
+  EXPECT_EQ(cmp.compared(), 2u);
+  // rtol times an infinite expected value does not make every value pass.
+  Comparison rel({0.0, 1e-3});
+  rel.compare("c", Tensor::fromF32({INFINITY}, {1}), Tensor::fromF32({5}, {1}));
+  EXPECT_FALSE(rel.ok());
+  EXPECT_EQ(rel.firstMismatch(), "c: element 0 is 5, was inf");
 }
 
 TEST(Comparison, RelativeToleranceScalesWithTheExpectedValue) {
