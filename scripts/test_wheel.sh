@@ -117,6 +117,15 @@ if [ "${ANEFIT_WHEEL_EXECUTORCH:-1}" = 0 ]; then
 fi
 
 # An ExecuTorch user's environment, then anefit installed into it as they do.
+# PyTorch's wheels take about 5.4 GB installed and as much again while pip
+# unpacks them: on a machine without that room the stage says so and stops
+# here, rather than fail half-way with the disk full.
+free_mb=$(df -Pm "$work" | awk 'NR == 2 {print $4}')
+if [ "${free_mb:-0}" -lt 11000 ]; then
+  echo "wheel: the ExecuTorch environment is left out: it needs about 11000 MB free beside" \
+    "$work, found ${free_mb} MB"
+  exit 0
+fi
 et_venv="$work/venv-executorch"
 et_python="$et_venv/bin/python"
 cache_option=()
