@@ -242,7 +242,7 @@ runtime::Comparison compareRewrite(const Model &original, const Model &fixed, co
   if (original.program)
     for (const auto &fn : original.program->functions)
       for (const Value *v : fn->body->outputs)
-        if (v->type.isTensor() && v->type.dtype() == DType::FP16)
+        if (v->type.isTensor() && v->type.dtype() == DType::F16)
           fp16Outputs.insert(v->name);
   GapMeter meter;
   stepTogether(original, precision, {{&fixed, &map, precision}}, steps, seed,

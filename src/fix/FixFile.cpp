@@ -92,7 +92,7 @@ void proveInExecuTorch(const std::string &inPath, FixFileResult &out, const FixO
     }
     for (size_t o = 0; o < before[k].size(); ++o)
       c.compare(step + std::to_string(o), before[k][o], after[k][o],
-                before[k][o].dtype() == DType::FP16);
+                before[k][o].dtype() == DType::F16);
   }
   proof.compared = c.compared();
   proof.nonFinite = c.bothNonFinite();
