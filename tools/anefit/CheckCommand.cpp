@@ -121,10 +121,7 @@ int runCheck(const CheckCliOptions &o) {
   if (!o.baseline.empty() && format == "html")
     failExpected("", "--format", "text, json or sarif with --baseline (the gate's differences)",
                  "html");
-  if (o.text.empty() != o.tokenizer.empty())
-    failExpected("", o.text.empty() ? "--tokenizer" : "--text",
-                 o.text.empty() ? "--text TEXT beside it" : "--tokenizer TOKENIZER.json beside it",
-                 "none");
+  requireTextWithTokenizer(o.text, o.tokenizer);
   if (!o.text.empty() && !o.inputsNpz.empty())
     failExpected("", "--text", "either --text or --inputs", "both");
   // The checker reads types only; not opening the weight files proves it.

@@ -37,6 +37,10 @@ void addMaxMemoryOption(CLI::App *cmd, std::string &value);
 /// "512M", "1073741824"); empty keeps the default. Throws InputError.
 void applyMaxMemory(const std::string &value);
 
+/// --text and --tokenizer come together (check --numerics, fix): one
+/// without the other is an InputError naming the missing one.
+void requireTextWithTokenizer(const std::string &text, const std::string &tokenizer);
+
 /// The range checks of numeric options, made here for every verb: the text
 /// is read whole as a number (no trailing characters, no clamping:
 /// 99999999999999999999 is out of range, not INT64_MAX), NaN and the

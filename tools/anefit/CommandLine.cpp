@@ -76,6 +76,13 @@ template <class T> CLI::Validator wholeInteger(T min, T max) {
 
 } // namespace
 
+void requireTextWithTokenizer(const std::string &text, const std::string &tokenizer) {
+  if (text.empty() != tokenizer.empty())
+    failExpected("", text.empty() ? "--tokenizer" : "--text",
+                 text.empty() ? "--text TEXT beside it" : "--tokenizer TOKENIZER.json beside it",
+                 "none");
+}
+
 CLI::Validator integerIn(int64_t min, int64_t max) { return wholeInteger<int64_t>(min, max); }
 
 CLI::Validator unsignedIn(uint64_t min, uint64_t max) { return wholeInteger<uint64_t>(min, max); }

@@ -473,11 +473,7 @@ FixOptions fixOptions(const FixCliOptions &opts) {
       failExpected("", "--budget", "a size such as 1G, 500M or 123456789", "'" + opts.budget + "'");
     options.budget = *bytes;
   }
-  if (opts.text.empty() != opts.tokenizer.empty())
-    failExpected("", opts.text.empty() ? "--tokenizer" : "--text",
-                 opts.text.empty() ? "--text TEXT beside it"
-                                   : "--tokenizer TOKENIZER.json beside it",
-                 "none");
+  requireTextWithTokenizer(opts.text, opts.tokenizer);
   if (!opts.text.empty()) {
     QualityOptions q;
     readTextTokens(q, opts.text, opts.tokenizer, opts.maxTokens);
