@@ -12,6 +12,7 @@
 #include "fix/Fix.h"
 #include "ir/Clone.h"
 #include "ir/Verifier.h"
+#include "runtime/Interpreter.h"
 #include "support/DType.h"
 #include "support/Error.h"
 #include "transforms/Pass.h"
@@ -19,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 using namespace anefit;
@@ -298,6 +300,74 @@ TEST(SplitProjection, PalettizedPiecesEqualTheWideLinear) {
     // Each piece reads the same rows through the same palettes: bit-equal.
     runtime::Comparison c = compare(*whole.model, *split.model, runtime::Precision::FP32);
     EXPECT_EQ(c.maxAbsDiff(), 0.0) << c.firstMismatch();
+  }
+}
+
+/// A tied embedding: e = gather(w, t) (the token's row) and y = linear(x, w)
+/// (the LM head) read one fp16 weight of `rows` rows.
+std::unique_ptr<Model> tiedModel(int64_t rows, int64_t cols, int64_t tokens) {
+  auto m = newModel();
+  Function &fn = newFunction(*m, "main");
+  FnBuilder b(fn);
+  Value *x = b.input("x", f16({1, cols}));
+  Value *t = b.input("t", i32({1, tokens}));
+  Value *w = b.constant("w", randomF16({rows, cols}, 1.0f));
+  b.output(b.op("gather", "e",
+                {{"x", {w}},
+                 {"indices", {t}},
+                 {"axis", {b.scalarInt("axis", 0)}},
+                 {"batch_dims", {b.scalarInt("batch_dims", 0)}},
+                 {"validate_indices", {b.constant("validate", Constant::scalarBool(false))}}},
+                f16({1, tokens, cols})));
+  b.output(b.op("linear", "y", {{"x", {x}}, {"weight", {w}}}, f16({1, rows})));
+  describe(*m);
+  return m;
+}
+
+TEST(SplitProjection, TiedEmbeddingIsStoredOnceAndGathersTheSameRows) {
+  rng().seed(109); // each test draws the same problems alone or in any order
+  for (int trial = 0; trial < 12; ++trial) {
+    int64_t rows = pick({40, 96, 130}), cols = pick({8, 16}), maxBytes = pick({16, 64});
+    SCOPED_TRACE(std::to_string(rows) + "x" + std::to_string(cols) + " max-bytes " +
+                 std::to_string(maxBytes));
+    auto m = tiedModel(rows, cols, rows * 2);
+    Rewritten r = rewrite(*m, "split-projection{max-bytes=" + std::to_string(maxBytes) + "},dce");
+    const Function &fn = *r.model->program->functions[0];
+    int64_t pieces = countOps(fn, "linear");
+    ASSERT_GT(pieces, 1);
+    EXPECT_EQ(countOps(fn, "gather"), pieces);
+    // The pieces' rows only: the whole weight is gone.
+    int64_t stored = 0;
+    walk(*fn.body, [&](const Operation &op) {
+      if (op.type == "const" && op.output()->type.dtype() == DType::F16)
+        stored += op.output()->type.numElements().value_or(0);
+    });
+    EXPECT_EQ(stored, rows * cols);
+    // Every row, by its index and by its negative index, and the head.
+    std::vector<int32_t> ids;
+    for (int64_t i = 0; i < rows; ++i) {
+      ids.push_back(static_cast<int32_t>(i));
+      ids.push_back(static_cast<int32_t>(i - rows));
+    }
+    runtime::TensorMap in = {{"t", runtime::Tensor::fromI32(ids, {1, 2 * rows})}};
+    std::vector<float> x(static_cast<size_t>(cols));
+    for (auto &v : x)
+      v = std::normal_distribution<float>(0.0f, 1.0f)(rng());
+    in.emplace("x", runtime::Tensor::fromF32(x, {1, cols}));
+    auto run = [&](const Model &model) {
+      runtime::Interpreter interp(*model.program->functions[0]);
+      runtime::StateContext states;
+      return interp.run(in, states);
+    };
+    auto want = run(*m), got = run(*r.model);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(want[o].tensor.numBytes(), got[o].tensor.numBytes()) << want[o].name;
+      EXPECT_EQ(std::memcmp(want[o].tensor.bytes(), got[o].tensor.bytes(),
+                            static_cast<size_t>(want[o].tensor.numBytes())),
+                0)
+          << want[o].name;
+    }
   }
 }
 
