@@ -1030,6 +1030,8 @@ static void checkSquareOverflow(RuleContext &ctx, const Operation *op) {
     else
       std::snprintf(buf, sizeof buf, "; not measured (the op did not run)");
     message += buf;
+    ctx.report(op, message).measured = m && m->maxAbsIn > 256;
+    return;
   }
   ctx.report(op, message);
 }

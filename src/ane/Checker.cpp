@@ -385,6 +385,7 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
       out.contradiction = f.contested;
       out.function = fn->name;
       out.message = f.message;
+      out.measured = f.measured;
       size_t opKey = 0;
       if (f.op) {
         out.op = f.op->name;
@@ -407,7 +408,9 @@ CheckReport checkModel(const Model &model, const CheckOptions &options) {
   std::stable_sort(keyed.begin(), keyed.end(), [](const Keyed &a, const Keyed &b) {
     if (a.finding.level() != b.finding.level())
       return a.finding.level() > b.finding.level();
-    return std::tie(a.rule, a.function, a.op) < std::tie(b.rule, b.function, b.op);
+    // Within a rule and function, findings measured on the user's weights first.
+    return std::tie(a.rule, a.function, b.finding.measured, a.op) <
+           std::tie(b.rule, b.function, a.finding.measured, b.op);
   });
   for (Keyed &k : keyed)
     report.findings.push_back(std::move(k.finding));

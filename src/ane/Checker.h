@@ -68,6 +68,9 @@ struct Finding {
   std::vector<int64_t> debugHandles;
   /// What a Mac observed of it (`check --observations`); empty: predicted.
   std::string observed = {};
+  /// Its harm was measured on the user's weights (`check --numerics`);
+  /// listed first among the findings of its rule.
+  bool measured = false;
 
   /// Where the op comes from in the user's code (`check --etrecord`):
   /// joined through its ExecuTorch debug handles to the export's nodes.

@@ -48,6 +48,9 @@ struct RawFinding {
   /// Non-empty when public evidence contradicts the failure for this case: it
   /// names that evidence, and the finding makes the verdict `at-risk`.
   std::string contested;
+  /// The harm was measured on the user's weights (`check --numerics`): the
+  /// report lists such findings of a rule first.
+  bool measured = false;
 };
 
 class RuleContext {
