@@ -16,6 +16,7 @@
 #include "report/Sources.h"
 #include "runtime/Tensor.h"
 #include "support/Error.h"
+#include "support/Units.h"
 #include "transforms/Pass.h"
 #include "transforms/Requantize.h"
 
@@ -105,7 +106,8 @@ std::string checkSummary(const ane::CheckReport &report) {
            std::to_string(f.aneOps) + "/" + std::to_string(f.ops.size()) + " ops on the ANE, " +
            std::to_string(f.states) + " state" + (f.states == 1 ? "" : "s") + ", " +
            std::to_string(blocking) + " compile/runtime-fail finding" + (blocking == 1 ? "" : "s") +
-           (atRisk ? ", " + std::to_string(atRisk) + " at-risk" : std::string()) + "\n";
+           (atRisk ? ", " + std::to_string(atRisk) + " at-risk" : std::string()) + ", weights " +
+           humanBytes(f.weightBytes) + "\n";
   }
   return out;
 }
