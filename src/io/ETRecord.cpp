@@ -78,6 +78,95 @@ json parseEdgeProgram(std::string_view text, const std::string &path, const std:
   return json::parse(text.begin(), text.end(), keep, /*allow_exceptions=*/false);
 }
 
+/// Reads delegate_map's {method: {instruction: {"delegate_map": {"op:n":
+/// [handles]}}}} as it is parsed, building only the maps of `method`: no
+/// document is built (a map of a million empty objects costs nothing).
+class DelegateMapReader : public nlohmann::json_sax<json> {
+public:
+  DelegateMapReader(const std::string &method,
+                    std::vector<std::map<std::string, std::vector<int64_t>>> &maps)
+      : method_(method), maps_(maps) {}
+  bool topIsObject() const { return topIsObject_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t v) override { return handle(v); }
+  bool number_unsigned(number_unsigned_t v) override { return handle(static_cast<int64_t>(v)); }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool string(string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool key(string_t &k) override {
+    Frame &f = frames_.back();
+    if (f.role != Role::Other)
+      f.key = k;
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    Role role = Role::Other;
+    if (frames_.empty()) {
+      role = Role::Top;
+      topIsObject_ = true;
+    } else {
+      const Frame &p = frames_.back();
+      if (p.role == Role::Top && p.key == method_)
+        role = Role::Method;
+      else if (p.role == Role::Method)
+        role = Role::Entry;
+      else if (p.role == Role::Entry && p.key == "delegate_map") {
+        role = Role::Map;
+        map_.clear();
+      }
+    }
+    frames_.push_back({role, {}});
+    return true;
+  }
+  bool end_object() override {
+    if (frames_.back().role == Role::Map)
+      maps_.push_back(std::move(map_));
+    frames_.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    Role role = !frames_.empty() && frames_.back().role == Role::Map ? Role::Handles : Role::Other;
+    frames_.push_back({role, {}});
+    if (role == Role::Handles)
+      handles_.clear();
+    return true;
+  }
+  bool end_array() override {
+    Role role = frames_.back().role;
+    frames_.pop_back();
+    if (role == Role::Handles) {
+      const std::string &op = frames_.back().key;
+      map_[op.substr(0, op.rfind(':'))] = std::move(handles_);
+    }
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override {
+    return false;
+  }
+
+private:
+  /// What a value is: the document, the method's map, an instruction's
+  /// entry, its delegate map, an op's handles, or anything else (skipped).
+  enum class Role { Top, Method, Entry, Map, Handles, Other };
+  struct Frame {
+    Role role;
+    std::string key; ///< the current key (kept for the roles above only)
+  };
+  bool handle(int64_t v) {
+    if (!frames_.empty() && frames_.back().role == Role::Handles)
+      handles_.push_back(v);
+    return true;
+  }
+  const std::string &method_;
+  std::vector<std::map<std::string, std::vector<int64_t>>> &maps_;
+  std::vector<Frame> frames_;
+  std::map<std::string, std::vector<int64_t>> map_;
+  std::vector<int64_t> handles_;
+  bool topIsObject_ = false;
+};
+
 /// Python traceback text -> frames, outermost first.
 std::vector<SourceFrame> parseStack(const std::string &text) {
   std::vector<SourceFrame> frames;
@@ -258,26 +347,13 @@ ETRecord parseETRecord(std::span<const uint8_t> bytes, const std::string &path,
         }
   }
   if (const ZipMember *dm = find("delegate_map")) {
-    json d = parseJson(readJson(*dm), path, dm->name);
-    if (d.is_discarded() || !d.is_object())
+    std::string text = readJson(*dm);
+    checkJsonDepth(text, path, dm->name);
+    DelegateMapReader reader(method, rec.delegateMaps);
+    if (!json::sax_parse(text, &reader))
       failExpected(path, "delegate_map", "a JSON object", "malformed JSON");
-    if (d.contains(method) && d[method].is_object())
-      for (const auto &[instruction, entry] : d[method].items()) {
-        if (!entry.is_object() || !entry.contains("delegate_map") ||
-            !entry["delegate_map"].is_object())
-          continue;
-        std::map<std::string, std::vector<int64_t>> ops;
-        for (const auto &[key, handles] : entry["delegate_map"].items()) {
-          if (!handles.is_array())
-            continue;
-          std::vector<int64_t> hs;
-          for (const json &h : handles)
-            if (h.is_number_integer())
-              hs.push_back(h.get<int64_t>());
-          ops[key.substr(0, key.rfind(':'))] = std::move(hs);
-        }
-        rec.delegateMaps.push_back(std::move(ops));
-      }
+    if (!reader.topIsObject())
+      failExpected(path, "delegate_map", "a JSON object", "another JSON value");
   }
   return rec;
 }

@@ -106,10 +106,12 @@ def etrecord(name, n):
 
 
 def etrecord_map(name, n):
-    """A delegate map (parsed whole) of n empty objects, deflated to the 32
-    times the archive it may inflate to."""
+    """A delegate map of n ops with a handle each (what the reader keeps; it
+    builds nothing else of the member), deflated to the 32 times the archive
+    it may inflate to."""
     program = '{"graph_module": {"graph": {"nodes": []}}}'
-    dmap = '{"forward": {"0": [' + ",".join(["{}"] * n) + "]}}"
+    dmap = ('{"forward": {"0": {"delegate_map": {' +
+            ",".join('"%x:0":[%d]' % (i, i % 10) for i in range(n)) + "}}}}")
     out = path(name)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
         z.writestr("ETRECORD_V0", "")
