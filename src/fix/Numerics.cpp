@@ -36,6 +36,9 @@ constexpr double kOffShare = 0.25;
 /// smallest subnormal, 2^-25); above it a zero at fp16 is a lost value.
 constexpr double kZeroFloor = 2.9802322387695312e-08;
 
+/// The smallest normal fp16 value, 2^-14: below it fp16 keeps fewer digits.
+constexpr double kSmallestNormalHalf = 6.103515625e-05;
+
 class Measurement {
 public:
   explicit Measurement(const NumericsOptions &options) : options_(options) {}
@@ -61,11 +64,14 @@ public:
       return;
     // Function inputs carried from step to step (caches) hold each run's
     // own values: what the fp16 run carries in may already have left fp32.
+    // A cache has left it when any entry has: the few rows an earlier
+    // step wrote wrong are a small share of a cache, but attention reads
+    // them (without this, the attention would look like where it starts).
     std::vector<Value *> reads = op.operandValues();
     for (size_t i = 0; i < reads.size() && i < operands.size(); ++i)
       if (!reads[i]->definingOp && assessed_.insert(reads[i]).second)
         if (auto c = held(reads[i], operands[i], 0)) {
-          if (c->divergent)
+          if (c->divergent || c->anyOff)
             diverged_.insert(reads[i]);
           if (c->lost)
             lost_.insert(reads[i]);
@@ -85,13 +91,32 @@ public:
     for (size_t i = 0; i < results.size() && i < op.outputs.size(); ++i) {
       const Value *value = op.outputs[i].get();
       std::optional<Held> c = held(value, results[i], maxIn);
-      if (!c)
+      if (!c) {
+        // Not compared (past what is kept, or not a float): it carries on
+        // what it reads, so what reads it does not look like a start.
+        if (!divergedInputs.empty()) {
+          diverged_.insert(value);
+          inherit(value, divergedInputs);
+        }
+        if (inputLost)
+          lost_.insert(value);
+        if (inputNonFinite)
+          nonFinite_.insert(value);
         continue;
+      }
       ++compared_;
       ane::MeasuredOp &m = c->m;
       m.op = op.name;
       m.maxAbsIn = maxIn;
       m.step = step_;
+      // A result that reads a divergent value and has any element off
+      // carries that divergence on, though too few elements moved to call
+      // it divergent itself (a cache with one wrong row written into it):
+      // what reads it does not start a divergence of its own.
+      if (!c->divergent && c->anyOff && !divergedInputs.empty()) {
+        diverged_.insert(value);
+        inherit(value, divergedInputs);
+      }
       if (c->divergent) {
         diverged_.insert(value);
         ++divergentThisStep_;
@@ -111,14 +136,21 @@ public:
           from.push_back(pending_.size());
           pending_.push_back({&op, m});
         }
-        for (const Value *in : divergedInputs)
-          for (size_t o : originsOf_[in])
-            if (from.size() < kFollowed && std::find(from.begin(), from.end(), o) == from.end())
-              from.push_back(o);
+        inherit(value, divergedInputs);
       }
       if (squaredValue(op))
         merge(op, m, /*origin=*/false);
     }
+  }
+
+  /// `value` descends from the drifts its divergent inputs descend from
+  /// (a few at most are followed).
+  void inherit(const Value *value, const std::vector<const Value *> &divergedInputs) {
+    std::vector<size_t> &from = originsOf_[value];
+    for (const Value *in : divergedInputs)
+      for (size_t o : originsOf_[in])
+        if (from.size() < kFollowed && std::find(from.begin(), from.end(), o) == from.end())
+          from.push_back(o);
   }
 
   /// Clears what one step kept. The step's drifting ops that read no
@@ -173,6 +205,9 @@ private:
     ane::MeasuredOp m;
     bool lost = false;
     bool divergent = false;
+    /// Some element moved past the tolerance of its own size (and of the
+    /// smallest normal fp16 value), however few.
+    bool anyOff = false;
   };
 
   /// `value`'s fp16 values `t` against the kept fp32 ones, `maxIn` the
@@ -221,6 +256,7 @@ private:
       err2 += d * d;
       norm2 += static_cast<double>(u[e]) * u[e];
       off += std::fabs(d) > options_.tolerance * (u1 + typical);
+      h.anyOff = h.anyOff || std::fabs(d) > options_.tolerance * (u1 + kSmallestNormalHalf);
     }
     m.relError = m.nonFinite ? INFINITY : norm2 > 0 ? std::sqrt(err2 / norm2) : 0;
     h.lost = m.nonFinite > 0 || m.zeroed > 0;

@@ -16,9 +16,11 @@ using namespace anefit;
 
 namespace {
 
-ane::NumericsMeasurement measure(const std::string &text, int64_t steps = 2) {
+ane::NumericsMeasurement measure(const std::string &text, int64_t steps = 2,
+                                 uint64_t keepBytes = uint64_t(1) << 30) {
   auto model = parseModelText(text, "numerics.mil", nullptr);
   NumericsOptions o;
+  o.keepBytes = keepBytes;
   o.run.random = true;
   o.run.steps = steps;
   o.inputsText = "random";
@@ -61,6 +63,32 @@ TEST(Numerics, NamesTheOpWhereAnOverflowStarts) {
   EXPECT_TRUE(m.diverged());
   EXPECT_EQ(m.collapsedRows, 6u); // 3 rows x 2 steps, all zero at fp16
   EXPECT_EQ(m.rows, 6u);
+}
+
+TEST(Numerics, AValueNotKeptCarriesOnWhatItReads) {
+  // The tile of the overflowing squares is past what is kept (2 KB here),
+  // so it is never compared; the sum that reads it still reads infinities
+  // and starts nothing of its own.
+  const char *program = R"(main[CoreML8](%x: (1, 3, 16, fp16)(Tensor)) {
+  block0() {
+    %h: (1, 3, 16, fp16)(Tensor) = add(x=%x, y=400.0:fp16, name="h")
+    %sq: (1, 3, 16, fp16)(Tensor) = square(x=%h, name="sq")
+    %t: (1, 3, 1024, fp16)(Tensor) = tile(x=%sq, reps=[1, 1, 64], name="t")
+    %s: (1, 3, 1, fp16)(Tensor) = reduce_sum(x=%t, axes=[-1], keep_dims=True, name="s")
+    %r: (1, 3, 1, fp16)(Tensor) = rsqrt(x=%s, name="r")
+    %y: (1, 3, 16, fp16)(Tensor) = mul(x=%h, y=%r, name="y")
+  } -> (%y)
+})";
+  for (uint64_t keep : {uint64_t(2048), uint64_t(1) << 30}) {
+    SCOPED_TRACE("keep " + std::to_string(keep));
+    auto m = measure(program, 2, keep);
+    std::vector<std::string> origins;
+    for (const ane::MeasuredOp &op : m.ops)
+      if (op.origin)
+        origins.push_back(op.op);
+    EXPECT_EQ(origins, std::vector<std::string>{"sq"});
+    EXPECT_TRUE(m.diverged());
+  }
 }
 
 TEST(Numerics, ALossNoOpCarriesOnStartsNothing) {
