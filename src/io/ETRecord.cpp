@@ -24,60 +24,6 @@ constexpr uint64_t kMaxProgramJson = uint64_t(512) << 20;
 /// times its archive (5.3 MB in 1.5 MB), a zip bomb's a thousand times.
 constexpr uint64_t kMaxInflation = 32;
 
-/// The parts of the edge program read (graph_module.graph.nodes[].{name,
-/// target, metadata.{debug_handle, stack_trace, nn_module_stack}}, the
-/// signature's buffers), as key paths; "[]" is an array's element. Every
-/// other value (the nodes' inputs and outputs, most of the text) is skipped
-/// as it is parsed, never built.
-const std::vector<std::vector<std::string_view>> &keptPaths() {
-  static const std::vector<std::vector<std::string_view>> paths = {
-      {"graph_module", "graph", "nodes", "[]", "name"},
-      {"graph_module", "graph", "nodes", "[]", "target"},
-      {"graph_module", "graph", "nodes", "[]", "metadata", "debug_handle"},
-      {"graph_module", "graph", "nodes", "[]", "metadata", "stack_trace"},
-      {"graph_module", "graph", "nodes", "[]", "metadata", "nn_module_stack"},
-      {"graph_module", "signature", "input_specs", "[]", "buffer", "arg", "name"},
-      {"graph_module", "signature", "input_specs", "[]", "buffer", "buffer_name"},
-      {"graph_module", "signature", "output_specs", "[]", "buffer_mutation", "arg", "name"},
-      {"graph_module", "signature", "output_specs", "[]", "buffer_mutation", "buffer_name"},
-  };
-  return paths;
-}
-
-/// Parses the edge program keeping only keptPaths(). Nesting is bounded
-/// first (support/Json.h).
-json parseEdgeProgram(std::string_view text, const std::string &path, const std::string &where) {
-  checkJsonDepth(text, path, where);
-  checkJsonFits(text, path, where);
-  // keys[d - 1]: the key (or "[]") of the values at depth d.
-  std::vector<std::string> keys;
-  auto kept = [&](size_t depth) {
-    for (const auto &p : keptPaths()) {
-      size_t n = std::min(depth, p.size());
-      bool same = true;
-      for (size_t i = 0; i < n && same; ++i)
-        same = keys[i] == p[i];
-      if (same)
-        return true; // on the way to a kept value, or inside one
-    }
-    return false;
-  };
-  json::parser_callback_t keep = [&](int depth, json::parse_event_t event, json &parsed) {
-    size_t d = static_cast<size_t>(depth);
-    if (event == json::parse_event_t::key) {
-      keys.resize(d);
-      keys[d - 1] = parsed.get<std::string>();
-      return kept(d);
-    }
-    if (event == json::parse_event_t::array_start) {
-      keys.resize(d + 1);
-      keys[d] = "[]";
-    }
-    return true;
-  };
-  return json::parse(text.begin(), text.end(), keep, /*allow_exceptions=*/false);
-}
-
 /// Reads delegate_map's {method: {instruction: {"delegate_map": {"op:n":
 /// [handles]}}}} as it is parsed, building only the maps of `method`: no
 /// document is built (a map of a million empty objects costs nothing).
@@ -205,10 +151,229 @@ bool inTorch(const std::string &file) {
          file.find("<eval_with_key>") != std::string::npos;
 }
 
-std::string strField(const json &j, const char *key) {
-  auto it = j.find(key);
-  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
+/// Reads the edge program as it is parsed, keeping only what a source
+/// line needs: each node's name, target and metadata.{debug_handle,
+/// stack_trace, nn_module_stack}, and the signature's buffers
+/// (input_specs[].buffer, output_specs[].buffer_mutation). Every other
+/// value (the nodes' inputs and outputs, most of the text) is skipped; no
+/// document is built.
+class EdgeProgramReader : public nlohmann::json_sax<json> {
+public:
+  explicit EdgeProgramReader(ETRecord &rec) : rec_(rec) {}
+  bool sawProgram() const { return sawProgram_; }
+  bool sawNodes() const { return sawNodes_; }
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t v) override { return integer(v); }
+  bool number_unsigned(number_unsigned_t v) override { return integer(static_cast<int64_t>(v)); }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool string(string_t &v) override {
+    if (frames_.empty())
+      return true;
+    const Frame &f = frames_.back();
+    switch (f.role) {
+    case Role::Node:
+      if (f.key == "name")
+        node_.name = v;
+      else if (f.key == "target")
+        node_.target = v;
+      break;
+    case Role::Metadata:
+      if (f.key == "debug_handle")
+        node_.handle = v;
+      else if (f.key == "stack_trace")
+        node_.stack = v;
+      else if (f.key == "nn_module_stack")
+        node_.modules = v;
+      break;
+    case Role::BufferArg:
+    case Role::MutationArg:
+      if (f.key == "name")
+        spec_.arg = v;
+      break;
+    case Role::Buffer:
+    case Role::Mutation:
+      if (f.key == "buffer_name")
+        spec_.buffer = v;
+      break;
+    default:
+      break;
+    }
+    return true;
+  }
+  bool key(string_t &k) override {
+    Frame &f = frames_.back();
+    if (f.role != Role::Other)
+      f.key = k;
+    return true;
+  }
+  bool start_object(std::size_t) override {
+    Role role = Role::Other;
+    if (frames_.empty()) {
+      role = Role::Top;
+    } else {
+      const Frame &p = frames_.back();
+      switch (p.role) {
+      case Role::Top:
+        if (p.key == "graph_module") {
+          role = Role::Program;
+          sawProgram_ = true;
+        }
+        break;
+      case Role::Program:
+        role = p.key == "graph" ? Role::Graph : p.key == "signature" ? Role::Signature : role;
+        break;
+      case Role::Nodes:
+        role = Role::Node;
+        node_ = {};
+        break;
+      case Role::Node:
+        if (p.key == "metadata") {
+          role = Role::Metadata;
+          node_.metadata = true;
+        }
+        break;
+      case Role::InputSpecs:
+      case Role::OutputSpecs:
+        role = p.role == Role::InputSpecs ? Role::InputSpec : Role::OutputSpec;
+        spec_ = {};
+        break;
+      case Role::InputSpec:
+        if (p.key == "buffer") {
+          role = Role::Buffer;
+          spec_.present = true;
+        }
+        break;
+      case Role::OutputSpec:
+        if (p.key == "buffer_mutation") {
+          role = Role::Mutation;
+          spec_.present = true;
+        }
+        break;
+      case Role::Buffer:
+      case Role::Mutation:
+        if (p.key == "arg")
+          role = p.role == Role::Buffer ? Role::BufferArg : Role::MutationArg;
+        break;
+      default:
+        break;
+      }
+    }
+    frames_.push_back({role, {}});
+    return true;
+  }
+  bool end_object() override {
+    Role role = frames_.back().role;
+    frames_.pop_back();
+    if (role == Role::Node && node_.metadata)
+      addNode();
+    else if (role == Role::InputSpec && spec_.present && !spec_.arg.empty())
+      rec_.buffers[spec_.arg] = spec_.buffer;
+    else if (role == Role::OutputSpec && spec_.present)
+      rec_.mutations[spec_.buffer] = spec_.arg;
+    return true;
+  }
+  bool start_array(std::size_t) override {
+    Role role = Role::Other;
+    if (!frames_.empty()) {
+      const Frame &p = frames_.back();
+      if (p.role == Role::Graph && p.key == "nodes") {
+        role = Role::Nodes;
+        sawNodes_ = true;
+      } else if (p.role == Role::Signature && p.key == "input_specs") {
+        role = Role::InputSpecs;
+      } else if (p.role == Role::Signature && p.key == "output_specs") {
+        role = Role::OutputSpecs;
+      }
+    }
+    frames_.push_back({role, {}});
+    return true;
+  }
+  bool end_array() override {
+    frames_.pop_back();
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override {
+    return false;
+  }
+
+private:
+  /// What a value is, by where it sits; Other values are skipped.
+  enum class Role {
+    Top,
+    Program,
+    Graph,
+    Nodes,
+    Node,
+    Metadata,
+    Signature,
+    InputSpecs,
+    InputSpec,
+    Buffer,
+    BufferArg,
+    OutputSpecs,
+    OutputSpec,
+    Mutation,
+    MutationArg,
+    Other
+  };
+  struct Frame {
+    Role role;
+    std::string key; ///< the current key (kept for the roles above only)
+  };
+  /// The fields of the node being read.
+  struct NodeFields {
+    bool metadata = false;
+    std::string name, target, handle, stack, modules;
+  };
+  /// The buffer (input spec) or buffer mutation (output spec) being read.
+  struct SpecFields {
+    bool present = false;
+    std::string arg, buffer;
+  };
+
+  bool integer(int64_t v) {
+    if (!frames_.empty() && frames_.back().role == Role::Metadata &&
+        frames_.back().key == "debug_handle")
+      node_.handle = std::to_string(v);
+    return true;
+  }
+
+  /// A node with a debug handle (a decimal integer, as text or a number).
+  void addNode() {
+    char *end = nullptr;
+    const std::string &handle = node_.handle;
+    int64_t h = handle.empty() ? 0 : std::strtoll(handle.c_str(), &end, 10);
+    if (handle.empty() || !end || *end != '\0')
+      return;
+    EdgeNode node;
+    node.name = std::move(node_.name);
+    node.target = std::move(node_.target);
+    node.debugHandle = h;
+    node.stack = parseStack(node_.stack);
+    // "key,path,type;key,path,type": the innermost module is the last entry.
+    const std::string &stack = node_.modules;
+    if (!stack.empty()) {
+      std::string last =
+          stack.substr(stack.rfind(';') == std::string::npos ? 0 : stack.rfind(';') + 1);
+      size_t a = last.find(','), b = last.rfind(',');
+      if (a != std::string::npos && b != std::string::npos && b > a) {
+        node.modulePath = last.substr(a + 1, b - a - 1);
+        node.moduleType = last.substr(b + 1);
+      }
+    }
+    rec_.byHandle[h].push_back(rec_.nodes.size());
+    rec_.nodes.push_back(std::move(node));
+  }
+
+  ETRecord &rec_;
+  std::vector<Frame> frames_;
+  NodeFields node_;
+  SpecFields spec_;
+  bool sawProgram_ = false, sawNodes_ = false;
+};
 
 } // namespace
 
@@ -286,66 +451,15 @@ ETRecord parseETRecord(std::span<const uint8_t> bytes, const std::string &path,
   };
   std::string text = readJson(*program);
   std::string where = program->name;
-  json j = parseEdgeProgram(text, path, where);
+  checkJsonDepth(text, path, where);
+  EdgeProgramReader reader(rec);
+  bool parsed = json::sax_parse(text, &reader);
   text = std::string();
-  if (j.is_discarded() || !j.is_object() || !j.contains("graph_module") ||
-      !j["graph_module"].is_object())
+  if (!parsed || !reader.sawProgram())
     failExpected(path, where, "a torch.export program (JSON with graph_module)",
-                 j.is_discarded() ? "malformed JSON" : "another JSON document");
-  const json &gm = j["graph_module"];
-  if (!gm.contains("graph") || !gm["graph"].is_object() || !gm["graph"].contains("nodes") ||
-      !gm["graph"]["nodes"].is_array())
+                 !parsed ? "malformed JSON" : "another JSON document");
+  if (!reader.sawNodes())
     failExpected(path, where + ": graph_module.graph.nodes", "an array", "none");
-  for (const json &n : gm["graph"]["nodes"]) {
-    if (!n.is_object() || !n.contains("metadata") || !n["metadata"].is_object())
-      continue;
-    const json &md = n["metadata"];
-    std::string handle = strField(md, "debug_handle");
-    if (handle.empty() && md.contains("debug_handle") && md["debug_handle"].is_number_integer())
-      handle = std::to_string(md["debug_handle"].get<int64_t>());
-    char *end = nullptr;
-    int64_t h = handle.empty() ? 0 : std::strtoll(handle.c_str(), &end, 10);
-    if (handle.empty() || !end || *end != '\0')
-      continue;
-    EdgeNode node;
-    node.name = strField(n, "name");
-    node.target = strField(n, "target");
-    node.debugHandle = h;
-    node.stack = parseStack(strField(md, "stack_trace"));
-    // "key,path,type;key,path,type": the innermost module is the last entry.
-    std::string stack = strField(md, "nn_module_stack");
-    if (!stack.empty()) {
-      std::string last =
-          stack.substr(stack.rfind(';') == std::string::npos ? 0 : stack.rfind(';') + 1);
-      size_t a = last.find(','), b = last.rfind(',');
-      if (a != std::string::npos && b != std::string::npos && b > a) {
-        node.modulePath = last.substr(a + 1, b - a - 1);
-        node.moduleType = last.substr(b + 1);
-      }
-    }
-    rec.byHandle[h].push_back(rec.nodes.size());
-    rec.nodes.push_back(std::move(node));
-  }
-  if (gm.contains("signature") && gm["signature"].is_object()) {
-    const json &sig = gm["signature"];
-    if (sig.contains("input_specs") && sig["input_specs"].is_array())
-      for (const json &s : sig["input_specs"])
-        if (s.is_object() && s.contains("buffer") && s["buffer"].is_object()) {
-          const json &b = s["buffer"];
-          std::string arg = b.contains("arg") && b["arg"].is_object() ? strField(b["arg"], "name")
-                                                                      : std::string();
-          if (!arg.empty())
-            rec.buffers[arg] = strField(b, "buffer_name");
-        }
-    if (sig.contains("output_specs") && sig["output_specs"].is_array())
-      for (const json &s : sig["output_specs"])
-        if (s.is_object() && s.contains("buffer_mutation") && s["buffer_mutation"].is_object()) {
-          const json &b = s["buffer_mutation"];
-          std::string arg = b.contains("arg") && b["arg"].is_object() ? strField(b["arg"], "name")
-                                                                      : std::string();
-          rec.mutations[strField(b, "buffer_name")] = arg;
-        }
-  }
   if (const ZipMember *dm = find("delegate_map")) {
     std::string text = readJson(*dm);
     checkJsonDepth(text, path, dm->name);

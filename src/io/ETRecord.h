@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <optional>
 #include <span>
@@ -51,7 +52,7 @@ struct SourceOrigin {
 struct ETRecord {
   std::string path;
   std::string method; ///< the edge program read ("forward")
-  std::vector<EdgeNode> nodes;
+  std::deque<EdgeNode> nodes; ///< a deque: read node by node, never moved whole
   std::map<int64_t, std::vector<size_t>> byHandle; ///< debug handle -> nodes
   /// Placeholder names of buffers -> their module paths
   /// ("b_layers_0_conv_conv_state" -> "layers.0.conv.conv_state").
