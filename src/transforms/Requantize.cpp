@@ -446,21 +446,30 @@ double assignWithFeedback(const float *w, int64_t rows, int64_t cols, const floa
 double outputError2(const std::vector<double> &h, const float *a, const float *b, int64_t rows,
                     int64_t cols) {
   const auto n = static_cast<size_t>(cols);
-  std::vector<double> d(n);
+  // Blocks of rows: y = H d for each row of the block as sums of H's rows
+  // (each read once a block, vectorizable), then d . y.
+  constexpr int64_t kBlock = 16;
+  std::vector<double> d(static_cast<size_t>(kBlock) * n), y(d.size());
   double total = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    for (size_t j = 0; j < n; ++j)
-      d[j] = static_cast<double>(a[static_cast<size_t>(r) * n + j]) -
-             b[static_cast<size_t>(r) * n + j];
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    auto m = static_cast<size_t>(std::min(kBlock, rows - r0));
+    for (size_t k = 0; k < m * n; ++k)
+      d[k] = static_cast<double>(a[static_cast<size_t>(r0) * n + k]) -
+             b[static_cast<size_t>(r0) * n + k];
+    std::fill(y.begin(), y.end(), 0.0);
     for (size_t i = 0; i < n; ++i) {
-      if (d[i] == 0)
-        continue;
       const double *hi = h.data() + i * n;
-      double s = 0;
-      for (size_t j = 0; j < n; ++j)
-        s += hi[j] * d[j];
-      total += d[i] * s;
+      for (size_t r = 0; r < m; ++r) {
+        double di = d[r * n + i];
+        if (di == 0)
+          continue;
+        double *yr = y.data() + r * n;
+        for (size_t j = 0; j < n; ++j)
+          yr[j] += di * hi[j];
+      }
     }
+    for (size_t k = 0; k < m * n; ++k)
+      total += d[k] * y[k];
   }
   return total;
 }
@@ -731,6 +740,11 @@ public:
     allWeights_ = which == "all";
     feedback_ = options.flag("feedback");
     refit_ = options.flag("refit");
+    std::string dp = options.string("damp");
+    char *dend = nullptr;
+    damp_ = std::strtod(dp.c_str(), &dend);
+    if (dp.empty() || *dend || !(damp_ > 0) || !std::isfinite(damp_))
+      throw InputError("requantize: option 'damp': expected a positive number, found '" + dp + "'");
     std::string b = options.string("budget");
     if (!b.empty()) {
       std::optional<uint64_t> bytes = runtime::MemoryBudget::parseLimit(b);
@@ -762,6 +776,9 @@ private:
     Errors error;
     uint64_t bytesBefore = 0, bytesAfter = 0;
     size_t nonFinite = 0; ///< values that are inf or NaN (the weight stays dense)
+    /// Its linear's H was at hand (feedback): palette indices chosen by
+    /// error feedback, the output error measured with the whole H.
+    bool fed = false;
   };
   /// One weight to rewrite: the first op that makes it, and what it became.
   struct Item {
@@ -810,6 +827,7 @@ private:
   Target target_;
   int64_t group_;
   bool feedback_ = false, refit_ = false;
+  double damp_ = 0.01;
   const InputMoment *cachedMoment_ = nullptr;
   std::vector<double> cachedH_;
   std::shared_ptr<const FeedbackFactor> cachedFactor_;
@@ -823,15 +841,19 @@ private:
 };
 
 /// outputError2 over the rows of `a` and `b` on the interpreter's threads
-/// (each row's sum kept apart and added in order: the same on any count).
+/// (each block of rows' sum kept apart and added in order: the same on any
+/// thread count).
 double rowsError2(const std::vector<double> &h, const std::vector<float> &a,
                   const std::vector<float> &b, int64_t rows, int64_t cols) {
-  std::vector<double> per(static_cast<size_t>(rows));
+  constexpr int64_t kRows = 16;
+  int64_t blocks = (rows + kRows - 1) / kRows;
+  std::vector<double> per(static_cast<size_t>(blocks));
   runtime::ThreadScope threads(0);
-  runtime::parallelFor(rows, 1, [&](int64_t first, int64_t last) {
-    for (int64_t r = first; r < last; ++r)
-      per[static_cast<size_t>(r)] =
-          outputError2(h, a.data() + r * cols, b.data() + r * cols, 1, cols);
+  runtime::parallelFor(blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k)
+      per[static_cast<size_t>(k)] =
+          outputError2(h, a.data() + k * kRows * cols, b.data() + k * kRows * cols,
+                       std::min(kRows, rows - k * kRows), cols);
   });
   double total = 0;
   for (double e : per)
@@ -839,20 +861,18 @@ double rowsError2(const std::vector<double> &h, const std::vector<float> &a,
   return total;
 }
 
-/// The share of H's mean diagonal added to it before it is inverted (ours,
-/// GPTQ's customary 1 %).
-constexpr double kFeedbackDamp = 0.01;
-
 FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w) {
   FeedbackInput out;
   const ChannelEnergy *e = item.energy;
-  if (!feedback_ || !e || !e->moment || e->axis != 1 || w.shape.size() != 2 ||
-      e->moment->channels != w.shape[1])
+  // Not on a seeded draw: a few random rows would fit the palettes to
+  // themselves.
+  if (!feedback_ || !calibration_ || calibration_->random || !e || !e->moment || e->axis != 1 ||
+      w.shape.size() != 2 || e->moment->channels != w.shape[1])
     return out;
   if (cachedMoment_ != e->moment.get()) {
     cachedMoment_ = e->moment.get();
     cachedH_ = e->moment->matrix();
-    cachedFactor_ = feedbackFactor(cachedH_, e->moment->channels, kFeedbackDamp);
+    cachedFactor_ = feedbackFactor(cachedH_, e->moment->channels, damp_);
   }
   if (!cachedFactor_)
     return out;
@@ -882,6 +902,7 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
   // With error feedback the layer's output error is measured with the whole
   // H (its cross terms are what feedback uses), for every form alike.
   FeedbackInput fb = feedbackFor(item, w);
+  d.fed = fb.factor != nullptr;
   auto errors = [&](const std::vector<float> &back, double output2) {
     Errors e = measureErrors(w.values, back, ew);
     if (fb.factor) {
@@ -1032,6 +1053,17 @@ std::string bitsText(uint64_t bytes, uint64_t elements) {
   return buf;
 }
 
+/// How the output errors of `measured` weights were measured, `fed` of
+/// them with their linear's whole H.
+std::string outputErrorText(size_t fed, size_t measured) {
+  if (!fed)
+    return "weighted by input channel energy";
+  if (fed == measured)
+    return "over the inputs' second moment";
+  return "over the inputs' second moment for " + std::to_string(fed) +
+         ", weighted by input channel energy for the others";
+}
+
 std::string formName(Target t) { return std::string(kForms[static_cast<size_t>(t)].name); }
 
 void RequantizePass::run(Model &model, PassResult &result) {
@@ -1064,8 +1096,20 @@ void RequantizePass::run(Model &model, PassResult &result) {
       items.push_back(std::move(item));
     });
   }
-  for (Item &item : items)
-    choose(item, target_, result);
+  // The weights whose linears read one activation (q, k and v) one after
+  // another, so its H is factored once (feedbackFor keeps the last).
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::map<const InputMoment *, size_t> firstOf;
+  auto momentOf = [&](size_t i) -> const InputMoment * {
+    return items[i].energy ? items[i].energy->moment.get() : nullptr;
+  };
+  for (size_t i : order)
+    firstOf.try_emplace(momentOf(i), i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return firstOf[momentOf(a)] < firstOf[momentOf(b)]; });
+  for (size_t i : order)
+    choose(items[i], target_, result);
 
   // The budget: the weights left as they are plus the rewritten ones.
   uint64_t before = 0, after = 0;
@@ -1111,12 +1155,13 @@ void RequantizePass::run(Model &model, PassResult &result) {
                      " (" + humanBytes(others) + " of them not requantized)");
 
   // Each op takes what its weight became.
+  size_t autoFed = 0, autoMeasured = 0;
   for (auto &fn : model.program->functions) {
     size_t n = 0, toFp16 = 0, kept = 0, denseCount = 0;
     uint64_t fnBefore = 0, fnAfter = 0;
     double worst = 0, sum = 0, worstOut = 0, sumOut = 0;
     std::string worstName, worstOutName;
-    size_t measured = 0, nonFinite = 0;
+    size_t measured = 0, nonFinite = 0, fed = 0;
     std::string nonFiniteName;
     std::map<std::string, size_t> autoForms; // auto: weights per lossy form
     std::optional<UseMap> uses;
@@ -1166,6 +1211,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
       }
       result.lossy = true;
       ++measured;
+      fed += d.fed;
       ++autoForms[formName(d.to)];
       sum += d.error.weight;
       sumOut += d.error.output;
@@ -1219,11 +1265,17 @@ void RequantizePass::run(Model &model, PassResult &result) {
       line += "; weight error (relative RMS) mean " + percent(sum / measured) + ", max " +
               percent(worst) + " ('" + worstName + "')";
       if (calibration_)
-        line += "; output error (relative RMS, weighted by input channel energy) mean " +
+        line += "; output error (relative RMS, " + outputErrorText(fed, measured) + ") mean " +
                 percent(sumOut / measured) + ", max " + percent(worstOut) + " ('" + worstOutName +
                 "')";
+      if (fed)
+        line += "; indices by error feedback on " + std::to_string(fed) + " linear" +
+                (fed == 1 ? "" : "s") + " (H dampened by " + percent(damp_) +
+                " of its mean diagonal" + (refit_ ? ", palettes refitted" : "") + ")";
     }
     result.changes.push_back(line);
+    autoFed += fed;
+    autoMeasured += measured;
   }
 
   if (target_ != Target::Auto)
@@ -1253,7 +1305,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
     mix += (mix.empty() ? "" : ", ") + std::to_string(count) + " " + form;
   std::string line = "requantize: auto: " + mix + "; " + bitsText(bytes, elements) +
                      " bits per weight; output error within " + percent(maxError_) +
-                     (calibration_ ? " (weighted by input channel energy)" : " (of the weights)");
+                     (calibration_ ? " (" + outputErrorText(autoFed, autoMeasured) + ")"
+                                   : std::string(" (of the weights)"));
   if (belowTarget)
     line += " but for " + std::to_string(belowTarget) + " step" + (belowTarget == 1 ? "" : "s") +
             " down to meet the budget";

@@ -399,6 +399,9 @@ TEST(ErrorFeedback, TheRequantizePassLowersTheOutputErrorOfCorrelatedInputs) {
   auto m = correlatedModel(13);
   WeightCalibration c = calibrateOnRandomInputs(*m, "", 200, 2);
   ASSERT_EQ(c.weights.count("w"), 1u);
+  // Feedback takes a text's calibration only, not a seeded draw's: these
+  // 200 draws stand for a text.
+  c.random = false;
   const ChannelEnergy &e = c.weights.at("w");
   ASSERT_TRUE(e.moment);
   EXPECT_EQ(e.moment->channels, 64);
@@ -408,9 +411,14 @@ TEST(ErrorFeedback, TheRequantizePassLowersTheOutputErrorOfCorrelatedInputs) {
   for (const char *form : {"lut4", "lut6"}) {
     SCOPED_TRACE(form);
     std::string base = std::string("requantize{to=") + form + " weights=all";
-    Rewritten plain = rewrite(*m, base + "}", ctx);
-    Rewritten fed = rewrite(*m, base + " feedback refit=false}", ctx);
-    Rewritten refit = rewrite(*m, base + " feedback}", ctx);
+    Rewritten plain = rewrite(*m, base + " feedback=false}", ctx);
+    Rewritten fed = rewrite(*m, base + " refit=false}", ctx);
+    Rewritten refit = rewrite(*m, base + "}", ctx);
+    ASSERT_FALSE(refit.result.changes.empty());
+    EXPECT_NE(refit.result.changes[0].find("indices by error feedback on 1 linear (H dampened by "
+                                           "1.00% of its mean diagonal, palettes refitted)"),
+              std::string::npos)
+        << refit.result.changes[0];
     EXPECT_EQ(countOps(*fed.model->program->functions[0], "constexpr_lut_to_dense"), 1);
     double ePlain = outputError(*m, *plain.model), eFed = outputError(*m, *fed.model),
            eRefit = outputError(*m, *refit.model);
@@ -418,10 +426,17 @@ TEST(ErrorFeedback, TheRequantizePassLowersTheOutputErrorOfCorrelatedInputs) {
     // 4.1 % and 1.6 %.
     EXPECT_LT(eFed, 0.6 * ePlain) << ePlain << " vs " << eFed;
     EXPECT_LE(eRefit, 1.05 * eFed) << eFed << " vs " << eRefit;
-    // Feedback is only for calibrated weights: without a calibration the
-    // option changes nothing.
-    Rewritten a = rewrite(*m, base + "}"), b = rewrite(*m, base + " feedback}");
+    // Feedback is only for a text's calibration: without one, or with a
+    // seeded draw's, the option changes nothing.
+    Rewritten a = rewrite(*m, base + " feedback=false}"), b = rewrite(*m, base + "}");
     EXPECT_EQ(outputError(*a.model, *b.model), 0.0);
+    WeightCalibration drawn = c;
+    drawn.random = true;
+    PassContext dctx;
+    dctx.calibration = &drawn;
+    Rewritten da = rewrite(*m, base + " feedback=false}", dctx), db = rewrite(*m, base + "}", dctx);
+    EXPECT_EQ(outputError(*da.model, *db.model), 0.0);
+    EXPECT_EQ(db.result.changes[0].find("error feedback"), std::string::npos);
   }
 }
 
