@@ -485,27 +485,38 @@ bool refitPalette(const std::vector<double> &h, double damp, const float *w, con
                   int64_t rows, int64_t cols, std::vector<float> &palette) {
   const auto n = static_cast<size_t>(cols);
   const size_t k = palette.size();
-  std::vector<double> m(k * k, 0.0), rhs(k, 0.0), s(k * n);
-  for (int64_t r = 0; r < rows; ++r) {
-    const int *ir = idx + static_cast<size_t>(r) * n;
-    const float *wr = w + static_cast<size_t>(r) * n;
+  // s_r = A_r^T (H + damp I), k x n per row, for a block of rows at a time
+  // (each row of H read once a block; at most kBlockBytes of them).
+  constexpr size_t kBlockBytes = size_t{8} << 20;
+  auto block = static_cast<int64_t>(std::max<size_t>(1, kBlockBytes / (k * n * sizeof(double))));
+  std::vector<double> m(k * k, 0.0), rhs(k, 0.0),
+      s(static_cast<size_t>(std::min(block, rows)) * k * n);
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    auto nb = static_cast<size_t>(std::min(block, rows - r0));
     std::fill(s.begin(), s.end(), 0.0);
     for (size_t i = 0; i < n; ++i) {
-      double *sa = s.data() + static_cast<size_t>(ir[i]) * n;
       const double *hi = h.data() + i * n;
-      for (size_t j = 0; j < n; ++j)
-        sa[j] += hi[j];
-      sa[i] += damp; // H + damp I, the objective the feedback minimizes
-    }
-    for (size_t a = 0; a < k; ++a) {
-      const double *sa = s.data() + a * n;
-      double *ma = m.data() + a * k;
-      double t = 0;
-      for (size_t j = 0; j < n; ++j) {
-        ma[static_cast<size_t>(ir[j])] += sa[j];
-        t += sa[j] * wr[j];
+      for (size_t b = 0; b < nb; ++b) {
+        const int *ir = idx + (static_cast<size_t>(r0) + b) * n;
+        double *sa = s.data() + (b * k + static_cast<size_t>(ir[i])) * n;
+        for (size_t j = 0; j < n; ++j)
+          sa[j] += hi[j];
+        sa[i] += damp; // H + damp I, the objective the feedback minimizes
       }
-      rhs[a] += t;
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      const int *ir = idx + (static_cast<size_t>(r0) + b) * n;
+      const float *wr = w + (static_cast<size_t>(r0) + b) * n;
+      for (size_t a = 0; a < k; ++a) {
+        const double *sa = s.data() + (b * k + a) * n;
+        double *ma = m.data() + a * k;
+        double t = 0;
+        for (size_t j = 0; j < n; ++j) {
+          ma[static_cast<size_t>(ir[j])] += sa[j];
+          t += sa[j] * wr[j];
+        }
+        rhs[a] += t;
+      }
     }
   }
   double trace = 0;
