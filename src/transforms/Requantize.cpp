@@ -342,6 +342,9 @@ std::shared_ptr<const FeedbackFactor> feedbackFactor(const std::vector<double> &
   const auto c = static_cast<size_t>(channels);
   if (channels <= 0 || h.size() != c * c)
     return nullptr;
+  for (double v : h)
+    if (!std::isfinite(v))
+      return nullptr; // inputs that overflowed: no factor (nearest values)
   double mean = 0;
   for (size_t i = 0; i < c; ++i)
     mean += h[i * c + i];

@@ -314,6 +314,9 @@ TEST(ErrorFeedback, TheFactorInvertsTheDampenedMoment) {
   for (size_t i = 1; i < n; ++i)
     EXPECT_EQ(f->u[i * n + 0], 0.0f); // upper triangular
   EXPECT_FALSE(feedbackFactor(std::vector<double>(n * n, 0.0), cols, 0.01));
+  std::vector<double> bad = h;
+  bad[1] = NAN;
+  EXPECT_FALSE(feedbackFactor(bad, cols, 0.01));
 }
 
 TEST(ErrorFeedback, BeatsTheNearestValueOnCorrelatedInputs) {
