@@ -72,8 +72,9 @@ struct ChannelEnergy {
   std::vector<double> energy;
   /// Rows of inputs averaged (steps times rows a step).
   int64_t rows = 0;
-  /// A linear's full input second moment (null for convs and matmuls, and
-  /// for a weight read by layers of other widths).
+  /// The full second moment of what the layer reads, for a linear or a
+  /// matmul with transpose_y (a weight of (out, in)); null for convs, other
+  /// matmuls, and a weight read by layers of other widths.
   std::shared_ptr<const InputMoment> moment;
 };
 
