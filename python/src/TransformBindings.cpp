@@ -13,12 +13,14 @@
 
 #include "fix/Fix.h"
 #include "fix/FixFile.h"
+#include "fix/Quality.h"
 #include "io/ETRecord.h"
 #include "io/ModelIO.h"
 #include "partition/PlanJson.h"
 #include "partition/Split.h"
 #include "probe/Probe.h"
 #include "report/Sources.h"
+#include "runtime/Tensor.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
 
@@ -114,6 +116,10 @@ struct PyFixResult {
   nb::object fixedAtFp16;
   bool fp16Refused = false;
   bool nonFiniteRefused = false;
+  /// fix(text=...): the perplexities on the text (None without one).
+  nb::object text;
+  /// What requantize was fitted to (None when it did not run lossily).
+  nb::object calibration;
 };
 
 /// A PrecisionGap as a dict; None when it was not measured.
@@ -224,6 +230,34 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
   r.fixedAtFp16 = gapObject(v.fixedAtFp16);
   r.fp16Refused = result.fp16Refused;
   r.nonFiniteRefused = result.nonFiniteRefused;
+  r.text = nb::none();
+  if (v.textMeasured && !v.original.runs.empty()) {
+    nb::dict t;
+    t["predicted"] = v.original.predicted;
+    t["original_fp32"] = v.original.runs[0].perplexity;
+    t["original_top1"] = v.original.runs[0].top1Correct;
+    const char *names[] = {"fixed_fp32", "fixed_fp16"};
+    for (size_t i = 0; i < v.fixed.runs.size() && i < 2; ++i) {
+      nb::dict run;
+      run["perplexity"] = v.fixed.runs[i].perplexity;
+      run["top1"] = v.fixed.runs[i].top1Correct;
+      if (i < v.textAgree.size())
+        run["agrees_with_original"] = v.textAgree[i];
+      if (i < v.perplexityRise.size())
+        run["rise"] = v.perplexityRise[i];
+      t[names[i]] = std::move(run);
+    }
+    r.text = std::move(t);
+  }
+  r.calibration = nb::none();
+  if (result.calibration.done || !result.calibration.failed.empty()) {
+    nb::dict c;
+    c["source"] = result.calibration.source;
+    c["random"] = result.calibration.random;
+    c["weights"] = result.calibration.weights;
+    c["failed"] = result.calibration.failed;
+    r.calibration = std::move(c);
+  }
   for (const FixStage &stage : result.stages)
     for (const Residency &res : stage.residency) {
       nb::dict d;
@@ -281,7 +315,9 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
                   const std::string &chip, const std::string &os, const std::string &computeUnits,
                   const std::optional<fs::path> &etrecord,
                   const std::optional<fs::path> &sourceRoot, bool allowFp16Divergence,
-                  bool allowNonFinite) {
+                  bool allowNonFinite, const std::optional<fs::path> &text,
+                  const std::optional<fs::path> &tokenizer, int64_t maxTokens, double maxPplRise,
+                  const std::optional<std::string> &budget) {
   SourceArgs sources = sourceArgs(etrecord, sourceRoot);
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
@@ -300,6 +336,29 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
   options.maxRelError = maxRelError;
   options.allowFp16Divergence = allowFp16Divergence;
   options.allowNonFinite = allowNonFinite;
+  // text, tokenizer, max_tokens, max_ppl_rise and budget as fix's --text,
+  // --tokenizer, --max-tokens, --max-ppl-rise and --budget.
+  if (text.has_value() != tokenizer.has_value())
+    throw InputError(text ? "text: expected tokenizer= beside it, found none"
+                          : "tokenizer: expected text= beside it, found none");
+  if (text) {
+    QualityOptions q;
+    readTextTokens(q, pathText(*text), pathText(*tokenizer), maxTokens);
+    options.textTokens = std::move(q.tokens);
+    options.tokenizerVocab = q.tokenizerVocab;
+    options.textName = pathText(*text);
+  }
+  if (!(maxPplRise >= 0))
+    throw InputError("max_ppl_rise: expected a non-negative share, found " +
+                     std::to_string(maxPplRise));
+  options.maxPerplexityRise = maxPplRise;
+  if (budget) {
+    std::optional<uint64_t> bytes = runtime::MemoryBudget::parseLimit(*budget);
+    if (!bytes || !*bytes)
+      throw InputError("budget: expected a size such as 1G, 500M or 123456789, found '" + *budget +
+                       "'");
+    options.budget = *bytes;
+  }
   std::string output = out ? pathText(*out) : std::string();
   if (!output.empty() && detectFormat(output) == ModelFormat::Pte)
     return nb::cast(fixProgram(target, output, options, force, sources));
@@ -478,6 +537,16 @@ void bindTransform(nb::module_ &m) {
       .def_ro("fixed_at_fp16", &PyFixResult::fixedAtFp16,
               nb::sig("def fixed_at_fp16(self) -> dict[str, object] | None"),
               "The fixed model at fp16 against the original at fp32, the same keys.")
+      .def_ro("text", &PyFixResult::text, nb::sig("def text(self) -> dict[str, object] | None"),
+              "With ``text=``: ``predicted`` (tokens predicted), ``original_fp32`` and "
+              "``original_top1`` (the original's perplexity and top-1 hits), and "
+              "``fixed_fp32``, ``fixed_fp16``: ``perplexity``, ``top1``, "
+              "``agrees_with_original``, ``rise`` (share above the original's). None without "
+              "a text.")
+      .def_ro("calibration", &PyFixResult::calibration,
+              nb::sig("def calibration(self) -> dict[str, object] | None"),
+              "What a lossy ``requantize`` was fitted to: ``source``, ``random`` (a seeded "
+              "draw, no text), ``weights``, ``failed`` (why it could not run). None otherwise.")
       .def_ro("fp16_refused", &PyFixResult::fp16Refused,
               "The fixed model's fp16 outputs are lost (``fixed_at_fp16['diverged']``) and "
               "``allow_fp16_divergence`` was not given: not ``ok``, nothing written.")
@@ -541,6 +610,9 @@ void bindTransform(nb::module_ &m) {
         nb::arg("chip") = "any", nb::arg("os") = "any", nb::arg("compute_units") = "cpu_and_ne",
         nb::arg("etrecord") = nb::none(), nb::arg("source_root") = nb::none(),
         nb::arg("allow_fp16_divergence") = false, nb::arg("allow_non_finite") = false,
+        nb::arg("text") = nb::none(), nb::arg("tokenizer") = nb::none(),
+        nb::arg("max_tokens") = 300, nb::arg("max_ppl_rise") = kDefaultMaxPerplexityRise,
+        nb::arg("budget") = nb::none(),
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
@@ -549,9 +621,10 @@ void bindTransform(nb::module_ &m) {
                 "chip: str = 'any', os: str = "
                 "'any', compute_units: str = 'cpu_and_ne', etrecord: str | os.PathLike[str] | "
                 "None = None, source_root: str | os.PathLike[str] | None = None, "
-                "allow_fp16_divergence: bool = False, allow_non_finite: bool = False) -> "
-                "FixResult | "
-                "ProgramFixResult"),
+                "allow_fp16_divergence: bool = False, allow_non_finite: bool = False, "
+                "text: str | os.PathLike[str] | None = None, tokenizer: str | "
+                "os.PathLike[str] | None = None, max_tokens: int = 300, max_ppl_rise: float = "
+                "0.1, budget: str | None = None) -> FixResult | ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
         "the rewrite by stepping original and rewritten model side by side in the interpreter "
         "(``steps`` predictions, states carried, random inputs from ``seed``, within "
@@ -579,7 +652,12 @@ void bindTransform(nb::module_ &m) {
         "byte kept); it returns a :class:`ProgramFixResult`, and a rewrite that changes a "
         "delegate's interface raises InputError. ``etrecord``: the export's ETRecord; the "
         "findings of ``before`` and ``after`` get their PyTorch ``source`` (``source_root`` "
-        "shortens the paths).");
+        "shortens the paths). ``text`` and ``tokenizer`` (a tokenizer.json), ``max_tokens``, "
+        "``max_ppl_rise``, ``budget``: as ``anefit fix --text --tokenizer --max-tokens "
+        "--max-ppl-rise --budget``: the original runs on the text's tokens teacher-forced to "
+        "calibrate ``requantize`` (input energies, and each linear's inputs for error feedback) "
+        "and a lossy rewrite is judged by its perplexity on the text (``text`` of the result); "
+        "``budget`` (``'1G'``, ``'500M'``, bytes) bounds ``requantize='auto'``'s weights.");
 
   nb::class_<PySplitPlan>(m, "SplitPlan",
                           "What :func:`split` planned: ANE and CPU regions per function, the "

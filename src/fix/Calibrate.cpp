@@ -9,6 +9,7 @@
 namespace anefit {
 
 CalibrationRecorder::CalibrationRecorder(const Function &fn) {
+  std::map<const Value *, std::shared_ptr<InputMoment>> byActivation;
   for (const auto &op : fn.body->ops) {
     std::optional<WeightInput> wi = weightInputOf(*op);
     if (!wi)
@@ -21,8 +22,18 @@ CalibrationRecorder::CalibrationRecorder(const Function &fn) {
     auto it = std::find(operands.begin(), operands.end(), x);
     if (it == operands.end())
       continue;
-    layers_[op.get()] = {w->definingOp->name, static_cast<size_t>(it - operands.begin()),
-                         wi->activationAxis, wi->weightAxis};
+    Layer layer{w->definingOp->name, static_cast<size_t>(it - operands.begin()), wi->activationAxis,
+                wi->weightAxis, nullptr};
+    // A linear (weight (out, in), x's last axis): its input's second moment.
+    if (wi->weightAxis == 1 && wi->activationAxis == -1 && !moments_.count(layer.weight)) {
+      std::shared_ptr<InputMoment> &m = byActivation[x];
+      if (!m) {
+        m = std::make_shared<InputMoment>();
+        layer.moment = m; // the first reader records it
+      }
+      moments_[layer.weight] = m;
+    }
+    layers_[op.get()] = std::move(layer);
   }
 }
 
@@ -66,6 +77,13 @@ CalibrationRecorder::hook() {
         e.energy[static_cast<size_t>(c)] += s;
       }
     e.rows += outer * inner;
+    if (layer.moment && inner == 1) {
+      InputMoment &m = *layer.moment;
+      if (m.channels == 0)
+        m.channels = channels;
+      if (m.channels == channels)
+        m.add(v.data(), outer);
+    }
   };
 }
 
@@ -78,6 +96,10 @@ WeightCalibration CalibrationRecorder::finish(std::string source, bool random) c
     if (e.rows > 0)
       for (double &x : e.energy)
         x /= static_cast<double>(e.rows);
+    auto m = moments_.find(name);
+    if (m != moments_.end() && m->second->rows > 0 &&
+        m->second->channels == static_cast<int64_t>(e.energy.size()))
+      e.moment = m->second;
     out.weights.emplace(name, std::move(e));
   }
   return out;

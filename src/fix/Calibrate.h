@@ -7,7 +7,8 @@
 // interpreter's op results while the original runs (RunOptions::opResults),
 // on the user's text teacher-forced through an LLM (fix --text, the run
 // that also gives the original's perplexity) or, as the last resort, on a
-// seeded random draw.
+// seeded random draw. Linears' inputs are also kept whole, for their second
+// moment (InputMoment: bounded by the smaller of the rows and H).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -40,9 +41,14 @@ private:
     size_t operand = 0; ///< the activation's index in operandValues()
     int activationAxis = -1;
     int weightAxis = 1;
+    /// A linear's input second moment, added to by the first layer (in
+    /// program order) that reads the activation; null for the others.
+    std::shared_ptr<InputMoment> moment;
   };
   std::map<const Operation *, Layer> layers_;
   std::map<std::string, ChannelEnergy> sums_;
+  /// By weight: the second moment of what its (first) linear reads.
+  std::map<std::string, std::shared_ptr<InputMoment>> moments_;
 };
 
 /// The seeded-draw calibration: `steps` steps of `function` (empty: the

@@ -42,4 +42,61 @@ std::optional<WeightInput> weightInputOf(const Operation &op) {
   return std::nullopt;
 }
 
+void InputMoment::add(const float *x, int64_t n) {
+  const auto c = static_cast<size_t>(channels);
+  if (sum.empty() && rows + n < 2 * channels) {
+    samples.insert(samples.end(), x, x + static_cast<size_t>(n) * c);
+    rows += n;
+    return;
+  }
+  if (sum.empty()) { // fold the rows kept so far into the running sum
+    sum.assign(c * c, 0.0);
+    std::vector<float> kept = std::move(samples);
+    samples = {};
+    int64_t k = rows;
+    rows = 0;
+    add(kept.data(), k);
+  }
+  // The upper triangle only; matrix() mirrors it.
+  for (int64_t r = 0; r < n; ++r) {
+    const float *xr = x + static_cast<size_t>(r) * c;
+    for (size_t i = 0; i < c; ++i) {
+      double xi = xr[i];
+      if (xi == 0)
+        continue;
+      double *row = sum.data() + i * c;
+      for (size_t j = i; j < c; ++j)
+        row[j] += xi * xr[j];
+    }
+  }
+  rows += n;
+}
+
+std::vector<double> InputMoment::matrix() const {
+  const auto c = static_cast<size_t>(channels);
+  std::vector<double> h(c * c, 0.0);
+  if (rows <= 0)
+    return h;
+  if (!sum.empty()) {
+    h = sum;
+  } else {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = samples.data() + static_cast<size_t>(r) * c;
+      for (size_t i = 0; i < c; ++i) {
+        double xi = xr[i];
+        if (xi == 0)
+          continue;
+        double *row = h.data() + i * c;
+        for (size_t j = i; j < c; ++j)
+          row[j] += xi * xr[j];
+      }
+    }
+  }
+  double inv = 1.0 / static_cast<double>(rows);
+  for (size_t i = 0; i < c; ++i)
+    for (size_t j = i; j < c; ++j)
+      h[j * c + i] = h[i * c + j] *= inv;
+  return h;
+}
+
 } // namespace anefit

@@ -6,14 +6,19 @@
 // inputs' second moment; cross terms between channels are left out). The
 // fix driver measures E[x_c^2] per input channel by running the original on
 // calibration inputs (fix/Calibrate.h); requantize weights its palettes and
-// its choice of form by them (Requantize.cpp). Plain data: the passes read
-// it through PassContext, they never run a model.
+// its choice of form by them (Requantize.cpp). For linears the driver also
+// keeps the inputs' full second moment H = E[x x^T] (InputMoment), with
+// which requantize assigns palette indices by error feedback: a column's
+// rounding error is carried to the columns not yet rounded, through H's
+// cross terms. Plain data: the passes read it through PassContext, they
+// never run a model.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +45,23 @@ struct WeightInput {
 /// list).
 std::optional<WeightInput> weightInputOf(const Operation &op);
 
+/// The second moment H = E[x x^T] of the rows a linear reads (x over its
+/// last axis, `channels` wide). Held as the rows themselves while there are
+/// fewer than 2 x channels of them (fewer bytes than H), as the running sum
+/// of x x^T after that: bounded by the smaller of the two, 4 x rows x
+/// channels or 8 x channels^2 bytes. Layers reading the same activation
+/// (q, k and v; gate and up) share one.
+struct InputMoment {
+  int64_t channels = 0;
+  int64_t rows = 0;
+  std::vector<float> samples; ///< rows x channels, while rows < 2 x channels
+  std::vector<double> sum;    ///< channels x channels, sum of x x^T, after
+  /// Adds `n` rows of `channels` values.
+  void add(const float *x, int64_t n);
+  /// H = E[x x^T], channels x channels, row-major.
+  std::vector<double> matrix() const;
+};
+
 /// The input channel energies of the layers reading one weight.
 struct ChannelEnergy {
   /// The weight's axis the layer sums over (its input channels): 1 for a
@@ -50,6 +72,10 @@ struct ChannelEnergy {
   std::vector<double> energy;
   /// Rows of inputs averaged (steps times rows a step).
   int64_t rows = 0;
+  /// The full second moment of what the layer reads, for a linear or a
+  /// matmul with transpose_y (a weight of (out, in)); null for convs, other
+  /// matmuls, and a weight read by layers of other widths.
+  std::shared_ptr<const InputMoment> moment;
 };
 
 struct WeightCalibration {

@@ -222,6 +222,9 @@ struct Palettized {
   int64_t groupRows = 1;
   bool finite = true;
   size_t nonFinite = 0; ///< values that are inf or NaN
+  /// With error feedback: sum over rows of e^T H e (the layer's squared
+  /// output error, from the feedback's own sums); -1 otherwise.
+  double output2 = -1;
 };
 
 /// The index of the value of sorted `centroids` nearest to `v`, given the
@@ -334,7 +337,246 @@ std::vector<float> fitPalette(const float *v, const float *weight, int64_t n, in
   return c;
 }
 
+std::shared_ptr<const FeedbackFactor> feedbackFactor(const std::vector<double> &h, int64_t channels,
+                                                     double damp) {
+  const auto c = static_cast<size_t>(channels);
+  if (channels <= 0 || h.size() != c * c)
+    return nullptr;
+  for (double v : h)
+    if (!std::isfinite(v))
+      return nullptr; // inputs that overflowed: no factor (nearest values)
+  double mean = 0;
+  for (size_t i = 0; i < c; ++i)
+    mean += h[i * c + i];
+  mean /= static_cast<double>(c);
+  if (!(mean > 0) || !std::isfinite(mean))
+    return nullptr;
+  auto f = std::make_shared<FeedbackFactor>();
+  f->channels = channels;
+  f->order.resize(c);
+  std::iota(f->order.begin(), f->order.end(), int64_t{0});
+  std::stable_sort(f->order.begin(), f->order.end(), [&](int64_t a, int64_t b) {
+    return h[static_cast<size_t>(a) * (c + 1)] > h[static_cast<size_t>(b) * (c + 1)];
+  });
+  // With H' = H + damp I in that order and R the reversal of the order,
+  // R H' R = L L^T (Cholesky) gives H' = V V^T with V = R L R upper, so
+  // H'^-1 = U^T U with U = V^-1 = R L^-1 R: one factorization and one
+  // triangular inverse.
+  std::vector<double> l(c * c), inv(c * c);
+  for (double d = damp * mean; std::isfinite(d); d *= 10) {
+    f->damp = d;
+    for (size_t i = 0; i < c; ++i)
+      for (size_t j = 0; j < c; ++j)
+        l[i * c + j] = h[static_cast<size_t>(f->order[c - 1 - i]) * c +
+                         static_cast<size_t>(f->order[c - 1 - j])] +
+                       (i == j ? d : 0.0);
+    bool ok = true;
+    for (size_t j = 0; j < c && ok; ++j) {
+      double *lj = l.data() + j * c;
+      double s = lj[j];
+      for (size_t k = 0; k < j; ++k)
+        s -= lj[k] * lj[k];
+      if (!(s > 0)) {
+        ok = false;
+        break;
+      }
+      lj[j] = std::sqrt(s);
+      double invd = 1.0 / lj[j];
+      for (size_t i = j + 1; i < c; ++i) {
+        double *li = l.data() + i * c;
+        double t = li[j];
+        for (size_t k = 0; k < j; ++k)
+          t -= li[k] * lj[k];
+        li[j] = t * invd;
+      }
+    }
+    if (!ok)
+      continue;
+    // L^-1 row by row: row i = (e_i - sum_{k<i} L[i,k] row k) / L[i,i].
+    std::fill(inv.begin(), inv.end(), 0.0);
+    for (size_t i = 0; i < c; ++i) {
+      double *ri = inv.data() + i * c;
+      const double *li = l.data() + i * c;
+      for (size_t k = 0; k < i; ++k) {
+        double a = li[k];
+        const double *rk = inv.data() + k * c;
+        for (size_t j = 0; j <= k; ++j)
+          ri[j] -= a * rk[j];
+      }
+      ri[i] += 1.0;
+      double invd = 1.0 / li[i];
+      for (size_t j = 0; j <= i; ++j)
+        ri[j] *= invd;
+    }
+    f->u.assign(c * c, 0.0f);
+    for (size_t i = 0; i < c; ++i)
+      for (size_t j = i; j < c; ++j)
+        f->u[i * c + j] = static_cast<float>(inv[(c - 1 - i) * c + (c - 1 - j)]);
+    return f;
+  }
+  return nullptr;
+}
+
+double assignWithFeedback(const float *w, int64_t rows, int64_t cols, const float *palette,
+                          int entries, const FeedbackFactor &f, int *indices, float *values) {
+  double total = 0;
+  std::vector<float> c(palette, palette + entries), mid;
+  midpoints(c, mid);
+  const auto n = static_cast<size_t>(cols);
+  // The rows together, in rounding order, so each row of U is read once.
+  std::vector<float> x(static_cast<size_t>(rows) * n);
+  for (int64_t r = 0; r < rows; ++r)
+    for (size_t k = 0; k < n; ++k)
+      x[static_cast<size_t>(r) * n + k] = w[r * cols + f.order[k]];
+  for (size_t k = 0; k < n; ++k) {
+    const float *uk = f.u.data() + k * n;
+    float inv = 1.0f / uk[k];
+    auto col = static_cast<size_t>(f.order[k]);
+    for (int64_t r = 0; r < rows; ++r) {
+      float *xr = x.data() + static_cast<size_t>(r) * n;
+      int idx = nearest(mid.data(), entries, xr[k]);
+      float err = (xr[k] - c[static_cast<size_t>(idx)]) * inv;
+      total += static_cast<double>(err) * err;
+      for (size_t j = k + 1; j < n; ++j)
+        xr[j] -= err * uk[j];
+      indices[static_cast<size_t>(r) * n + col] = idx;
+      values[static_cast<size_t>(r) * n + col] = c[static_cast<size_t>(idx)];
+    }
+  }
+  return total;
+}
+
+double outputError2(const std::vector<double> &h, const float *a, const float *b, int64_t rows,
+                    int64_t cols) {
+  const auto n = static_cast<size_t>(cols);
+  // Blocks of rows: y = H d for each row of the block as sums of H's rows
+  // (each read once a block, vectorizable), then d . y.
+  constexpr int64_t kBlock = 16;
+  std::vector<double> d(static_cast<size_t>(kBlock) * n), y(d.size());
+  double total = 0;
+  for (int64_t r0 = 0; r0 < rows; r0 += kBlock) {
+    auto m = static_cast<size_t>(std::min(kBlock, rows - r0));
+    for (size_t k = 0; k < m * n; ++k)
+      d[k] = static_cast<double>(a[static_cast<size_t>(r0) * n + k]) -
+             b[static_cast<size_t>(r0) * n + k];
+    std::fill(y.begin(), y.end(), 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      const double *hi = h.data() + i * n;
+      for (size_t r = 0; r < m; ++r) {
+        double di = d[r * n + i];
+        if (di == 0)
+          continue;
+        double *yr = y.data() + r * n;
+        for (size_t j = 0; j < n; ++j)
+          yr[j] += di * hi[j];
+      }
+    }
+    for (size_t k = 0; k < m * n; ++k)
+      total += d[k] * y[k];
+  }
+  return total;
+}
+
 namespace {
+
+/// The palette values that minimize sum over rows of e^T H e, e each row's
+/// difference from `w`, with each element's index held (least squares:
+/// sum_r A_r^T H A_r c = sum_r A_r^T H w_r, A_r the rows' one-hot index
+/// matrices). Values no element uses stay as they were. False when the
+/// system is singular.
+bool refitPalette(const std::vector<double> &h, double damp, const float *w, const int *idx,
+                  int64_t rows, int64_t cols, std::vector<float> &palette) {
+  const auto n = static_cast<size_t>(cols);
+  const size_t k = palette.size();
+  // s_r = A_r^T (H + damp I), k x n per row, for a block of rows at a time
+  // (each row of H read once a block; at most kBlockBytes of them).
+  constexpr size_t kBlockBytes = size_t{8} << 20;
+  auto block = static_cast<int64_t>(std::max<size_t>(1, kBlockBytes / (k * n * sizeof(double))));
+  std::vector<double> m(k * k, 0.0), rhs(k, 0.0),
+      s(static_cast<size_t>(std::min(block, rows)) * k * n);
+  for (int64_t r0 = 0; r0 < rows; r0 += block) {
+    auto nb = static_cast<size_t>(std::min(block, rows - r0));
+    std::fill(s.begin(), s.end(), 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      const double *hi = h.data() + i * n;
+      for (size_t b = 0; b < nb; ++b) {
+        const int *ir = idx + (static_cast<size_t>(r0) + b) * n;
+        double *sa = s.data() + (b * k + static_cast<size_t>(ir[i])) * n;
+        for (size_t j = 0; j < n; ++j)
+          sa[j] += hi[j];
+        sa[i] += damp; // H + damp I, the objective the feedback minimizes
+      }
+    }
+    for (size_t b = 0; b < nb; ++b) {
+      const int *ir = idx + (static_cast<size_t>(r0) + b) * n;
+      const float *wr = w + (static_cast<size_t>(r0) + b) * n;
+      for (size_t a = 0; a < k; ++a) {
+        const double *sa = s.data() + (b * k + a) * n;
+        double *ma = m.data() + a * k;
+        double t = 0;
+        for (size_t j = 0; j < n; ++j) {
+          ma[static_cast<size_t>(ir[j])] += sa[j];
+          t += sa[j] * wr[j];
+        }
+        rhs[a] += t;
+      }
+    }
+  }
+  double trace = 0;
+  for (size_t a = 0; a < k; ++a)
+    trace += m[a * k + a];
+  if (!(trace > 0))
+    return false;
+  for (size_t a = 0; a < k; ++a) {
+    if (m[a * k + a] > 0)
+      continue;
+    for (size_t b = 0; b < k; ++b)
+      m[a * k + b] = m[b * k + a] = 0;
+    m[a * k + a] = 1;
+    rhs[a] = palette[a];
+  }
+  // Gaussian elimination with partial pivoting (k <= 256).
+  for (size_t col = 0; col < k; ++col) {
+    size_t piv = col;
+    for (size_t r = col + 1; r < k; ++r)
+      if (std::fabs(m[r * k + col]) > std::fabs(m[piv * k + col]))
+        piv = r;
+    if (!(std::fabs(m[piv * k + col]) > 1e-12 * trace))
+      return false;
+    if (piv != col) {
+      for (size_t j = 0; j < k; ++j)
+        std::swap(m[col * k + j], m[piv * k + j]);
+      std::swap(rhs[col], rhs[piv]);
+    }
+    for (size_t r = col + 1; r < k; ++r) {
+      double f = m[r * k + col] / m[col * k + col];
+      if (f == 0)
+        continue;
+      for (size_t j = col; j < k; ++j)
+        m[r * k + j] -= f * m[col * k + j];
+      rhs[r] -= f * rhs[col];
+    }
+  }
+  std::vector<double> c(k);
+  for (size_t a = k; a-- > 0;) {
+    double t = rhs[a];
+    for (size_t j = a + 1; j < k; ++j)
+      t -= m[a * k + j] * c[j];
+    c[a] = t / m[a * k + a];
+    if (!std::isfinite(c[a]))
+      return false;
+  }
+  for (size_t a = 0; a < k; ++a)
+    palette[a] = static_cast<float>(c[a]);
+  return true;
+}
+
+/// Error feedback for one weight: its linear's H and the factor of it.
+struct FeedbackInput {
+  const std::vector<double> *h = nullptr;
+  const FeedbackFactor *factor = nullptr;
+  bool refit = false;
+};
 
 /// Palettization of `w` with 2^bits values per group of `group` rows (the
 /// largest divisor of the row count not above `group`), each palette fitted
@@ -343,7 +585,7 @@ namespace {
 /// chosen, so the error is the one the model will have. Groups are fitted in
 /// parallel on the interpreter's threads.
 Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group,
-                         const std::vector<float> &ew) {
+                         const std::vector<float> &ew, const FeedbackInput &fb = {}) {
   Palettized out;
   int64_t rows = w.shape.empty() ? 1 : w.shape[0];
   int64_t cols = rows ? static_cast<int64_t>(w.values.size()) / rows : 0;
@@ -360,17 +602,57 @@ Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group,
   out.indices.assign(static_cast<size_t>((n * bits + 7) / 8), 0);
   out.lut.resize(static_cast<size_t>(groups * entries));
   out.back.resize(static_cast<size_t>(n));
+  std::vector<double> groupError2(fb.factor ? static_cast<size_t>(groups) : 0);
   auto fit = [&](int64_t first, int64_t last) {
-    std::vector<float> mid;
+    std::vector<float> mid, fbVal;
+    std::vector<int> fbIdx;
+    double fbError2 = 0;
     for (int64_t k = first; k < last; ++k) {
       const float *v = w.values.data() + k * m;
       std::vector<float> c = fitPalette(v, ew.empty() ? nullptr : ew.data() + k * m, m, entries);
-      if (w.dtype == DType::F16)
-        runtime::roundToHalfN(c.data(), static_cast<int64_t>(c.size()));
-      std::sort(c.begin(), c.end());
+      auto toDtype = [&](std::vector<float> &p) {
+        if (w.dtype == DType::F16)
+          runtime::roundToHalfN(p.data(), static_cast<int64_t>(p.size()));
+        std::sort(p.begin(), p.end());
+      };
+      toDtype(c);
       midpoints(c, mid);
+      if (fb.factor) {
+        // Indices by error feedback; then, with refit, the palette refitted
+        // to them by least squares and the indices chosen again, kept if
+        // the layer's output error is lower.
+        fbIdx.resize(static_cast<size_t>(m));
+        fbVal.resize(static_cast<size_t>(m));
+        fbError2 = assignWithFeedback(v, g, cols, c.data(), entries, *fb.factor, fbIdx.data(),
+                                      fbVal.data());
+        if (fb.refit) {
+          std::vector<float> c2 = c;
+          if (refitPalette(*fb.h, fb.factor->damp, v, fbIdx.data(), g, cols, c2)) {
+            toDtype(c2);
+            std::vector<int> idx2(static_cast<size_t>(m));
+            std::vector<float> val2(static_cast<size_t>(m));
+            double e2 = assignWithFeedback(v, g, cols, c2.data(), entries, *fb.factor, idx2.data(),
+                                           val2.data());
+            if (e2 < fbError2) {
+              fbError2 = e2;
+              c = std::move(c2);
+              fbIdx = std::move(idx2);
+              fbVal = std::move(val2);
+            }
+          }
+        }
+      }
+      if (fb.factor) {
+        // sum e^T H e = sum e^T (H + damp I) e - damp |e|^2.
+        double d2 = 0;
+        for (int64_t i = 0; i < m; ++i) {
+          double d = static_cast<double>(v[i]) - fbVal[static_cast<size_t>(i)];
+          d2 += d * d;
+        }
+        groupError2[static_cast<size_t>(k)] = fbError2 - fb.factor->damp * d2;
+      }
       for (int64_t i = 0; i < m; ++i) {
-        int idx = nearest(mid.data(), entries, v[i]);
+        int idx = fb.factor ? fbIdx[static_cast<size_t>(i)] : nearest(mid.data(), entries, v[i]);
         // Index e's bits start at bit e * bits (LSB-first) and may run
         // into the next byte.
         uint64_t bit = static_cast<uint64_t>(k * m + i) * static_cast<uint64_t>(bits);
@@ -390,6 +672,11 @@ Palettized palettizeRows(const DenseWeight &w, int bits, int64_t group,
   } else {
     runtime::ThreadScope threads(0);
     runtime::parallelFor(groups, 1, fit);
+  }
+  if (fb.factor) {
+    out.output2 = 0;
+    for (double e : groupError2)
+      out.output2 += e;
   }
   return out;
 }
@@ -465,6 +752,13 @@ public:
       throw InputError("requantize: option 'weights': expected per-block or all, found '" + which +
                        "'");
     allWeights_ = which == "all";
+    feedback_ = options.flag("feedback");
+    refit_ = options.flag("refit");
+    std::string dp = options.string("damp");
+    char *dend = nullptr;
+    damp_ = std::strtod(dp.c_str(), &dend);
+    if (dp.empty() || *dend || !(damp_ > 0) || !std::isfinite(damp_))
+      throw InputError("requantize: option 'damp': expected a positive number, found '" + dp + "'");
     std::string b = options.string("budget");
     if (!b.empty()) {
       std::optional<uint64_t> bytes = runtime::MemoryBudget::parseLimit(b);
@@ -496,6 +790,9 @@ private:
     Errors error;
     uint64_t bytesBefore = 0, bytesAfter = 0;
     size_t nonFinite = 0; ///< values that are inf or NaN (the weight stays dense)
+    /// Its linear's H was at hand (feedback): palette indices chosen by
+    /// error feedback, the output error measured with the whole H.
+    bool fed = false;
   };
   /// One weight to rewrite: the first op that makes it, and what it became.
   struct Item {
@@ -536,8 +833,19 @@ private:
     }
   }
 
+  /// Error feedback for `item`'s weight `w`: its linear's H and the factor
+  /// (the last one kept: the layers reading one activation come together);
+  /// null factor when off or not calibrated with a second moment.
+  FeedbackInput feedbackFor(const Item &item, const DenseWeight &w);
+
   Target target_;
   int64_t group_;
+  bool feedback_ = false, refit_ = false;
+  double damp_ = 0.01;
+  const InputMoment *cachedMoment_ = nullptr;
+  std::vector<double> cachedH_;
+  std::shared_ptr<const FeedbackFactor> cachedFactor_;
+  std::map<const Operation *, double> norms_; ///< sum_r w_r^T H w_r by weight
   const WeightCalibration *calibration_;
   double maxError_ = 0;
   bool allWeights_ = false;
@@ -545,6 +853,48 @@ private:
   bool budgetGiven_ = false;
   std::shared_ptr<OwnedBlobs> store_ = newWeightStore("requantized");
 };
+
+/// outputError2 over the rows of `a` and `b` on the interpreter's threads
+/// (each block of rows' sum kept apart and added in order: the same on any
+/// thread count).
+double rowsError2(const std::vector<double> &h, const std::vector<float> &a,
+                  const std::vector<float> &b, int64_t rows, int64_t cols) {
+  constexpr int64_t kRows = 16;
+  int64_t blocks = (rows + kRows - 1) / kRows;
+  std::vector<double> per(static_cast<size_t>(blocks));
+  runtime::ThreadScope threads(0);
+  runtime::parallelFor(blocks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t k = first; k < last; ++k)
+      per[static_cast<size_t>(k)] =
+          outputError2(h, a.data() + k * kRows * cols, b.data() + k * kRows * cols,
+                       std::min(kRows, rows - k * kRows), cols);
+  });
+  double total = 0;
+  for (double e : per)
+    total += e;
+  return total;
+}
+
+FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w) {
+  FeedbackInput out;
+  const ChannelEnergy *e = item.energy;
+  // Not on a seeded draw: a few random rows would fit the palettes to
+  // themselves.
+  if (!feedback_ || !calibration_ || calibration_->random || !e || !e->moment || e->axis != 1 ||
+      w.shape.size() != 2 || e->moment->channels != w.shape[1])
+    return out;
+  if (cachedMoment_ != e->moment.get()) {
+    cachedMoment_ = e->moment.get();
+    cachedH_ = e->moment->matrix();
+    cachedFactor_ = feedbackFactor(cachedH_, e->moment->channels, damp_);
+  }
+  if (!cachedFactor_)
+    return out;
+  out.h = &cachedH_;
+  out.factor = cachedFactor_.get();
+  out.refit = refit_;
+  return out;
+}
 
 RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight &w,
                                              const std::vector<float> &ew, Target to) {
@@ -563,9 +913,27 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
   DType sdt = item.denseSource                           ? w.dtype
               : scaleType && isFloat(scaleType->dtype()) ? scaleType->dtype()
                                                          : DType::F16;
+  // With error feedback the layer's output error is measured with the whole
+  // H (its cross terms are what feedback uses), for every form alike.
+  FeedbackInput fb = feedbackFor(item, w);
+  d.fed = fb.factor != nullptr;
+  auto errors = [&](const std::vector<float> &back, double output2) {
+    Errors e = measureErrors(w.values, back, ew);
+    if (fb.factor) {
+      auto [it, fresh] = norms_.try_emplace(item.op, 0.0);
+      if (fresh) {
+        std::vector<float> zero(w.values.size(), 0.0f);
+        it->second = rowsError2(*fb.h, w.values, zero, w.shape[0], w.shape[1]);
+      }
+      if (output2 < 0)
+        output2 = rowsError2(*fb.h, w.values, back, w.shape[0], w.shape[1]);
+      e.output = relative(std::max(output2, 0.0), it->second);
+    }
+    return e;
+  };
   if (isPalette(to)) {
     int bits = paletteBits(to);
-    Palettized pal = palettizeRows(w, bits, group_, ew);
+    Palettized pal = palettizeRows(w, bits, group_, ew, fb);
     if (pal.finite) {
       d.to = to;
       std::vector<int64_t> lshape(w.shape.size() + 2, 1);
@@ -573,7 +941,7 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
       lshape[w.shape.size()] = int64_t{1} << bits;
       std::vector<uint8_t> lb = packElements(pal.lut, w.dtype);
       d.bytesAfter = pal.indices.size() + lb.size();
-      d.error = measureErrors(w.values, pal.back, ew);
+      d.error = errors(pal.back, pal.output2);
       d.indices = {Type::tensor(bits == 4   ? DType::U4
                                 : bits == 6 ? DType::U6
                                             : DType::U8,
@@ -613,7 +981,7 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
   sshape[0] = w.shape[0];
   std::vector<uint8_t> sb = packElements(pc->scales, sdt);
   d.bytesAfter = qb.size() + sb.size();
-  d.error = measureErrors(w.values, pc->back, ew);
+  d.error = errors(pc->back, -1);
   d.data = {Type::tensor(qt, w.shape), std::move(qb), nullptr};
   d.scales = {Type::tensor(sdt, sshape), std::move(sb), nullptr};
   return d;
@@ -699,6 +1067,17 @@ std::string bitsText(uint64_t bytes, uint64_t elements) {
   return buf;
 }
 
+/// How the output errors of `measured` weights were measured, `fed` of
+/// them with their linear's whole H.
+std::string outputErrorText(size_t fed, size_t measured) {
+  if (!fed)
+    return "weighted by input channel energy";
+  if (fed == measured)
+    return "over the inputs' second moment";
+  return "over the inputs' second moment for " + std::to_string(fed) +
+         ", weighted by input channel energy for the others";
+}
+
 std::string formName(Target t) { return std::string(kForms[static_cast<size_t>(t)].name); }
 
 void RequantizePass::run(Model &model, PassResult &result) {
@@ -731,8 +1110,20 @@ void RequantizePass::run(Model &model, PassResult &result) {
       items.push_back(std::move(item));
     });
   }
-  for (Item &item : items)
-    choose(item, target_, result);
+  // The weights whose linears read one activation (q, k and v) one after
+  // another, so its H is factored once (feedbackFor keeps the last).
+  std::vector<size_t> order(items.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::map<const InputMoment *, size_t> firstOf;
+  auto momentOf = [&](size_t i) -> const InputMoment * {
+    return items[i].energy ? items[i].energy->moment.get() : nullptr;
+  };
+  for (size_t i : order)
+    firstOf.try_emplace(momentOf(i), i);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return firstOf[momentOf(a)] < firstOf[momentOf(b)]; });
+  for (size_t i : order)
+    choose(items[i], target_, result);
 
   // The budget: the weights left as they are plus the rewritten ones.
   uint64_t before = 0, after = 0;
@@ -778,12 +1169,13 @@ void RequantizePass::run(Model &model, PassResult &result) {
                      " (" + humanBytes(others) + " of them not requantized)");
 
   // Each op takes what its weight became.
+  size_t autoFed = 0, autoMeasured = 0;
   for (auto &fn : model.program->functions) {
     size_t n = 0, toFp16 = 0, kept = 0, denseCount = 0;
     uint64_t fnBefore = 0, fnAfter = 0;
     double worst = 0, sum = 0, worstOut = 0, sumOut = 0;
     std::string worstName, worstOutName;
-    size_t measured = 0, nonFinite = 0;
+    size_t measured = 0, nonFinite = 0, fed = 0;
     std::string nonFiniteName;
     std::map<std::string, size_t> autoForms; // auto: weights per lossy form
     std::optional<UseMap> uses;
@@ -833,6 +1225,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
       }
       result.lossy = true;
       ++measured;
+      fed += d.fed;
       ++autoForms[formName(d.to)];
       sum += d.error.weight;
       sumOut += d.error.output;
@@ -886,11 +1279,17 @@ void RequantizePass::run(Model &model, PassResult &result) {
       line += "; weight error (relative RMS) mean " + percent(sum / measured) + ", max " +
               percent(worst) + " ('" + worstName + "')";
       if (calibration_)
-        line += "; output error (relative RMS, weighted by input channel energy) mean " +
+        line += "; output error (relative RMS, " + outputErrorText(fed, measured) + ") mean " +
                 percent(sumOut / measured) + ", max " + percent(worstOut) + " ('" + worstOutName +
                 "')";
+      if (fed)
+        line += "; indices by error feedback on " + std::to_string(fed) + " linear" +
+                (fed == 1 ? "" : "s") + " (H dampened by " + percent(damp_) +
+                " of its mean diagonal" + (refit_ ? ", palettes refitted" : "") + ")";
     }
     result.changes.push_back(line);
+    autoFed += fed;
+    autoMeasured += measured;
   }
 
   if (target_ != Target::Auto)
@@ -920,7 +1319,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
     mix += (mix.empty() ? "" : ", ") + std::to_string(count) + " " + form;
   std::string line = "requantize: auto: " + mix + "; " + bitsText(bytes, elements) +
                      " bits per weight; output error within " + percent(maxError_) +
-                     (calibration_ ? " (weighted by input channel energy)" : " (of the weights)");
+                     (calibration_ ? " (" + outputErrorText(autoFed, autoMeasured) + ")"
+                                   : std::string(" (of the weights)"));
   if (belowTarget)
     line += " but for " + std::to_string(belowTarget) + " step" + (belowTarget == 1 ? "" : "s") +
             " down to meet the budget";

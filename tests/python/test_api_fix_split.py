@@ -88,6 +88,56 @@ def test_fix_refuses_what_the_command_line_refuses(anefit_py, anefit, tmp_path):
         anefit_py.fix(tmp_path / "missing.mlpackage")
 
 
+BYTES_TOKENIZER = os.path.join(FIXTURES_DIR, "..", "lit", "runtime", "Inputs",
+                               "bytes-tokenizer.json")
+
+
+def test_fix_with_a_text_is_the_command_lines(anefit_py, anefit, tmp_path):
+    """fix(text=, tokenizer=, max_tokens=, max_ppl_rise=, budget=) as `anefit fix
+    --text --tokenizer --max-tokens --max-ppl-rise --budget`: calibrated on the
+    text, judged by its perplexity there, the same perplexities printed."""
+    text = tmp_path / "text.txt"
+    text.write_text("The quick brown fox jumps over the lazy dog.")
+    args = ["--requantize", "lut4", "--text", text, "--tokenizer", BYTES_TOKENIZER,
+            "--max-tokens", "30", "--max-ppl-rise", "1"]
+    cli = anefit("fix", PTE_EXPORT_LLM, "-o", tmp_path / "cli.pte", *args,
+                 check=True).stdout.splitlines()
+    out = tmp_path / "py.pte"
+    program = anefit_py.fix(PTE_EXPORT_LLM, out, requantize="lut4", text=text,
+                            tokenizer=BYTES_TOKENIZER, max_tokens=30, max_ppl_rise=1)
+    assert program.ok and program.output == str(out)
+    (result,) = program.delegates
+    assert result.lossy
+    assert result.calibration["source"] == f"{text}'s first 30 tokens, teacher-forced"
+    assert not result.calibration["random"] and result.calibration["weights"] == 113
+    assert any("indices by error feedback on 113 linears" in c for c in result.changes)
+    t = result.text
+    assert t["predicted"] == 29
+    assert (f"  original fp32: perplexity {t['original_fp32']:.4g}, top-1 is the next token "
+            f"on {t['original_top1']}/29") in cli
+    for name in ("fixed_fp32", "fixed_fp16"):
+        run = t[name]
+        assert run["rise"] == pytest.approx(run["perplexity"] / t["original_fp32"] - 1)
+        assert any(line.startswith(f"  {name.replace('_', ' ')}: perplexity "
+                                   f"{run['perplexity']:.4g} (") and
+                   f"agrees with the original's on {run['agrees_with_original']}/29" in line
+                   for line in cli), name
+    # The program written is the one measured.
+    measured = anefit_py.perplexity(str(out), text, BYTES_TOKENIZER, max_tokens=30)
+    assert measured["fp32"]["perplexity"] == pytest.approx(t["fixed_fp32"]["perplexity"],
+                                                           rel=1e-6)
+    # Bad input: the command line's line, nothing written.
+    with pytest.raises(anefit_py.InputError, match="text: expected tokenizer= beside it"):
+        anefit_py.fix(PTE_EXPORT_LLM, tmp_path / "x.pte", requantize="lut4", text=text)
+    with pytest.raises(anefit_py.InputError) as e:
+        anefit_py.fix(PTE_EXPORT_LLM, tmp_path / "b.pte", requantize="auto", budget="100K")
+    assert str(e.value) == error_line(anefit("fix", PTE_EXPORT_LLM, "-o", tmp_path / "b.pte",
+                                             "--requantize", "auto", "--budget", "100K"))
+    with pytest.raises(anefit_py.InputError, match="budget: expected a size"):
+        anefit_py.fix(PTE_EXPORT_LLM, tmp_path / "b.pte", requantize="auto", budget="lots")
+    assert not (tmp_path / "x.pte").exists() and not (tmp_path / "b.pte").exists()
+
+
 def test_split_is_the_command_lines_plan(anefit_py, anefit):
     for path in (EXAMPLE, PTE_STATES):
         plan = anefit_py.split(path)

@@ -115,9 +115,10 @@ def _per_channel(program):
 def test_calibrated_palettes_of_dense_weights_decompress_as_reported(anefit, tmp_path, form):
     """fix --requantize lutN --text T on an fp16 export (no per-block weights):
     its dense linear weights become palettes fitted by k-means weighted by
-    the input channel energies measured on T. coremltools decompresses each to
-    values whose relative RMS error against the original fp16 weight is the
-    one fix reports."""
+    the input channel energies measured on T, indices chosen by error
+    feedback through the inputs' second moment. coremltools decompresses each
+    to values whose relative RMS error against the original fp16 weight is
+    the one fix reports."""
     pte = os.path.join(FIXTURES_DIR, "pte", "lfm2_export_llm_fp16.pte")
     text = tmp_path / "text.txt"
     text.write_text("The quick brown fox jumps over the lazy dog.")
@@ -128,6 +129,7 @@ def test_calibrated_palettes_of_dense_weights_decompress_as_reported(anefit, tmp
                   BYTES_TOKENIZER, "--max-tokens", "30", "--max-ppl-rise", "10",
                   "--max-rel-error", "10", check=True)
     assert "teacher-forced: the input channel energies of the layers reading" in proc.stdout, proc.stdout
+    assert "indices by error feedback on 113 linears" in proc.stdout, proc.stdout
     m = re.search(r"weight error \(relative RMS\) mean ([0-9.]+)%, max ([0-9.]+)%", proc.stdout)
     assert m, proc.stdout
     reported_mean, reported_max = float(m.group(1)), float(m.group(2))
