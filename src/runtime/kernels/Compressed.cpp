@@ -2418,8 +2418,12 @@ std::shared_ptr<const CompressedValue> affineOf(KernelContext &ctx, bool roundHa
   auto perAxis = [&](const Tensor &t) -> Tensor {
     // Scalar or one per channel along axis, laid out as a blocks-shaped tensor.
     std::vector<float> v = t.toFloats();
-    if (v.size() == 1)
-      v.assign(static_cast<size_t>(size), v[0]);
+    if (v.size() == 1) {
+      // assign's value may not be an element of the vector it refills
+      // (libc++ frees the element before it reads it).
+      float only = v[0];
+      v.assign(static_cast<size_t>(size), only);
+    }
     if (static_cast<int64_t>(v.size()) != size)
       return Tensor();
     Shape s(static_cast<size_t>(r), 1);
