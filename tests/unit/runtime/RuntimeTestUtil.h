@@ -68,6 +68,8 @@ private:
 /// paths on AVX-512 machines too).
 inline std::vector<runtime::KernelIsa> kernelIsas() {
   std::vector<runtime::KernelIsa> v = {runtime::KernelIsa::Portable};
+  if (runtime::cpuHasNeon())
+    v.push_back(runtime::KernelIsa::Neon);
   if (runtime::cpuHasAvx2())
     v.push_back(runtime::KernelIsa::Avx2);
   if (runtime::cpuHasAvxVnni())
