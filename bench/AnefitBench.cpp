@@ -260,10 +260,11 @@ int main(int argc, char **argv) {
       if (named)
         runtime::setKernelIsaForTesting(*named);
       else if (isa != "best") {
-        std::cerr << "anefit-bench: --isa: expected portable, avx2, avx2vnni, avx512, avx512vnni "
-                     "or best, "
-                     "found '"
-                  << isa << "'\n";
+        std::cerr
+            << "anefit-bench: --isa: expected portable, neon, avx2, avx2vnni, avx512, avx512vnni "
+               "or best, "
+               "found '"
+            << isa << "'\n";
         return 2;
       }
     } else if (a == "--prefetch") {

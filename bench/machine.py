@@ -4,7 +4,7 @@ import platform
 
 # anefit-bench --isa: the kernels' instruction sets (runtime/kernels/Isa.h), and
 # "best", the CPU's own.
-KERNEL_ISAS = ["portable", "avx2", "avx2vnni", "avx512", "avx512vnni", "best"]
+KERNEL_ISAS = ["portable", "neon", "avx2", "avx2vnni", "avx512", "avx512vnni", "best"]
 
 
 def isa():

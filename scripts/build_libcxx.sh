@@ -22,10 +22,7 @@
 # The Python package is built too; the Python tests are left to the g++ build
 # (their subject is not the C++ library).
 #
-# Known: two lit tests fail here (README, "Other compilers and systems"): the
-# inputs of `--random` come from std::normal_distribution, which libc++ draws
-# differently from libstdc++; and four Compressed.* unit tests of the runtime
-# (affine int8 rows decoded wrong), not yet explained.
+# CI runs it (.ci/run) and removes build-libcxx after.
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -59,7 +56,8 @@ fi
 start=$(date +%s)
 
 # protobuf's lite runtime with libc++, of the installed protoc's version.
-protobuf_version=$(dpkg-query -W -f='${Version}' libprotobuf-dev)
+# (The machine's own architecture: with multiarch, another's may be installed.)
+protobuf_version=$(dpkg-query -W -f='${Version}' "libprotobuf-dev:$(dpkg --print-architecture)")
 protobuf_lite="$deps/protobuf-build/libprotobuf-lite.a"
 if [ ! -f "$protobuf_lite" ] || [ "$(cat "$deps/protobuf.version" 2>/dev/null)" != "$protobuf_version" ]; then
   echo "libcxx: protobuf $protobuf_version's lite runtime from Debian's source package"

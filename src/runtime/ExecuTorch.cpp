@@ -5,6 +5,7 @@
 #include "support/DType.h"
 #include "support/Error.h"
 #include "support/FileSystem.h"
+#include "support/Random.h"
 
 #include <dlfcn.h>
 
@@ -193,17 +194,15 @@ Tensor llmDecodeInput(int64_t step, const DeclaredInput &in, int64_t vocab, std:
     bool position = in.shape.size() <= 1;
     int64_t width = in.shape.size() == 2 ? in.shape[1] : 1;
     std::vector<int32_t> values(static_cast<size_t>(n));
-    std::uniform_int_distribution<int64_t> token(0, std::max<int64_t>(vocab, 1) - 1);
     for (int64_t i = 0; i < n; ++i)
-      values[static_cast<size_t>(i)] =
-          static_cast<int32_t>(position ? step * width + i : token(rng));
+      values[static_cast<size_t>(i)] = static_cast<int32_t>(
+          position ? step * width + i : uniformInt(rng, 0, std::max<int64_t>(vocab, 1) - 1));
     return Tensor::fromI32(std::move(values), in.shape).convertTo(in.dtype);
   }
   if (isFloat(in.dtype)) {
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
     std::vector<float> values(static_cast<size_t>(n));
     for (float &v : values)
-      v = u(rng);
+      v = uniformFloat(rng, -1.0f, 1.0f);
     return Tensor::fromF32(std::move(values), in.shape).convertTo(in.dtype);
   }
   return Tensor::zeros(in.dtype, in.shape);

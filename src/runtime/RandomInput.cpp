@@ -1,6 +1,8 @@
 //===- RandomInput.cpp - Random input tensors for a function --------------===//
 #include "runtime/RandomInput.h"
 
+#include "support/Random.h"
+
 namespace anefit::runtime {
 
 Tensor randomInput(const Value &in, const FeatureDescription *desc, std::mt19937_64 &rng) {
@@ -14,15 +16,13 @@ Tensor randomInput(const Value &in, const FeatureDescription *desc, std::mt19937
   }
   DType t = computeDType(in.type.dtype());
   Tensor out = Tensor::zeros(t, shape);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_int_distribution<int32_t> small(0, 7);
   for (int64_t i = 0; i < out.numElements(); ++i) {
     if (t == DType::F32)
-      out.mutableData<float>()[i] = normal(rng);
+      out.mutableData<float>()[i] = normalFloat(rng);
     else if (t == DType::I32)
-      out.mutableData<int32_t>()[i] = small(rng);
+      out.mutableData<int32_t>()[i] = static_cast<int32_t>(uniformInt(rng, 0, 7));
     else
-      out.mutableData<uint8_t>()[i] = static_cast<uint8_t>(small(rng) & 1);
+      out.mutableData<uint8_t>()[i] = static_cast<uint8_t>(uniformInt(rng, 0, 7) & 1);
   }
   return out.convertTo(in.type.dtype());
 }

@@ -3,7 +3,7 @@
 // Verifying a rewrite or a split needs inputs nobody has to supply: normal(0,
 // 1) floats, small non-negative integers (valid positions and indices for
 // the small models users verify) and fair bools, from a seeded generator so
-// runs repeat exactly.
+// runs repeat exactly, with any C++ library (support/Random.h).
 //
 //===----------------------------------------------------------------------===//
 #pragma once

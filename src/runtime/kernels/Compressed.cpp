@@ -44,6 +44,10 @@
 //   fp16 mode, 4-bit blocks and palettes: each block's 16 values rounded to
 //     fp16 once into a table the nibbles index in registers, summed in
 //     dotF32's order: the bits of the decoded, rounded row (tableRow512).
+// With NEON (aarch64), int4/uint4 blocks of a multiple of 16 values: 8 bytes
+// give 16 values (a mask, a shift and an interleave), decoded in registers
+// as decodeRaw decodes them and summed in dotF32's order (simd::dotNeon):
+// the bits of the decoded row (nibbleRowsNeon).
 // Other forms decode a row into a small buffer and take its dot product.
 //
 //===----------------------------------------------------------------------===//
@@ -65,6 +69,9 @@ namespace {
 #if defined(__x86_64__)
 using simd::hsum;
 using simd::sum512;
+#elif defined(__aarch64__)
+/// The fused kernel a DotOperand is prepared for on aarch64.
+constexpr int kFusedNibblesNeon = 1;
 #endif
 
 /// n values of `t` from flat element `begin`, as float (any numeric dtype,
@@ -1210,6 +1217,12 @@ protected:
   }
 
   void prepareFused(DotOperand &x) const override {
+#if defined(__aarch64__)
+    DType nibbles = data_.tensor.dtype();
+    if (!data_.value && matrix_.ok && matrix_.cols == x.cols && matrix_.colBlock % 16 == 0 &&
+        (nibbles == DType::I4 || nibbles == DType::U4))
+      x.fused = kFusedNibblesNeon;
+#endif
 #if defined(__x86_64__)
     if (data_.value || !matrix_.ok || matrix_.cols != x.cols)
       return;
@@ -1300,10 +1313,89 @@ protected:
       fusedBlocksOf32(isSigned, x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
+#elif defined(__aarch64__)
+    // Up to four rows of x share each decoded chunk of the row.
+    bool isSigned = data_.tensor.dtype() == DType::I4;
+    for (int64_t i = 0; i < x.m; i += 4) {
+      const float *xs = x.x + i * x.ldx;
+      float *ys = y + i * ldy;
+      switch ((std::min<int64_t>(x.m - i, 4) - 1) * 2 + isSigned) {
+      case 0:
+        nibbleRowsNeon<false, 1>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      case 1:
+        nibbleRowsNeon<true, 1>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      case 2:
+        nibbleRowsNeon<false, 2>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      case 3:
+        nibbleRowsNeon<true, 2>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      case 4:
+        nibbleRowsNeon<false, 3>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      case 5:
+        nibbleRowsNeon<true, 3>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      case 6:
+        nibbleRowsNeon<false, 4>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      default:
+        nibbleRowsNeon<true, 4>(xs, x.ldx, ys, ldy, x.cols, r0, r1);
+        break;
+      }
+    }
 #endif
   }
 
 private:
+#if defined(__aarch64__)
+  /// y[i * ldy + r] for rows [r0, r1) of int4/uint4 data (Signed: int4) in
+  /// blocks of a multiple of 16 values and M rows of x, ldx apart: 16 values
+  /// at a time widened to fp32 and decoded as decodeRaw decodes them, (q -
+  /// offset) * scale, then summed as simd::dotNeon sums (four accumulators,
+  /// 4 values each per 16): each row gets the bits dotF32 gives its decoded
+  /// row.
+  template <bool Signed, int M>
+  void nibbleRowsNeon(const float *xs, int64_t ldx, float *y, int64_t ldy, int64_t cols, int64_t r0,
+                      int64_t r1) const {
+    const uint8_t *data = data_.tensor.bytes();
+    int64_t nb = matrix_.colBlocks, len = matrix_.colBlock;
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data + r * cols / 2;
+      int64_t base = (r / matrix_.rowBlock) * nb;
+      float32x4_t acc[M][4];
+      for (auto &lanes : acc)
+        for (float32x4_t &a : lanes)
+          a = vdupq_n_f32(0.0f);
+      for (int64_t c = 0; c < cols; c += 16) {
+        int64_t blk = base + c / len;
+        float sc = scaleAt(blk), of = offsetF_.empty() ? 0.0f : offsetF_[blk];
+        // Byte j holds values 2j (low nibble) and 2j + 1 (high nibble).
+        uint8x8_t b = vld1_u8(row + c / 2);
+        uint8x8x2_t v = vzip_u8(vand_u8(b, vdup_n_u8(0x0F)), vshr_n_u8(b, 4));
+        int8x16_t q = vreinterpretq_s8_u8(vcombine_u8(v.val[0], v.val[1]));
+        if constexpr (Signed) // the sign bit of a nibble: q xor 8 minus 8
+          q = vsubq_s8(veorq_s8(q, vdupq_n_s8(8)), vdupq_n_s8(8));
+        int16x8_t lo = vmovl_s8(vget_low_s8(q)), hi = vmovl_s8(vget_high_s8(q));
+        float32x4_t w[4] = {vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))),
+                            vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))),
+                            vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))),
+                            vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi)))};
+        for (float32x4_t &wj : w)
+          wj = vmulq_n_f32(vsubq_f32(wj, vdupq_n_f32(of)), sc);
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < 4; ++j)
+            acc[i][j] = vfmaq_f32(acc[i][j], w[j], vld1q_f32(xs + i * ldx + c + 4 * j));
+      }
+      for (int i = 0; i < M; ++i)
+        y[i * ldy + r] =
+            vaddvq_f32(vaddq_f32(vaddq_f32(acc[i][0], acc[i][1]), vaddq_f32(acc[i][2], acc[i][3])));
+    }
+  }
+#endif
+
 #if defined(__x86_64__)
   /// Per x row: sum of x over each column block (for the offsets).
   void blockSums(const float *x, float *sums) const {
@@ -2418,8 +2510,12 @@ std::shared_ptr<const CompressedValue> affineOf(KernelContext &ctx, bool roundHa
   auto perAxis = [&](const Tensor &t) -> Tensor {
     // Scalar or one per channel along axis, laid out as a blocks-shaped tensor.
     std::vector<float> v = t.toFloats();
-    if (v.size() == 1)
-      v.assign(static_cast<size_t>(size), v[0]);
+    if (v.size() == 1) {
+      // assign's value may not be an element of the vector it refills
+      // (libc++ frees the element before it reads it).
+      float only = v[0];
+      v.assign(static_cast<size_t>(size), only);
+    }
     if (static_cast<int64_t>(v.size()) != size)
       return Tensor();
     Shape s(static_cast<size_t>(r), 1);

@@ -241,8 +241,10 @@ std::vector<float> channelParam(KernelContext &ctx, std::string_view param, cons
   if (x.rank() < 3)
     ctx.fail("x must have rank >= 3, found rank " + std::to_string(x.rank()));
   std::vector<float> v = ctx.in(param).toFloats();
-  if (static_cast<int64_t>(v.size()) == 1)
-    v.assign(static_cast<size_t>(x.dim(1)), v[0]);
+  if (static_cast<int64_t>(v.size()) == 1) {
+    float only = v[0]; // not v[0] itself: assign may free it before reading it
+    v.assign(static_cast<size_t>(x.dim(1)), only);
+  }
   if (static_cast<int64_t>(v.size()) != x.dim(1))
     ctx.fail("parameter '" + std::string(param) + "' has " + std::to_string(v.size()) +
              " values, expected " + std::to_string(x.dim(1)) + " (channels)");

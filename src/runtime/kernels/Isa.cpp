@@ -31,6 +31,14 @@ bool cpuIsAmd() {
 
 } // namespace
 
+bool cpuHasNeon() {
+#if defined(__aarch64__)
+  return true;
+#else
+  return false;
+#endif
+}
+
 bool cpuHasAvx2() {
 #if defined(__x86_64__)
   // F16C from CPUID leaf 1: clang 14's __builtin_cpu_supports does not know it.
@@ -98,6 +106,8 @@ const char *kernelIsaName(KernelIsa isa) {
   switch (isa) {
   case KernelIsa::Portable:
     return "portable";
+  case KernelIsa::Neon:
+    return "neon";
   case KernelIsa::Avx2:
     return "avx2";
   case KernelIsa::Avx2Vnni:
@@ -111,7 +121,7 @@ const char *kernelIsaName(KernelIsa isa) {
 }
 
 std::optional<KernelIsa> kernelIsaNamed(std::string_view name) {
-  for (KernelIsa isa : {KernelIsa::Portable, KernelIsa::Avx2, KernelIsa::Avx2Vnni,
+  for (KernelIsa isa : {KernelIsa::Portable, KernelIsa::Neon, KernelIsa::Avx2, KernelIsa::Avx2Vnni,
                         KernelIsa::Avx512, KernelIsa::Avx512Vnni})
     if (name == kernelIsaName(isa))
       return isa;
@@ -124,8 +134,9 @@ std::optional<KernelIsa> environmentKernelIsa() {
     return std::nullopt;
   if (std::optional<KernelIsa> isa = kernelIsaNamed(env))
     return isa;
-  throw std::invalid_argument(std::string(kCpuEnvironmentVariable) + "=" + env +
-                              ": expected portable, avx2, avx2vnni, avx512, avx512vnni or best");
+  throw std::invalid_argument(
+      std::string(kCpuEnvironmentVariable) + "=" + env +
+      ": expected portable, neon, avx2, avx2vnni, avx512, avx512vnni or best");
 }
 
 void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
@@ -141,6 +152,7 @@ KernelIsa kernelIsa() {
                    : cpuHasAvx512()   ? KernelIsa::Avx512
                    : cpuHasAvxVnni()  ? KernelIsa::Avx2Vnni
                    : cpuHasAvx2()     ? KernelIsa::Avx2
+                   : cpuHasNeon()     ? KernelIsa::Neon
                                       : KernelIsa::Portable;
   // Read once: the kernels ask at every call. A name the variable should not
   // hold leaves the best (the command line refuses it before it runs).
@@ -154,6 +166,9 @@ KernelIsa kernelIsa() {
   std::optional<KernelIsa> cap = forcedIsa ? forcedIsa : environment;
   if (!cap || *cap >= best)
     return best;
+  // NEON below an x86 CPU's best: the one set both families have.
+  if (*cap == KernelIsa::Neon && !cpuHasNeon())
+    return KernelIsa::Portable;
   // An AVX-512 CPU without AVX-VNNI runs Avx2Vnni's kernels as Avx2.
   return *cap == KernelIsa::Avx2Vnni && !cpuHasAvxVnni() ? KernelIsa::Avx2 : *cap;
 }

@@ -1,8 +1,8 @@
 //===- Isa.h - The instruction set the kernels use --------------*- C++ -*-===//
 //
 // The one place the weight kernels' instruction set is chosen: the best the
-// CPU has (AVX-512 with or without VNNI, AVX2 with FMA and F16C, or portable
-// C++), unless a test or
+// CPU has (AVX-512 with or without VNNI, AVX2 with FMA and F16C, NEON on
+// aarch64, or portable C++), unless a test or
 // a benchmark caps it. Every vector kernel asks kernelIsa() at the call, so a
 // capped run takes the portable or AVX2 paths on any machine that has them.
 // Whether the AVX-512 kernels prefetch their weight stream in software is
@@ -21,8 +21,11 @@ namespace anefit::runtime {
 /// the 256-bit 8-bit dot products of AVX-VNNI (Intel cores since 2021 without
 /// AVX-512, AMD Zen 5), Avx512Vnni AVX-512 with its own (VNNI): the
 /// int4/uint4 blocks of 32 take them. An AVX-512 CPU may lack AVX-VNNI:
-/// Avx2Vnni asked of it gives Avx2.
-enum class KernelIsa { Portable, Avx2, Avx2Vnni, Avx512, Avx512Vnni };
+/// Avx2Vnni asked of it gives Avx2. Neon is aarch64's Advanced SIMD with its
+/// fp16 conversions (every aarch64 CPU has both); a CPU has it or the x86
+/// sets, never both, so Neon asked of an x86 CPU gives Portable and an x86
+/// set asked of an aarch64 CPU gives Neon.
+enum class KernelIsa { Portable, Neon, Avx2, Avx2Vnni, Avx512, Avx512Vnni };
 /// The set the kernels use: the best this CPU has, capped by the environment
 /// variable ANEFIT_CPU (a name kernelIsaNamed knows, or "best") and by a
 /// test's or a benchmark's choice (setKernelIsaForTesting), which goes first.
@@ -40,6 +43,8 @@ void setKernelIsaForTesting(std::optional<KernelIsa> isa);
 /// grid per block: the kernels are AVX2 without AVX-VNNI or AVX-512, whose
 /// exact-grade forms are not instruction-bound.
 bool kernelsTakeGrid16();
+/// True when the CPU runs the NEON kernels (an aarch64 CPU).
+bool cpuHasNeon();
 /// True when the CPU runs the AVX2 kernels (AVX2, FMA, F16C).
 bool cpuHasAvx2();
 /// True when the CPU runs the AVX-512 kernels (AVX-512 F, BW, VL).
@@ -55,7 +60,7 @@ bool cpuHasAvx512Vbmi();
 /// VPDPBUSD on 256-bit registers).
 bool cpuHasAvxVnni();
 /// The name `anefit-bench --isa` and the tests give `isa` ("portable",
-/// "avx2", "avx2vnni", "avx512", "avx512vnni"), and the set of a name
+/// "neon", "avx2", "avx2vnni", "avx512", "avx512vnni"), and the set of a name
 /// (nullopt: none).
 const char *kernelIsaName(KernelIsa isa);
 std::optional<KernelIsa> kernelIsaNamed(std::string_view name);

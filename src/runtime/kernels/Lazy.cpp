@@ -117,6 +117,13 @@ struct F32Row512 {
   }
   float at(int64_t c) const { return a[c]; }
 };
+#elif defined(__aarch64__)
+/// fp32 values as simd::dotNeon reads them.
+struct F32RowNeon {
+  const float *a;
+  float32x4_t load4(int64_t c) const { return vld1q_f32(a + c); }
+  float at(int64_t c) const { return a[c]; }
+};
 #endif
 
 } // namespace
@@ -128,6 +135,9 @@ float dotF32(const float *a, const float *b, int64_t n) {
     return simd::dot512(F32Row512{a}, b, n);
   if (kernelIsa() != KernelIsa::Portable)
     return dotAvx2(a, b, n);
+#elif defined(__aarch64__)
+  if (kernelIsa() == KernelIsa::Neon)
+    return simd::dotNeon(F32RowNeon{a}, b, n);
 #endif
   return dotPortable(a, b, n);
 }
@@ -158,6 +168,12 @@ void dotsF32(const float *a, const float *rows, int64_t ld, int64_t count, int64
     return dots512(a, rows, ld, count, n, out);
   if (kernelIsa() != KernelIsa::Portable)
     return dotsAvx2(a, rows, ld, count, n, out);
+#elif defined(__aarch64__)
+  if (kernelIsa() == KernelIsa::Neon) {
+    for (int64_t j = 0; j < count; ++j)
+      out[j] = simd::dotNeon(F32RowNeon{a}, rows + j * ld, n);
+    return;
+  }
 #endif
   for (int64_t j = 0; j < count; ++j)
     out[j] = dotPortable(a, rows + j * ld, n);

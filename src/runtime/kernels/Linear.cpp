@@ -183,6 +183,25 @@ gemvHalfAvx512(const uint16_t *w, const float *x, int64_t ldx, int64_t m, float 
       y[i * ldy + r] = simd::dot512<Prefetch>(row, x + i * ldx, k);
   }
 }
+#elif defined(__aarch64__)
+/// A row of fp16 weights as simd::dotNeon reads it (widened by NEON's
+/// conversion, exact as halfToFloat is).
+struct HalfRowNeon {
+  const uint16_t *w;
+  float32x4_t load4(int64_t c) const { return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(w + c))); }
+  float at(int64_t c) const { return halfToFloatAt(w + c); }
+};
+
+/// y[i * ldy + r] = dot(x_i, W[r]) for fp16 rows [r0, r1) and i < m, each
+/// summed as dotF32 sums the widened row (simd::dotNeon).
+void gemvHalfNeon(const uint16_t *w, const float *x, int64_t ldx, int64_t m, float *y, int64_t ldy,
+                  int64_t k, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    HalfRowNeon row{w + r * k};
+    for (int64_t i = 0; i < m; ++i)
+      y[i * ldy + r] = simd::dotNeon(row, x + i * ldx, k);
+  }
+}
 #endif
 
 /// out[M, N] = x[M, K] @ W^T where W is [N, K]: fp32, fp16 or compressed,
@@ -206,6 +225,13 @@ void matmulWeightT(const float *x, const Tensor &w, float *out, int64_t m, int64
                                                    : gemvHalfAvx512<false>;
       parallelFor(n, grain, [&](int64_t r0, int64_t r1) {
         gemv(w.data<uint16_t>(), x, k, m, out, ldo, k, r0, r1);
+      });
+      return;
+    }
+#elif defined(__aarch64__)
+    if (w.dtype() == DType::F16 && kernelIsa() == KernelIsa::Neon) {
+      parallelFor(n, grain, [&](int64_t r0, int64_t r1) {
+        gemvHalfNeon(w.data<uint16_t>(), x, k, m, out, ldo, k, r0, r1);
       });
       return;
     }

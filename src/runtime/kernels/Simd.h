@@ -1,6 +1,6 @@
-//===- Simd.h - x86 vector helpers shared by the weight kernels -*- C++ -*-===//
+//===- Simd.h - Vector helpers shared by the weight kernels ------*- C++ -*-===//
 //
-// The intrinsics header, the horizontal sums the dense (Linear.cpp) and
+// x86-64: the intrinsics header, the horizontal sums the dense (Linear.cpp) and
 // compressed (Compressed.cpp) weight kernels both reduce their accumulators
 // with, the one order of summation of the AVX-512 dot products, which
 // the fp16 rows and the decoded rows of a compressed weight share (so a
@@ -9,6 +9,10 @@
 // bulk conversions, the fp16-mode weight kernels).
 // Each function carries its own target attribute, so the including file is
 // built for the baseline ISA and picks a kernel at run time.
+//
+// aarch64: the one order of summation of the NEON dot products (fp16 rows,
+// fp32 rows, decoded int4 blocks), for the same reason. NEON is aarch64's
+// baseline: no target attributes.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -92,6 +96,38 @@ __attribute__((target("avx512f"))) inline float dot512(const Weights &w, const f
     a1 = _mm512_fmadd_ps(w.load16(c + 16), _mm512_loadu_ps(x + c + 16), a1);
   }
   float sum = sum512(_mm512_add_ps(a0, a1));
+  for (; c < k; ++c)
+    sum = std::fma(w.at(c), x[c], sum);
+  return sum;
+}
+
+} // namespace anefit::runtime::simd
+
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+
+#include <cmath>
+#include <cstdint>
+
+namespace anefit::runtime::simd {
+
+/// dot(w, x) over k values as every NEON dot product of the kernels sums it:
+/// four accumulators of 4 lanes over 16 values a step, whole fours past the
+/// last step into the first, the accumulators added in pairs and their lanes
+/// summed, then the last k % 4 values fused one by one in order. `w` reads
+/// the weights: w.load4(c) (4 values from c as fp32) and w.at(c) (one).
+template <class Weights> inline float dotNeon(const Weights &w, const float *x, int64_t k) {
+  float32x4_t a0 = vdupq_n_f32(0.0f), a1 = a0, a2 = a0, a3 = a0;
+  int64_t c = 0;
+  for (; c + 16 <= k; c += 16) {
+    a0 = vfmaq_f32(a0, w.load4(c), vld1q_f32(x + c));
+    a1 = vfmaq_f32(a1, w.load4(c + 4), vld1q_f32(x + c + 4));
+    a2 = vfmaq_f32(a2, w.load4(c + 8), vld1q_f32(x + c + 8));
+    a3 = vfmaq_f32(a3, w.load4(c + 12), vld1q_f32(x + c + 12));
+  }
+  for (; c + 4 <= k; c += 4)
+    a0 = vfmaq_f32(a0, w.load4(c), vld1q_f32(x + c));
+  float sum = vaddvq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)));
   for (; c < k; ++c)
     sum = std::fma(w.at(c), x[c], sum);
   return sum;

@@ -10,6 +10,7 @@
 // correlated.
 //
 //===----------------------------------------------------------------------===//
+#include "support/Random.h"
 #include "transforms/TestPrograms.h"
 
 #include "fix/Calibrate.h"
@@ -50,10 +51,9 @@ Constant normalF16(std::mt19937 &rng, std::vector<int64_t> shape, float scale) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
-  std::normal_distribution<float> normal(0.0f, scale);
   std::vector<uint16_t> v(static_cast<size_t>(n));
   for (auto &h : v)
-    h = floatToHalf(normal(rng));
+    h = floatToHalf(normalFloat(rng, 0.0f, scale));
   return Constant::fromF16Bits(std::move(v), std::move(shape));
 }
 
@@ -112,7 +112,6 @@ double outputError(const Model &a, const Model &b) {
 
 TEST(WeightedPalette, BeatsTheUnweightedOneOnTheWeightedError) {
   std::mt19937 rng(21);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
   // One palette for 16 rows of 64 channels; channel c's energy is 900 for
   // every 16th channel, 1 elsewhere, and those channels' weights are 30
   // times smaller (a trained layer's where its inputs are large): half the
@@ -122,7 +121,7 @@ TEST(WeightedPalette, BeatsTheUnweightedOneOnTheWeightedError) {
   std::vector<float> v(rows * cols), w(rows * cols);
   for (int64_t i = 0; i < rows * cols; ++i) {
     bool heavy = (i % cols) % 16 == 0;
-    v[static_cast<size_t>(i)] = normal(rng) / (heavy ? 30.0f : 1.0f);
+    v[static_cast<size_t>(i)] = normalFloat(rng) / (heavy ? 30.0f : 1.0f);
     w[static_cast<size_t>(i)] = heavy ? 900.0f : 1.0f;
   }
   for (int entries : {16, 64}) {

@@ -7,6 +7,7 @@
 // tap products bit-equal to the op they replace in fp32.
 //
 //===----------------------------------------------------------------------===//
+#include "support/Random.h"
 #include "transforms/TestPrograms.h"
 
 #include "fix/Fix.h"
@@ -34,17 +35,17 @@ std::mt19937 &rng() {
 }
 
 int64_t pick(std::vector<int64_t> options) {
-  return options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng())];
+  return options[static_cast<size_t>(
+      uniformInt(rng(), 0, static_cast<int64_t>(options.size()) - 1))];
 }
 
 Constant randomF16(std::vector<int64_t> shape, float scale) {
   int64_t n = 1;
   for (int64_t d : shape)
     n *= d;
-  std::normal_distribution<float> normal(0.0f, scale);
   std::vector<uint16_t> v(static_cast<size_t>(n));
   for (auto &h : v)
-    h = floatToHalf(normal(rng()));
+    h = floatToHalf(normalFloat(rng(), 0.0f, scale));
   return Constant::fromF16Bits(std::move(v), std::move(shape));
 }
 
@@ -55,12 +56,11 @@ Constant randomInts(DType dtype, std::vector<int64_t> shape, int levels = 0) {
   for (int64_t d : shape)
     n *= d;
   int bits = dtypeBits(dtype);
-  std::uniform_int_distribution<int> any(0, (levels ? levels : 1 << bits) - 1);
   Constant c;
   c.type = Type::tensor(dtype, shape);
   c.bytes.assign(static_cast<size_t>((n * bits + 7) / 8), 0);
   for (int64_t i = 0; i < n; ++i) {
-    int v = any(rng());
+    int v = static_cast<int>(uniformInt(rng(), 0, (levels ? levels : 1 << bits) - 1));
     if (bits == 4)
       c.bytes[static_cast<size_t>(i / 2)] |= static_cast<uint8_t>(v << (4 * (i % 2)));
     else

@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
+#include "support/Random.h"
 
 #include "runtime/kernels/KernelUtil.h"
 
@@ -56,12 +57,12 @@ Shape broadcastOf(const Shape &a, const Shape &b) {
 /// A random output shape: rank 1-4, dims 1-13, sometimes a long last dim
 /// (vector bodies and tails).
 Shape randomShape(std::mt19937 &rng) {
-  int rank = std::uniform_int_distribution<int>(1, 4)(rng);
+  int64_t rank = uniformInt(rng, 1, 4);
   Shape s;
-  for (int d = 0; d < rank; ++d)
-    s.push_back(std::uniform_int_distribution<int64_t>(1, 13)(rng));
+  for (int64_t d = 0; d < rank; ++d)
+    s.push_back(uniformInt(rng, 1, 13));
   if (rng() % 3 == 0)
-    s.back() = std::uniform_int_distribution<int64_t>(17, 70)(rng);
+    s.back() = uniformInt(rng, 17, 70);
   return s;
 }
 
@@ -103,16 +104,14 @@ Tensor randomTensor(DType t, const Shape &shape, std::mt19937 &rng, bool positiv
   int64_t n = numElementsOf(shape);
   if (t == DType::F32) {
     std::vector<float> v(static_cast<size_t>(n));
-    std::uniform_real_distribution<float> u(positive ? 0.25f : -4.0f, 4.0f);
     for (float &f : v)
-      f = u(rng);
+      f = uniformFloat(rng, positive ? 0.25f : -4.0f, 4.0f);
     return Tensor::fromF32(std::move(v), shape);
   }
   if (t == DType::I32) {
     std::vector<int32_t> v(static_cast<size_t>(n));
-    std::uniform_int_distribution<int32_t> u(positive ? 1 : -9, 9);
     for (int32_t &i : v)
-      i = u(rng);
+      i = static_cast<int32_t>(uniformInt(rng, positive ? 1 : -9, 9));
     return Tensor::fromI32(std::move(v), shape);
   }
   std::vector<bool> v(static_cast<size_t>(n));

@@ -309,6 +309,57 @@ TEST(Compressed, Fp16ModeMatchesExpandThenMultiply) {
   }
 }
 
+TEST(Compressed, Int4BlocksGiveTheBitsOfTheirDecodedRowsOnPortableAndNeon) {
+  // The NEON kernel of int4/uint4 blocks (a multiple of 16 values; offsets
+  // or none, fp16 or fp32 scales, 1-4 rows of x) decodes in registers what
+  // decodeRaw decodes and sums in dotF32's order: each product is dotF32 of
+  // the decoded row, bit for bit, as on the portable path, which decodes the
+  // row. (The x86 kernels sum in their own orders: the other tests hold
+  // them to their error bounds.)
+  for (int iter = 0; iter < 60; ++iter) {
+    int64_t n = std::vector<int64_t>{1, 3, 8, 17}[rng.pick(0, 3)];
+    int64_t block = std::vector<int64_t>{16, 32, 48, 64}[rng.pick(0, 3)];
+    int64_t k = block * rng.pick(1, 6), m = rng.pick(1, 4);
+    DType dt = rng.pick(0, 1) ? DType::I4 : DType::U4;
+    DType fdt = rng.pick(0, 1) ? DType::F16 : DType::F32;
+    int64_t lo = dt == DType::I4 ? -8 : 0, hi = dt == DType::I4 ? 7 : 15;
+    Shape blocks = {n, k / block};
+    std::vector<Arg> args = {{"data", packed(dt, randomInts(n * k, lo, hi), {n, k})},
+                             {"scale", floats(fdt, blocks, 0.01f, 0.2f)}};
+    bool offset = rng.pick(0, 1);
+    if (offset)
+      args.push_back({"offset", packed(dt, randomInts(numElementsOf(blocks), lo, hi), blocks)});
+    // The product, and the decoded rows (gather decodes whole rows).
+    ProgramBuilder product, decoded;
+    Value *x = product.input("x", DType::F32, {m, k});
+    Value *w = product.op("constexpr_blockwise_shift_scale", args, fdt, {n, k});
+    product.output(product.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
+    Value *idx = decoded.input("i", DType::I32, {n});
+    Value *wd = decoded.op("constexpr_blockwise_shift_scale", args, fdt, {n, k});
+    decoded.output(decoded.op("gather", {{"x", wd}, {"indices", idx}}, DType::F32, {n, k}));
+    std::vector<int32_t> all(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r)
+      all[static_cast<size_t>(r)] = static_cast<int32_t>(r);
+    Tensor rows = run(decoded, {{"i", Tensor::fromI32(all, {n})}}, true)[0];
+    Tensor xt = randomInput({m, k});
+    for (runtime::KernelIsa isa : kernelIsas()) {
+      if (isa != runtime::KernelIsa::Portable && isa != runtime::KernelIsa::Neon)
+        continue;
+      IsaGuard guard(isa);
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " blocks of " + std::to_string(block) + " k " +
+                   std::to_string(k) + " m " + std::to_string(m) + (offset ? " offset" : "") +
+                   " scale " + std::string(dtypeName(fdt)) + " isa " + isaName(isa));
+      Tensor got = run(product, {{"x", xt}}, true)[0];
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t r = 0; r < n; ++r) {
+          float want = runtime::dotF32(rows.data<float>() + r * k, xt.data<float>() + i * k, k);
+          ASSERT_EQ(std::bit_cast<uint32_t>(got.floatAt(i * n + r)), std::bit_cast<uint32_t>(want))
+              << "x row " << i << ", row " << r;
+        }
+    }
+  }
+}
+
 /// export_llm's 4w form of an [n, k] weight: random int4 or uint4 data
 /// (dt), one random fp16 scale per 32 inputs, no offsets.
 Value *blocksOf32(ProgramBuilder &b, DType dt, int64_t n, int64_t k) {

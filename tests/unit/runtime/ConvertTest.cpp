@@ -11,6 +11,7 @@
 #include "runtime/Tensor.h"
 #include "runtime/ThreadPool.h"
 #include "support/DType.h"
+#include "support/Random.h"
 
 #include <gtest/gtest.h>
 
@@ -156,11 +157,10 @@ TEST(Convert, HalvingAgainConvertsTheBoxesWrittenSinceAndNothingElse) {
   // written some other way; every form is the full conversion's, bit for bit.
   std::vector<float> hard = hardFloats();
   std::mt19937 rng(7);
-  std::uniform_int_distribution<size_t> pick(0, hard.size() - 1);
   Shape shape = {4, 6, 5};
   std::vector<float> want(120);
   for (float &v : want)
-    v = hard[pick(rng)];
+    v = hard[static_cast<size_t>(uniformInt(rng, 0, static_cast<int64_t>(hard.size()) - 1))];
   Tensor t = Tensor::fromF32(want, shape);
   Tensor h = t.toHalfRoundingInPlace();
   EXPECT_FALSE(h.isOwned()) << "the fp16 form is read-only: it is kept with the cache";
@@ -172,7 +172,8 @@ TEST(Convert, HalvingAgainConvertsTheBoxesWrittenSinceAndNothingElse) {
     for (int64_t head = 0; head < 4; ++head)
       for (int64_t j = 0; j < count; ++j) {
         int64_t e = head * 30 + pos * 5 + j * stride;
-        p[e] = want[static_cast<size_t>(e)] = hard[pick(rng)];
+        p[e] = want[static_cast<size_t>(e)] =
+            hard[static_cast<size_t>(uniformInt(rng, 0, static_cast<int64_t>(hard.size()) - 1))];
       }
   };
   for (int64_t pos = 0; pos < 6; ++pos) {
@@ -194,7 +195,8 @@ TEST(Convert, HalvingAgainConvertsTheBoxesWrittenSinceAndNothingElse) {
   held = h = Tensor();
   float *p = t.mutableData<float>();
   for (size_t i = 0; i < want.size(); i += 7)
-    p[i] = want[i] = hard[pick(rng)];
+    p[i] = want[i] =
+        hard[static_cast<size_t>(uniformInt(rng, 0, static_cast<int64_t>(hard.size()) - 1))];
   h = t.toHalfRoundingInPlace();
   expectBothForms(t, h, want, "after a write of any element");
 }

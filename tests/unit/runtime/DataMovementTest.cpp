@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
+#include "support/Random.h"
 
 #include "runtime/kernels/KernelUtil.h"
 
@@ -122,7 +123,7 @@ TEST(DataMovement, CopyStridedMatchesElementLoop) {
     std::vector<int64_t> perm(rank);
     for (int64_t d = 0; d < rank; ++d)
       perm[d] = d;
-    std::shuffle(perm.begin(), perm.end(), rng.engine());
+    shuffleRange(rng.engine(), perm.begin(), perm.end());
     Shape srcShape(rank);
     for (int64_t d = 0; d < rank; ++d)
       srcShape[perm[d]] = shape[d];
@@ -193,7 +194,7 @@ TEST(DataMovement, TransposeMatchesElementLoop) {
     std::vector<int64_t> perm(rank);
     for (int64_t d = 0; d < rank; ++d)
       perm[d] = d;
-    std::shuffle(perm.begin(), perm.end(), rng.engine());
+    shuffleRange(rng.engine(), perm.begin(), perm.end());
     Shape outShape(rank);
     for (int64_t d = 0; d < rank; ++d)
       outShape[d] = shape[perm[d]];

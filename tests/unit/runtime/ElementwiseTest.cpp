@@ -191,6 +191,17 @@ TEST(Activations, ParameterisedAndDefaults) {
   expectNear(out[5], {0.5f, 3, 0.5f, 0.5f}, {1, 2, 2});
 }
 
+TEST(Activations, PreluWithOneAlphaForEveryChannel) {
+  // One alpha value serves every channel (the vector holding it is refilled
+  // with copies of it, a copy libc++ took from freed memory when the value
+  // was read from the vector itself).
+  ProgramBuilder b;
+  Value *x = b.input("x", DType::F32, {1, 3, 2});
+  b.output(b.op("prelu", {{"x", x}, {"alpha", constF32({0.5f}, {1})}}, DType::F32, {1, 3, 2}));
+  auto out = runOnce(b, {{"x", Tensor::fromF32({-2, 3, -4, 0.25f, -1, 5}, {1, 3, 2})}});
+  expectNear(out[0], {-1, 3, -2, 0.25f, -0.5f, 5}, {1, 3, 2});
+}
+
 TEST(Elementwise, RoundHalfToEven) {
   // MIL round is numpy's: ties go to the even integer.
   ProgramBuilder b;

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "RuntimeTestUtil.h"
 #include "runtime/kernels/Lazy.h"
+#include "support/Random.h"
 
 #include <cmath>
 #include <cstring>
@@ -18,10 +19,9 @@ namespace {
 
 std::vector<float> randomValues(size_t n, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
   std::vector<float> v(n);
   for (float &f : v)
-    f = d(rng);
+    f = uniformFloat(rng, -1, 1);
   return v;
 }
 

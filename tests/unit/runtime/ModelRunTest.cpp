@@ -1,5 +1,6 @@
 //===- ModelRunTest.cpp - Binding inputs and stepping a model's function --===//
 #include "runtime/ModelRun.h"
+#include "support/Random.h"
 
 #include "TestSupport.h"
 #include "ir/AsmParser.h"
@@ -133,12 +134,11 @@ TEST(TensorStats, BlocksAgreeWithTheElementLoop) {
   // Sizes around the block of 4096 and the 4-wide loop, fp32 and fp16, with
   // and without NaN / infinity in some blocks.
   std::mt19937 rng(3);
-  std::normal_distribution<float> value(0.5f, 3.0f);
   for (int64_t n : {1, 3, 4, 7, 4095, 4096, 4097, 9001}) {
     for (int special = 0; special < 3; ++special) {
       std::vector<float> v(static_cast<size_t>(n));
       for (float &x : v)
-        x = value(rng);
+        x = normalFloat(rng, 0.5f, 3.0f);
       if (special == 1)
         v[static_cast<size_t>(n / 2)] = NAN;
       if (special == 2) {

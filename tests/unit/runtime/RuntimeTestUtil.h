@@ -10,6 +10,7 @@
 #include "runtime/Interpreter.h"
 #include "runtime/kernels/Isa.h"
 #include "support/Error.h"
+#include "support/Random.h"
 
 #include <gtest/gtest.h>
 
@@ -53,13 +54,9 @@ public:
   explicit SeededRandom(uint32_t seed) : engine_(seed) {}
 
   /// A uniform integer in [lo, hi].
-  int64_t pick(int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(engine_);
-  }
+  int64_t pick(int64_t lo, int64_t hi) { return uniformInt(engine_, lo, hi); }
   /// A uniform float in [lo, hi).
-  float uniform(float lo, float hi) {
-    return std::uniform_real_distribution<float>(lo, hi)(engine_);
-  }
+  float uniform(float lo, float hi) { return uniformFloat(engine_, lo, hi); }
   std::mt19937 &engine() { return engine_; }
 
 private:
@@ -71,6 +68,8 @@ private:
 /// paths on AVX-512 machines too).
 inline std::vector<runtime::KernelIsa> kernelIsas() {
   std::vector<runtime::KernelIsa> v = {runtime::KernelIsa::Portable};
+  if (runtime::cpuHasNeon())
+    v.push_back(runtime::KernelIsa::Neon);
   if (runtime::cpuHasAvx2())
     v.push_back(runtime::KernelIsa::Avx2);
   if (runtime::cpuHasAvxVnni())

@@ -10,6 +10,7 @@
 #include "ir/AsmParser.h"
 #include "runtime/Interpreter.h"
 #include "support/DType.h"
+#include "support/Random.h"
 #include "transforms/Pass.h"
 
 #include <gtest/gtest.h>
@@ -81,8 +82,6 @@ std::string program(const Problem &p) {
 /// key masked is undefined in PyTorch and differs by design).
 TensorMap inputs(const Function &fn, const Problem &p, std::mt19937 &rng) {
   TensorMap in;
-  std::normal_distribution<float> normal(0.0f, 2.0f);
-  std::bernoulli_distribution coin(0.6);
   for (const auto &v : fn.inputs) {
     Shape shape = *v->type.staticShape();
     if (v->name == "mask" && p.mask == MaskKind::Bool) {
@@ -90,17 +89,17 @@ TensorMap inputs(const Function &fn, const Problem &p, std::mt19937 &rng) {
       uint8_t *b = t.mutableData<uint8_t>();
       int64_t s = shape.back();
       for (int64_t i = 0; i < t.numElements(); ++i)
-        b[i] = coin(rng);
+        b[i] = coinFlip(rng, 0.6);
       for (int64_t row = 0; row < t.numElements() / s; ++row)
-        b[row * s + std::uniform_int_distribution<int64_t>(0, s - 1)(rng)] = 1;
+        b[row * s + uniformInt(rng, 0, s - 1)] = 1;
       in[v->name] = t;
       continue;
     }
     Tensor t = Tensor::zeros(DType::F32, shape);
     for (int64_t i = 0; i < t.numElements(); ++i) {
-      float x = normal(rng);
+      float x = normalFloat(rng, 0.0f, 2.0f);
       if (v->name == "mask") // additive: mostly small, some large negative
-        x = coin(rng) ? x : -30.0f;
+        x = coinFlip(rng, 0.6) ? x : -30.0f;
       t.mutableData<float>()[i] = halfToFloat(floatToHalf(x));
     }
     in[v->name] = t;
@@ -117,7 +116,8 @@ int countOps(const Function &fn, std::string_view type) {
 TEST(DecomposeSdpa, MatchesTheSdpaKernelOnRandomProblems) {
   std::mt19937 rng(2024);
   auto pick = [&](std::vector<int64_t> options) {
-    return options[std::uniform_int_distribution<size_t>(0, options.size() - 1)(rng)];
+    return options[static_cast<size_t>(
+        uniformInt(rng, 0, static_cast<int64_t>(options.size()) - 1))];
   };
   double worst32 = 0, worst16 = 0;
   int groupedRuns = 0;

@@ -10,6 +10,7 @@
 #include "runtime/Interpreter.h"
 #include "support/DType.h"
 #include "support/Error.h"
+#include "support/Random.h"
 #include "transforms/Pass.h"
 
 #include <gtest/gtest.h>
@@ -43,7 +44,6 @@ int countOps(const Function &fn, std::string_view type) {
 /// the position input.
 TensorMap inputsFor(const Function &fn, std::mt19937 &rng) {
   TensorMap in;
-  std::normal_distribution<float> normal;
   for (const auto &v : fn.inputs) {
     if (!v->type.isTensor())
       continue;
@@ -54,7 +54,7 @@ TensorMap inputsFor(const Function &fn, std::mt19937 &rng) {
     }
     Tensor t = Tensor::zeros(DType::F32, shape);
     for (int64_t i = 0; i < t.numElements(); ++i)
-      t.mutableData<float>()[i] = halfToFloat(floatToHalf(normal(rng)));
+      t.mutableData<float>()[i] = halfToFloat(floatToHalf(normalFloat(rng)));
     in[v->name] = t;
   }
   return in;
