@@ -47,6 +47,7 @@
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <tuple>
 
 namespace anefit {
@@ -754,6 +755,11 @@ public:
     allWeights_ = which == "all";
     feedback_ = options.flag("feedback");
     refit_ = options.flag("refit");
+    feedbackWidth_ = options.integer("feedback-max-inputs");
+    if (feedbackWidth_ < 1)
+      throw InputError("requantize: option 'feedback-max-inputs': expected a positive count, "
+                       "found " +
+                       std::to_string(feedbackWidth_));
     std::string dp = options.string("damp");
     char *dend = nullptr;
     damp_ = std::strtod(dp.c_str(), &dend);
@@ -842,6 +848,10 @@ private:
   int64_t group_;
   bool feedback_ = false, refit_ = false;
   double damp_ = 0.01;
+  /// Linears with more inputs than this get no feedback (its factor's work
+  /// grows as the cube of the inputs); wider ones met, counted.
+  int64_t feedbackWidth_ = 2304;
+  std::set<const Operation *> tooWide_;
   const InputMoment *cachedMoment_ = nullptr;
   std::vector<double> cachedH_;
   std::shared_ptr<const FeedbackFactor> cachedFactor_;
@@ -883,6 +893,10 @@ FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w
   if (!feedback_ || !calibration_ || calibration_->random || !e || !e->moment || e->axis != 1 ||
       w.shape.size() != 2 || e->moment->channels != w.shape[1])
     return out;
+  if (e->moment->channels > feedbackWidth_) {
+    tooWide_.insert(item.op);
+    return out;
+  }
   if (cachedMoment_ != e->moment.get()) {
     cachedMoment_ = e->moment.get();
     cachedH_ = e->moment->matrix();
@@ -1292,6 +1306,12 @@ void RequantizePass::run(Model &model, PassResult &result) {
     autoMeasured += measured;
   }
 
+  if (!tooWide_.empty())
+    result.changes.push_back(
+        "requantize: " + std::to_string(tooWide_.size()) + " linear" +
+        (tooWide_.size() == 1 ? "" : "s") + " with more than " + std::to_string(feedbackWidth_) +
+        " inputs fitted without error feedback (its factor's work grows as the cube of the "
+        "inputs; feedback-max-inputs)");
   if (target_ != Target::Auto)
     return;
   // auto: what each weight became, the bits and the budget met.
