@@ -311,10 +311,11 @@ void Comparison::compare(const std::string &what, const Tensor &expected, const 
     // tolerance (rtol times an infinite |x| would let every value pass).
     double allowed = tolerance_.atol + tolerance_.rtol * std::max(std::fabs(x), rms);
     if (fp16) {
-      // fp16's step at |x|: 2^(e - 11) for |x| in [2^(e-1), 2^e), 2^-24
-      // below the normal range.
+      // fp16's step at max(|x|, RMS), as rtol's floor: 2^(e - 11) for a
+      // magnitude in [2^(e-1), 2^e), 2^-24 below the normal range. A value
+      // a difference brought near zero rounds as the values it came from.
       int e = 0;
-      std::frexp(std::fabs(x), &e);
+      std::frexp(std::max(std::fabs(x), rms), &e);
       allowed += tolerance_.fp16Ulps * std::ldexp(1.0, std::max(e - 11, -24));
     }
     if (!std::isfinite(diff) || diff > allowed) {

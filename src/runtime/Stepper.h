@@ -147,7 +147,7 @@ struct Tolerance {
 
 /// Two runs held against each other: |expected - actual| <= atol + rtol *
 /// max(|expected|, RMS of the expected tensor) (+ fp16Ulps fp16 steps at
-/// |expected| for an fp16 tensor) per element. The RMS floor
+/// that magnitude for an fp16 tensor) per element. The RMS floor
 /// is for elements a long sum brought near zero: their rounding error is
 /// that of the terms summed, of the tensor's size (a logit of 0.005 among
 /// logits of RMS 1 moves by 1e-4 when the sum's order changes). A value

@@ -24,11 +24,10 @@ PTE_DIR = os.path.join(FIXTURES_DIR, "pte")
 EXPORTS = ["lfm2_export_llm_fp16", "lfm2_export_llm_4w"]
 STEPS = 8
 LOGITS = "aten_linear_default_112"
-# scale-norm is proven equal up to fp32 rounding, element by element: on the
-# 4w export about one seed of the random inputs in four (0 among them) leaves
-# atol/rtol in a KV-cache element near zero by step 5-7 and the proof refuses
-# (docs/fix.md, Verification). The proofs here take seed 1.
-SEED = 1
+# scale-norm is proven equal up to fp32 rounding, element by element; the
+# 4w export's fp16 KV caches within 2 fp16 steps at max(|value|, the
+# tensor's RMS) (docs/fix.md, Verification). The proofs take the default seed.
+SEED = 0
 
 
 @pytest.fixture(scope="module")
