@@ -51,7 +51,7 @@ struct SourceOrigin {
 
 struct ETRecord {
   std::string path;
-  std::string method; ///< the edge program read ("forward")
+  std::string method;         ///< the edge program read ("forward")
   std::deque<EdgeNode> nodes; ///< a deque: read node by node, never moved whole
   std::map<int64_t, std::vector<size_t>> byHandle; ///< debug handle -> nodes
   /// Placeholder names of buffers -> their module paths
