@@ -24,22 +24,15 @@ constexpr uint64_t kMaxProgramJson = uint64_t(512) << 20;
 /// times its archive (5.3 MB in 1.5 MB), a zip bomb's a thousand times.
 constexpr uint64_t kMaxInflation = 32;
 
-/// Reads delegate_map's {method: {instruction: {"delegate_map": {"op:n":
-/// [handles]}}}} as it is parsed, building only the maps of `method`: no
-/// document is built (a map of a million empty objects costs nothing).
-class DelegateMapReader : public nlohmann::json_sax<json> {
+/// What the SAX readers below share: a stack of frames, one per object or
+/// array being parsed, each with its role (where it sits; `Role::Other` for
+/// what is skipped) and, for the other roles, its current key; the value
+/// kinds neither reader keeps are skipped, and a parse error stops parsing.
+template <class Role> class FramedSax : public nlohmann::json_sax<json> {
 public:
-  DelegateMapReader(const std::string &method,
-                    std::vector<std::map<std::string, std::vector<int64_t>>> &maps)
-      : method_(method), maps_(maps) {}
-  bool topIsObject() const { return topIsObject_; }
-
   bool null() override { return true; }
   bool boolean(bool) override { return true; }
-  bool number_integer(number_integer_t v) override { return handle(v); }
-  bool number_unsigned(number_unsigned_t v) override { return handle(static_cast<int64_t>(v)); }
   bool number_float(number_float_t, const string_t &) override { return true; }
-  bool string(string_t &) override { return true; }
   bool binary(binary_t &) override { return true; }
   bool key(string_t &k) override {
     Frame &f = frames_.back();
@@ -47,6 +40,38 @@ public:
       f.key = k;
     return true;
   }
+  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override {
+    return false;
+  }
+
+protected:
+  struct Frame {
+    Role role;
+    std::string key; ///< the current key (kept for the roles other than Other)
+  };
+  std::vector<Frame> frames_;
+};
+
+/// Where a value of delegate_map sits: the document, the method's map, an
+/// instruction's entry, its delegate map, an op's handles, or anything else
+/// (skipped).
+enum class DelegateMapRole { Top, Method, Entry, Map, Handles, Other };
+
+/// Reads delegate_map's {method: {instruction: {"delegate_map": {"op:n":
+/// [handles]}}}} as it is parsed, building only the maps of `method`: no
+/// document is built (a map of a million empty objects costs nothing).
+class DelegateMapReader : public FramedSax<DelegateMapRole> {
+  using Role = DelegateMapRole;
+
+public:
+  DelegateMapReader(const std::string &method,
+                    std::vector<std::map<std::string, std::vector<int64_t>>> &maps)
+      : method_(method), maps_(maps) {}
+  bool topIsObject() const { return topIsObject_; }
+
+  bool number_integer(number_integer_t v) override { return handle(v); }
+  bool number_unsigned(number_unsigned_t v) override { return handle(static_cast<int64_t>(v)); }
+  bool string(string_t &) override { return true; }
   bool start_object(std::size_t) override {
     Role role = Role::Other;
     if (frames_.empty()) {
@@ -88,18 +113,8 @@ public:
     }
     return true;
   }
-  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override {
-    return false;
-  }
 
 private:
-  /// What a value is: the document, the method's map, an instruction's
-  /// entry, its delegate map, an op's handles, or anything else (skipped).
-  enum class Role { Top, Method, Entry, Map, Handles, Other };
-  struct Frame {
-    Role role;
-    std::string key; ///< the current key (kept for the roles above only)
-  };
   bool handle(int64_t v) {
     if (!frames_.empty() && frames_.back().role == Role::Handles)
       handles_.push_back(v);
@@ -107,7 +122,6 @@ private:
   }
   const std::string &method_;
   std::vector<std::map<std::string, std::vector<int64_t>>> &maps_;
-  std::vector<Frame> frames_;
   std::map<std::string, std::vector<int64_t>> map_;
   std::vector<int64_t> handles_;
   bool topIsObject_ = false;
@@ -151,24 +165,42 @@ bool inTorch(const std::string &file) {
          file.find("<eval_with_key>") != std::string::npos;
 }
 
+/// Where a value of the edge program sits; Other values are skipped.
+enum class EdgeProgramRole {
+  Top,
+  Program,
+  Graph,
+  Nodes,
+  Node,
+  Metadata,
+  Signature,
+  InputSpecs,
+  InputSpec,
+  Buffer,
+  BufferArg,
+  OutputSpecs,
+  OutputSpec,
+  Mutation,
+  MutationArg,
+  Other
+};
+
 /// Reads the edge program as it is parsed, keeping only what a source
 /// line needs: each node's name, target and metadata.{debug_handle,
 /// stack_trace, nn_module_stack}, and the signature's buffers
 /// (input_specs[].buffer, output_specs[].buffer_mutation). Every other
 /// value (the nodes' inputs and outputs, most of the text) is skipped; no
 /// document is built.
-class EdgeProgramReader : public nlohmann::json_sax<json> {
+class EdgeProgramReader : public FramedSax<EdgeProgramRole> {
+  using Role = EdgeProgramRole;
+
 public:
   explicit EdgeProgramReader(ETRecord &rec) : rec_(rec) {}
   bool sawProgram() const { return sawProgram_; }
   bool sawNodes() const { return sawNodes_; }
 
-  bool null() override { return true; }
-  bool boolean(bool) override { return true; }
   bool number_integer(number_integer_t v) override { return integer(v); }
   bool number_unsigned(number_unsigned_t v) override { return integer(static_cast<int64_t>(v)); }
-  bool number_float(number_float_t, const string_t &) override { return true; }
-  bool binary(binary_t &) override { return true; }
   bool string(string_t &v) override {
     if (frames_.empty())
       return true;
@@ -201,12 +233,6 @@ public:
     default:
       break;
     }
-    return true;
-  }
-  bool key(string_t &k) override {
-    Frame &f = frames_.back();
-    if (f.role != Role::Other)
-      f.key = k;
     return true;
   }
   bool start_object(std::size_t) override {
@@ -295,34 +321,8 @@ public:
     frames_.pop_back();
     return true;
   }
-  bool parse_error(std::size_t, const std::string &, const nlohmann::detail::exception &) override {
-    return false;
-  }
 
 private:
-  /// What a value is, by where it sits; Other values are skipped.
-  enum class Role {
-    Top,
-    Program,
-    Graph,
-    Nodes,
-    Node,
-    Metadata,
-    Signature,
-    InputSpecs,
-    InputSpec,
-    Buffer,
-    BufferArg,
-    OutputSpecs,
-    OutputSpec,
-    Mutation,
-    MutationArg,
-    Other
-  };
-  struct Frame {
-    Role role;
-    std::string key; ///< the current key (kept for the roles above only)
-  };
   /// The fields of the node being read.
   struct NodeFields {
     bool metadata = false;
@@ -369,7 +369,6 @@ private:
   }
 
   ETRecord &rec_;
-  std::vector<Frame> frames_;
   NodeFields node_;
   SpecFields spec_;
   bool sawProgram_ = false, sawNodes_ = false;
