@@ -366,7 +366,8 @@ void bindRun(nb::module_ &m) {
           "``anefit run --no-spin``. ``exact_products=True``: int4 products stay fp32-grade "
           "in linears the model declares fp16 (``anefit run --exact-products``; otherwise "
           "CPUs with AVX2 but neither AVX-512 nor AVX-VNNI put x on a 16-bit grid per block "
-          "of 32 there).")
+          "of 32 there; at fp16, CPUs with AVX2 but not AVX-512 do, the weights kept as the "
+          "fp16 values the device holds).")
       .def("run", &PySession::run, nb::arg("inputs"),
            nb::sig("def run(self, inputs: dict[str, numpy.typing.ArrayLike]) -> "
                    "dict[str, numpy.ndarray]"),

@@ -192,6 +192,10 @@ void stepTogether(const Model &original, runtime::Precision precision,
     auto options = [&](runtime::Precision p) {
       runtime::StepperOptions run;
       run.run.precision = p;
+      // fp16 mode proves with the exact products: where the kernels would
+      // put x on a grid for speed (runtime::roundedProductsTakeGrid16), a
+      // rewrite that keeps the device's values would differ by the grid.
+      run.run.exactProducts = p == runtime::Precision::FP16;
       run.run.source = original.sourcePath; // errors name the model's file
       return run;
     };

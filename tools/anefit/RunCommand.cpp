@@ -184,18 +184,25 @@ json summaryJson(const std::string &name, const Tensor &t, const runtime::Tensor
 
 /// ", kernels ISA" for the summary line, and where linears declared fp16 put
 /// x on 16-bit grids for their int4 products, that too.
-std::string kernelsSaid(bool exactProducts) {
+std::string kernelsSaid(bool exactProducts, runtime::Precision precision) {
   std::string s = std::string(", kernels ") + runtime::kernelIsaName(runtime::kernelIsa());
-  if (!exactProducts && runtime::kernelsTakeGrid16())
+  if (exactProducts)
+    return s;
+  if (precision == runtime::Precision::FP16 && runtime::roundedProductsTakeGrid16())
+    s += " (int4 products of fp16 linears: x on 16-bit grids, the weights' fp16 values exact; "
+         "--exact-products: exact)";
+  else if (precision == runtime::Precision::FP32 && runtime::kernelsTakeGrid16())
     s += " (int4 products of fp16 linears on 16-bit grids; --exact-products: fp32-grade)";
   return s;
 }
 
 /// The same for --json: "kernels" and "int4_products".
-void addKernels(json &j, bool exactProducts) {
+void addKernels(json &j, bool exactProducts, runtime::Precision precision) {
   j["kernels"] = runtime::kernelIsaName(runtime::kernelIsa());
-  j["int4_products"] =
-      !exactProducts && runtime::kernelsTakeGrid16() ? "16-bit grid in fp16 linears" : "fp32-grade";
+  bool grid = !exactProducts &&
+              (precision == runtime::Precision::FP16 ? runtime::roundedProductsTakeGrid16()
+                                                     : runtime::kernelsTakeGrid16());
+  j["int4_products"] = grid ? "16-bit grid in fp16 linears" : "fp32-grade";
 }
 
 /// `run --engine executorch`: the whole program in ExecuTorch's runtime, its
@@ -263,7 +270,8 @@ int runInExecuTorch(const RunCliOptions &opts) {
   std::ostream text(opts.json ? nullptr : std::cout.rdbuf());
   text << "ExecuTorch " << engine->version() << " runtime, Core ML delegates on anefit's "
        << "interpreter: method " << method << ", " << steps << (steps == 1 ? " step" : " steps")
-       << ", precision " << opts.precision << kernelsSaid(false) << "\n";
+       << ", precision " << opts.precision
+       << kernelsSaid(false, runtime::parsePrecision(opts.precision)) << "\n";
   std::optional<runtime::NpzWriter> archive;
   if (!opts.output.empty())
     archive.emplace(opts.output, outputPolicy);
@@ -298,7 +306,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
         {"schema", "anefit.run/1"},     {"engine", "executorch"}, {"executorch", engine->version()},
         {"function", method},           {"steps", steps},         {"precision", opts.precision},
         {"results", std::move(steps_)}, {"states", json::array()}};
-    addKernels(j, false);
+    addKernels(j, false, runtime::parsePrecision(opts.precision));
     if (!opts.output.empty())
       j["output"] = opts.output;
     std::cout << dumpJson(j, 2) << "\n";
@@ -415,7 +423,7 @@ int runRun(const RunCliOptions &opts) {
   json results = json::array(), finalStates = json::array();
   text << "function " << run.function().name << ", " << run.steps()
        << (run.steps() == 1 ? " step" : " steps") << ", precision " << opts.precision
-       << kernelsSaid(opts.exactProducts) << "\n";
+       << kernelsSaid(opts.exactProducts, options.run.precision) << "\n";
   while (!run.done()) {
     runtime::StepRecord r = run.next();
     std::string prefix = run.stepped() ? "step" + std::to_string(r.step) + "/" : "";
@@ -457,7 +465,7 @@ int runRun(const RunCliOptions &opts) {
     json j{{"schema", "anefit.run/1"},      {"function", run.function().name},
            {"steps", run.steps()},          {"precision", opts.precision},
            {"results", std::move(results)}, {"states", std::move(finalStates)}};
-    addKernels(j, opts.exactProducts);
+    addKernels(j, opts.exactProducts, options.run.precision);
     if (!opts.output.empty())
       j["output"] = opts.output;
     if (opts.profile)
@@ -501,7 +509,9 @@ void registerRun(CLI::App &verb, VerbResult &result) {
       "Keep every product with int4 weights fp32-grade. Without it, on CPUs with AVX2 "
       "but neither AVX-512 nor AVX-VNNI, a linear whose result the model declares fp16 puts x on a "
       "16-bit grid per block of 32 weights (each x off by at most 2^-15 of its "
-      "block's largest |x|), which made the linears of a 4w export 1.26x faster");
+      "block's largest |x|), which made the linears of a 4w export 1.26x faster; with "
+      "--precision fp16, on CPUs with AVX2 but not AVX-512, the same grid with each weight "
+      "the fp16 value the device holds (the exact form looks each weight up in a table)");
   cmd->add_option("-o,--output", opts->output,
                   "Write outputs (and states) to an .npz: NAME, or step<k>/NAME and "
                   "step<k>/state/NAME for stepped runs");

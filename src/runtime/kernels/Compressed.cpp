@@ -56,6 +56,8 @@
 #include "support/IntMath.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -176,7 +178,8 @@ struct Source {
 /// The fused kernels a DotOperand is prepared for.
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
               kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8,
-              kFusedTables512 = 9, kFusedTables256 = 10, kFusedPlanes512 = 11, kFusedGather = 12;
+              kFusedTables512 = 9, kFusedTables256 = 10, kFusedPlanes512 = 11, kFusedGather = 12,
+              kFusedDigitsRounded256 = 13;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -595,13 +598,11 @@ __attribute__((target("avx2,avxvnni"))) inline __m256i digitHalfVnni256(__m256i 
   return _mm256_add_epi32(_mm256_slli_epi32(t, 8), l);
 }
 
-/// The 8 exact integer lane sums of one 32-byte group `w` (digits `d`, lane
-/// starts `start`): see digitsForWords256.
-template <bool Signed>
-__attribute__((target("avx2"))) inline __m256i digitGroup256(__m256i w, const int8_t *d,
-                                                             __m256i start) {
-  __m256i lo, hi;
-  nibbleBytes<Signed>(w, lo, hi);
+/// The 8 exact integer lane sums of a 32-byte group whose low and high
+/// nibbles are the bytes `lo` and `hi` (digits `d`, lane starts `start`):
+/// see digitsForWords256.
+__attribute__((target("avx2"))) inline __m256i digitSums256(__m256i lo, __m256i hi, const int8_t *d,
+                                                            __m256i start) {
   const __m256i *dv = reinterpret_cast<const __m256i *>(d);
   __m256i l = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_loadu_si256(dv)),
                                _mm256_maddubs_epi16(hi, _mm256_loadu_si256(dv + 1)));
@@ -610,6 +611,75 @@ __attribute__((target("avx2"))) inline __m256i digitGroup256(__m256i w, const in
   __m256i t = _mm256_add_epi32(_mm256_madd_epi16(h, _mm256_set1_epi16(256)),
                                _mm256_madd_epi16(l, _mm256_set1_epi16(1)));
   return _mm256_add_epi32(t, start);
+}
+
+/// digitSums256 of the 32-byte group `w`.
+template <bool Signed>
+__attribute__((target("avx2"))) inline __m256i digitGroup256(__m256i w, const int8_t *d,
+                                                             __m256i start) {
+  __m256i lo, hi;
+  nibbleBytes<Signed>(w, lo, hi);
+  return digitSums256(lo, hi, d, start);
+}
+
+// fp16 mode's 4-bit blocks of 32 on the 16-bit grid (fusedDigitsRounded256Of,
+// roundedProductsTakeGrid16). The device holds each weight as the fp16 of
+// q * scale. An fp16 scale is m * 2^e with m an integer under 2048 (the
+// significand of a normal scale, the bits of a subnormal one) and
+// e = max(exponent field, 1) - 25, so q * m is an integer under 2^15 and
+// the fp16 of q * scale is round(q * m) * 2^e, round keeping 11 significant
+// bits, ties to even (the product finite: BlockwiseValue::roundsOnGrid).
+// With r = round(q * m) - q * m (|r| <= 8), a block's rounded row is
+//   sum (q * scale + r * 2^e) * x = scale * sum q x + 2^e * sum r x,
+// and r is looked up per weight by the nibble byte (VPSHUFB, one 16-byte
+// table per block, chosen by m): its sum goes through the same 8-bit
+// digits as q's, as r + 8 (an unsigned byte, 0-16) with the lane starts
+// -8 times the sum of the lane's x.
+
+/// The round(q * m) of the comment above for an integer n = q * m, |n| < 2^15.
+inline int32_t roundTo11Bits(int32_t n) {
+  uint32_t a = static_cast<uint32_t>(n < 0 ? -n : n);
+  int shift = std::max(0, static_cast<int>(std::bit_width(a)) - 11);
+  if (shift > 0) {
+    uint32_t kept = a >> shift, rest = a & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rest > half || (rest == half && (kept & 1)))
+      ++kept;
+    a = kept << shift;
+  }
+  return n < 0 ? -static_cast<int32_t>(a) : static_cast<int32_t>(a);
+}
+
+/// For each m < 2048, the 16 bytes r + 8 of the nibble bytes u the kernels
+/// read (q = u - 8 for int4, whose nibbles nibbleBytes reads as uint4 of
+/// q + 8; q = u for uint4).
+using RoundingTable = std::array<std::array<uint8_t, 16>, 2048>;
+const RoundingTable &roundingCorrections(bool isSigned) {
+  static const auto make = [](bool sgn) {
+    RoundingTable t{};
+    for (int32_t m = 0; m < 2048; ++m)
+      for (int32_t u = 0; u < 16; ++u) {
+        int32_t n = (sgn ? u - 8 : u) * m;
+        t[static_cast<size_t>(m)][static_cast<size_t>(u)] =
+            static_cast<uint8_t>(roundTo11Bits(n) - n + 8);
+      }
+    return t;
+  };
+  static const RoundingTable forSigned = make(true), forUnsigned = make(false);
+  return isSigned ? forSigned : forUnsigned;
+}
+
+/// A block's factors for fusedDigitsRounded256Of from its fp16 scale bits h
+/// and grid step: scale * step for the sum of q x, sign * 2^e * step for
+/// the sum of r x, and m (the row of roundingCorrections).
+struct RoundedFactors {
+  float main, correction;
+  int32_t m;
+};
+__attribute__((target("f16c"))) inline RoundedFactors roundedFactors(uint16_t h, float step) {
+  int32_t exponent = (h >> 10) & 31, m = (h & 0x3FF) | (exponent ? 0x400 : 0);
+  uint32_t unit = static_cast<uint32_t>(h & 0x8000) << 16 |
+                  static_cast<uint32_t>(std::max(exponent, 1) - 25 + 127) << 23;
+  return {_cvtsh_ss(h) * step, std::bit_cast<float>(unit) * step, m};
 }
 
 /// A vector of `lo` in lanes 0-3 and `hi` in lanes 4-7: the scales of the
@@ -1286,12 +1356,21 @@ protected:
 #endif
   }
 
-  /// 4-bit data in blocks of whole 32-value chunks: the table kernels.
+  /// 4-bit data in blocks of whole 32-value chunks: the table kernels; on
+  /// AVX2, blocks of 32 with fp16 scales and no offsets in a product whose
+  /// result is fp16, the 16-bit grid with the rounded weights (see
+  /// roundingCorrections).
   void prepareRounded(DotOperand &x) const override {
 #if defined(__x86_64__)
     DType dt = data_.tensor.dtype();
     if (data_.value || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32 ||
         (dt != DType::I4 && dt != DType::U4))
+      return;
+    // Lane starts are -8 times the sums of x either way: the corrections
+    // take them off.
+    if (x.grade == ProductGrade::Fp16 && roundedProductsTakeGrid16() && matrix_.colBlock == 32 &&
+        offsetF_.empty() && scaleHalf_ && roundsOnGrid(dt == DType::I4) &&
+        prepareDigits(x, true, kFusedDigitsRounded256))
       return;
     prepareTables(x);
 #endif
@@ -1311,6 +1390,9 @@ protected:
     else if (x.fused == kFusedWords512 || x.fused == kFusedDigits512 ||
              x.fused == kFusedDigits256 || x.fused == kFusedDigitsVnni256)
       fusedBlocksOf32(isSigned, x, y, ldy, r0, r1);
+    else if (x.fused == kFusedDigitsRounded256)
+      isSigned ? fusedDigitsRounded256Of<true>(x, y, ldy, r0, r1)
+               : fusedDigitsRounded256Of<false>(x, y, ldy, r0, r1);
     else
       fusedBytes(isSigned, x, y, ldy, r0, r1);
 #elif defined(__aarch64__)
@@ -1678,6 +1760,23 @@ private:
     return finite_;
   }
 
+  /// True when every scale is a finite fp16 value and every q * scale
+  /// (q up to 8 for int4, 15 for uint4) is under 65504: each weight's fp16
+  /// is then round(q * m) * 2^e (roundingCorrections), never an infinity.
+  bool roundsOnGrid(bool isSigned) const {
+    std::call_once(gridOnce_, [this] {
+      uint16_t largest = 0;
+      for (int64_t i = 0, nb = numElementsOf(blocks_); i < nb; ++i) {
+        uint16_t h;
+        std::memcpy(&h, scaleHalf_ + i, sizeof h);
+        largest = std::max<uint16_t>(largest, h & 0x7FFF); // |scale|, in order while finite
+      }
+      gridLargest_ =
+          largest < 0x7C00 ? halfToFloat(largest) : std::numeric_limits<float>::infinity();
+    });
+    return (isSigned ? 8.0f : 15.0f) * gridLargest_ < 65504.0f;
+  }
+
   /// Scales [0, 8) in lanes 0-7.
   __attribute__((target("avx512f,f16c"))) static inline __m512 scaleOctet512(const float *sc) {
     return _mm512_castps256_ps512(_mm256_loadu_ps(sc));
@@ -1752,7 +1851,7 @@ private:
     int64_t digits, starts, steps;
   };
   static GridRow gridRow(const DotOperand &x, int64_t i, int fused) {
-    bool wide = fused != kFusedDigits256;
+    bool wide = fused != kFusedDigits256 && fused != kFusedDigitsRounded256;
     int64_t values = wide ? 128 : 64, groups = i * ceilDiv<int64_t>(x.cols, values);
     return {groups * (wide ? kDigitGroupBytes : kDigitGroupBytes256), groups * (values / 8),
             groups * (values / 32)};
@@ -1892,6 +1991,111 @@ private:
                                  _mm256_permutevar_ps(_mm256_setr_m128(s, s), first), acc0);
         }
         y[i * ldy + r] = hsum(_mm256_add_ps(acc0, acc1));
+      }
+    }
+  }
+
+  /// The tables of r + 8 of two blocks (rows m0 and m1 of `table`, the
+  /// first of roundingCorrections) in the two 128-bit lanes.
+  __attribute__((target("avx2"))) static inline __m256i roundingTables(const uint8_t *table,
+                                                                       int32_t m0, int32_t m1) {
+    return _mm256_loadu2_m128i(reinterpret_cast<const __m128i *>(table + m1 * 16),
+                               reinterpret_cast<const __m128i *>(table + m0 * 16));
+  }
+
+  /// The lane sums of q x and of (r + 8) x (with the starts: r x) of the
+  /// 32-byte group w: digits d, lane starts st, `fixes` its two blocks'
+  /// tables of r + 8 (roundingCorrections), one per 128-bit lane.
+  template <bool Signed>
+  __attribute__((target("avx2"))) static inline void
+  roundedGroup(__m256i w, const int8_t *d, const int32_t *st, __m256i fixes, __m256i &sums,
+               __m256i &corrections) {
+    __m256i lo, hi;
+    nibbleBytes<Signed>(w, lo, hi);
+    __m256i start = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(st));
+    sums = digitSums256(lo, hi, d, Signed ? start : _mm256_setzero_si256());
+    corrections =
+        digitSums256(_mm256_shuffle_epi8(fixes, lo), _mm256_shuffle_epi8(fixes, hi), d, start);
+  }
+
+  /// Rows [r0, r1) of 4-bit blocks of 32 with fp16 scales and no offsets in
+  /// fp16 mode through 16-bit grids (prepareRounded): fusedDigits256Of's
+  /// loop, each group's lane sums of q x scaled by scale times step, and
+  /// the same digits' sums of r + 8 (roundingCorrections: two blocks'
+  /// tables, one per 128-bit lane, looked up by the nibble bytes) by
+  /// sign * 2^e times step (roundedFactors, four blocks at a time in
+  /// vectors). A row's odd last block is read as a half group (its other
+  /// half's digits and starts are zeros, its factors too).
+  template <bool Signed>
+  __attribute__((target("avx2,fma,f16c"))) void
+  fusedDigitsRounded256Of(const DotOperand &x, float *y, int64_t ldy, int64_t r0,
+                          int64_t r1) const {
+    const uint8_t *table = roundingCorrections(Signed)[0].data();
+    const __m256i first = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    const __m256i second = _mm256_setr_epi32(2, 2, 2, 2, 3, 3, 3, 3);
+    const __m128i low5 = _mm_set1_epi32(31), one = _mm_set1_epi32(1);
+    int64_t nb = matrix_.colBlocks, cols = x.cols, units = cols / 32;
+    GridRow per = gridRow(x, 1, x.fused); // one row of x
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = data_.tensor.bytes() + r * cols / 2;
+      const uint16_t *sc = scaleHalf_ + (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const int8_t *dg = x.digits.data() + i * per.digits;
+        const int32_t *st = x.digitStarts.data() + i * per.starts;
+        const float *step = x.steps.data() + i * per.steps;
+        __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, fix0 = acc0, fix1 = acc0;
+        int64_t u = 0;
+        for (; u + 4 <= units; u += 4) {
+          _mm_prefetch(reinterpret_cast<const char *>(row + u * 16) + kPrefetchBytes, _MM_HINT_T0);
+          // roundedFactors of four blocks.
+          __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(sc + u));
+          __m128 steps = _mm_loadu_ps(step + u);
+          __m128 main = _mm_mul_ps(_mm_cvtph_ps(h), steps);
+          __m128i bits = _mm_cvtepu16_epi32(h), e = _mm_and_si128(_mm_srli_epi32(bits, 10), low5);
+          __m128i unit = _mm_or_si128(
+              _mm_slli_epi32(_mm_and_si128(bits, _mm_set1_epi32(0x8000)), 16),
+              _mm_slli_epi32(_mm_add_epi32(_mm_max_epi32(e, one), _mm_set1_epi32(127 - 25)), 23));
+          __m128 fix = _mm_mul_ps(_mm_castsi128_ps(unit), steps);
+          __m128i m = _mm_or_si128(
+              _mm_and_si128(bits, _mm_set1_epi32(0x3FF)),
+              _mm_and_si128(_mm_cmpgt_epi32(e, _mm_setzero_si128()), _mm_set1_epi32(0x400)));
+          alignas(16) int32_t ms[4];
+          _mm_store_si128(reinterpret_cast<__m128i *>(ms), m);
+          int64_t g = u / 2;
+          __m256i t0, c0, t1, c1;
+          roundedGroup<Signed>(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + u * 16)),
+                               dg + g * kDigitGroupBytes256, st + g * 8,
+                               roundingTables(table, ms[0], ms[1]), t0, c0);
+          roundedGroup<Signed>(
+              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + u * 16 + 32)),
+              dg + (g + 1) * kDigitGroupBytes256, st + (g + 1) * 8,
+              roundingTables(table, ms[2], ms[3]), t1, c1);
+          __m256 mains = _mm256_setr_m128(main, main), fixes = _mm256_setr_m128(fix, fix);
+          acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t0), _mm256_permutevar_ps(mains, first), acc0);
+          acc1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t1), _mm256_permutevar_ps(mains, second), acc1);
+          fix0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c0), _mm256_permutevar_ps(fixes, first), fix0);
+          fix1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c1), _mm256_permutevar_ps(fixes, second), fix1);
+        }
+        for (; u < units; u += 2) {
+          // The last 1-3 blocks, a group at a time.
+          bool pair = u + 1 < units;
+          int64_t g = u / 2;
+          uint16_t h0, h1 = 0;
+          std::memcpy(&h0, sc + u, sizeof h0);
+          if (pair)
+            std::memcpy(&h1, sc + u + 1, sizeof h1);
+          RoundedFactors f0 = roundedFactors(h0, step[u]),
+                         f1 = pair ? roundedFactors(h1, step[u + 1]) : RoundedFactors{0, 0, 0};
+          __m256i w = pair ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(row + u * 16))
+                           : _mm256_zextsi128_si256(
+                                 _mm_loadu_si128(reinterpret_cast<const __m128i *>(row + u * 16)));
+          __m256i t, c;
+          roundedGroup<Signed>(w, dg + g * kDigitGroupBytes256, st + g * 8,
+                               roundingTables(table, f0.m, f1.m), t, c);
+          acc0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), halves(f0.main, f1.main), acc0);
+          fix0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(c), halves(f0.correction, f1.correction), fix0);
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(fix0, fix1)));
       }
     }
   }
@@ -2062,6 +2266,8 @@ private:
   std::vector<float> offsetF_;
   mutable std::once_flag finiteOnce_;
   mutable bool finite_ = false;
+  mutable std::once_flag gridOnce_;
+  mutable float gridLargest_ = 0; ///< the largest |scale| (roundsOnGrid)
 };
 
 //===----------------------------------------------------------------------===//

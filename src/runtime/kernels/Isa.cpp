@@ -143,6 +143,11 @@ void setKernelIsaForTesting(std::optional<KernelIsa> isa) { forcedIsa = isa; }
 
 bool kernelsTakeGrid16() { return kernelIsa() == KernelIsa::Avx2; }
 
+bool roundedProductsTakeGrid16() {
+  KernelIsa isa = kernelIsa();
+  return isa == KernelIsa::Avx2 || isa == KernelIsa::Avx2Vnni;
+}
+
 bool kernelPrefetches() { return forcedPrefetch.value_or(!(cpuIsAmd() && cpuHasAvx512())); }
 
 void setKernelPrefetchForTesting(std::optional<bool> on) { forcedPrefetch = on; }

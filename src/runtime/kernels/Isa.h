@@ -43,6 +43,12 @@ void setKernelIsaForTesting(std::optional<KernelIsa> isa);
 /// grid per block: the kernels are AVX2 without AVX-VNNI or AVX-512, whose
 /// exact-grade forms are not instruction-bound.
 bool kernelsTakeGrid16();
+/// True when, in fp16 mode, int4/uint4 blocks of 32 with fp16 scales in a
+/// product whose result is fp16 (RunOptions::exactProducts off) put x on
+/// the same 16-bit grid, the weights kept as the fp16 values the device
+/// holds: AVX2 with or without AVX-VNNI, where the exact-grade form (a
+/// table lookup per weight) is instruction-bound.
+bool roundedProductsTakeGrid16();
 /// True when the CPU runs the NEON kernels (an aarch64 CPU).
 bool cpuHasNeon();
 /// True when the CPU runs the AVX2 kernels (AVX2, FMA, F16C).

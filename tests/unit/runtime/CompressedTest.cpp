@@ -17,6 +17,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <set>
 
 using namespace anefit;
 using namespace anefit::test;
@@ -862,6 +863,197 @@ TEST(Compressed, Fp16ModeFourBitWeightsGiveTheBitsOfTheirDecodedRowsOnEveryIsa) 
         for (int64_t i = 0; i < m * n; ++i)
           ASSERT_PRED2(sameBits, out[0].floatAt(i), out[1].floatAt(i)) << "element " << i;
       }
+  }
+}
+
+/// run() in fp16 mode, one thread, with RunOptions::exactProducts `exact`.
+std::vector<Tensor> runFp16(ProgramBuilder &b, const runtime::TensorMap &in, bool exact) {
+  runtime::RunOptions o;
+  o.precision = runtime::Precision::FP16;
+  o.exactProducts = exact;
+  o.threads = 1;
+  runtime::Interpreter interp(*b.fn, o);
+  std::vector<Tensor> out;
+  for (auto &nt : interp.run(in))
+    out.push_back(std::move(nt.tensor));
+  return out;
+}
+
+/// The AVX2 instruction sets this CPU runs.
+std::vector<runtime::KernelIsa> avx2Isas() {
+  std::vector<runtime::KernelIsa> v;
+  for (runtime::KernelIsa isa : kernelIsas())
+    if (isa == runtime::KernelIsa::Avx2 || isa == runtime::KernelIsa::Avx2Vnni)
+      v.push_back(isa);
+  return v;
+}
+
+TEST(Compressed, Fp16ModeAvx2KeepsTheDevicesFp16WeightsOnTheGrid) {
+  std::vector<runtime::KernelIsa> isas = avx2Isas();
+  if (isas.empty())
+    GTEST_SKIP() << "this CPU has no AVX2: its kernel does not run here";
+  // fp16 mode, int4/uint4 blocks of 32 with fp16 scales, linears declared
+  // fp16: AVX2 puts x on 16-bit grids and adds, per weight, the difference
+  // between the fp16 the device holds and q * scale. Each row of x holds,
+  // in one block, x = 1 against q0 and x = -/+q0/8 against -8 (int4) or
+  // 8 (uint4), zeros elsewhere: q * scale cancels exactly, and the row
+  // is fp16(q0 * scale) - q0 * scale, exact in fp16. Random fp16 scales of
+  // either sign, subnormal to 2^11; every row of weights shares q0 and
+  // its partner in those columns. Without the differences every row
+  // would be zero.
+  int64_t differing = 0;
+  for (int iter = 0; iter < 60; ++iter) {
+    int64_t n = rng.pick(1, 9), nbk = rng.pick(1, 5), k = 32 * nbk, m = rng.pick(1, 3);
+    bool isSigned = rng.pick(0, 1);
+    DType dt = isSigned ? DType::I4 : DType::U4;
+    std::vector<int64_t> q = randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    std::vector<uint16_t> bits(static_cast<size_t>(n * nbk));
+    std::vector<float> sc(bits.size());
+    for (size_t i = 0; i < bits.size(); ++i) {
+      int64_t field = rng.pick(0, 3) == 0 ? rng.pick(0, 1) : rng.pick(0, 26);
+      bits[i] = static_cast<uint16_t>((rng.pick(0, 1) << 15) | (field << 10) | rng.pick(0, 1023));
+      sc[i] = halfToFloat(bits[i]);
+    }
+    std::vector<float> xv(static_cast<size_t>(m * k), 0.0f);
+    std::vector<int64_t> blockOf(static_cast<size_t>(m)), q0Of(static_cast<size_t>(m));
+    static const int64_t signedQ[] = {-7, -6, -5, -3, 3, 5, 6, 7};
+    std::set<int64_t> taken; // columns another row of x's pair holds
+    auto freeColumn = [&](int64_t blk) {
+      int64_t c;
+      do
+        c = blk * 32 + rng.pick(0, 31);
+      while (!taken.insert(c).second);
+      return c - blk * 32;
+    };
+    for (int64_t i = 0; i < m; ++i) {
+      int64_t blk = rng.pick(0, nbk - 1), p0 = freeColumn(blk), p1 = freeColumn(blk);
+      int64_t q0 = isSigned ? signedQ[rng.pick(0, 7)]
+                            : std::vector<int64_t>{3, 5, 6, 7, 11, 13, 15}[rng.pick(0, 6)];
+      int64_t partner = isSigned ? -8 : 8;
+      for (int64_t r = 0; r < n; ++r) {
+        q[static_cast<size_t>(r * k + blk * 32 + p0)] = q0;
+        q[static_cast<size_t>(r * k + blk * 32 + p1)] = partner;
+      }
+      xv[static_cast<size_t>(i * k + blk * 32 + p0)] = 1.0f;
+      xv[static_cast<size_t>(i * k + blk * 32 + p1)] =
+          static_cast<float>(-q0 * 0.125 * (partner < 0 ? -1 : 1));
+      blockOf[static_cast<size_t>(i)] = blk, q0Of[static_cast<size_t>(i)] = q0;
+    }
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(dt, q, {n, k})}, {"scale", constF16(sc, {n, nbk})}},
+                    DType::F16, {n, k});
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F16, {m, n}));
+    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {m, k})}};
+    std::vector<float> want(static_cast<size_t>(m * n));
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t r = 0; r < n; ++r) {
+        double s = sc[static_cast<size_t>(r * nbk + blockOf[static_cast<size_t>(i)])];
+        double exact = static_cast<double>(q0Of[static_cast<size_t>(i)]) * s;
+        double held = halfToFloat(floatToHalf(static_cast<float>(exact)));
+        want[static_cast<size_t>(i * n + r)] = static_cast<float>(held - exact);
+        differing += held != exact;
+      }
+    for (runtime::KernelIsa isa : isas)
+      for (bool exact : {false, true}) {
+        IsaGuard guard(isa);
+        SCOPED_TRACE(std::string(dtypeName(dt)) + " n " + std::to_string(n) + " k " +
+                     std::to_string(k) + " m " + std::to_string(m) + " isa " + isaName(isa) +
+                     (exact ? " exact products" : ""));
+        Tensor got = runFp16(b, in, exact)[0];
+        for (int64_t e = 0; e < m * n; ++e)
+          ASSERT_PRED2(sameBits, got.floatAt(e), want[static_cast<size_t>(e)]) << "element " << e;
+      }
+  }
+  EXPECT_GT(differing, 100) << "too few scales whose products round: the test would not bite";
+
+  // The grid is taken (not the exact table kernel): an x of 2^-20 beside an
+  // x of 1 (q 0) lies under half a step of 2^-14 and counts as zero; with
+  // exactProducts its product stays.
+  for (runtime::KernelIsa isa : isas)
+    for (bool isSigned : {true, false}) {
+      IsaGuard guard(isa);
+      std::vector<int64_t> q(32, 0);
+      q[5] = 7;
+      std::vector<float> xv(32, 0.0f);
+      xv[0] = 1.0f, xv[5] = 0x1p-20f;
+      ProgramBuilder b;
+      Value *w = b.op("constexpr_blockwise_shift_scale",
+                      {{"data", packed(isSigned ? DType::I4 : DType::U4, q, {1, 32})},
+                       {"scale", constF16({3.0f}, {1, 1})}},
+                      DType::F16, {1, 32});
+      Value *x = b.input("x", DType::F32, {1, 32});
+      b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F16, {1, 1}));
+      runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {1, 32})}};
+      SCOPED_TRACE(std::string(isaName(isa)) + (isSigned ? " int4" : " uint4"));
+      EXPECT_EQ(runFp16(b, in, false)[0].floatAt(0), 0.0f);
+      EXPECT_EQ(runFp16(b, in, true)[0].floatAt(0), 21.0f * 0x1p-20f);
+    }
+}
+
+TEST(Compressed, Fp16ModeAvx2GridStaysWithinHalfAStepOfEachRoundedProduct) {
+  std::vector<runtime::KernelIsa> isas = avx2Isas();
+  if (isas.empty())
+    GTEST_SKIP() << "this CPU has no AVX2: its kernel does not run here";
+  // Random fp16 x (of magnitudes 2^-14 to 2^10 between blocks), random q and
+  // fp16 scales (as large as the grid takes: 8 * |scale| under 65504 for
+  // int4, 15 * |scale| for uint4), rows of 1-12 blocks (odd counts end on a
+  // half group), 1-3 rows of x: each fp16 output within half a step per
+  // |weight| of the exact sum of the fp16 weights, plus the rounding of a
+  // k-term fp32 sum, plus half an fp16 step of the result.
+  for (int iter = 0; iter < 40; ++iter) {
+    int64_t n = 5, nbk = rng.pick(1, 12), k = 32 * nbk, m = rng.pick(1, 3);
+    bool isSigned = rng.pick(0, 1);
+    DType dt = isSigned ? DType::I4 : DType::U4;
+    std::vector<int64_t> q = randomInts(n * k, isSigned ? -8 : 0, isSigned ? 7 : 15);
+    float top = isSigned ? 8000.0f : 4300.0f;
+    std::vector<float> sc(static_cast<size_t>(n * nbk));
+    for (float &v : sc)
+      v = roundedToHalf(rng.pick(0, 9) == 0 ? rng.uniform(-top, top) : rng.uniform(-0.2f, 0.2f));
+    std::vector<float> xv(static_cast<size_t>(m * k));
+    for (int64_t blk = 0; blk < m * nbk; ++blk) {
+      float mag = std::vector<float>{0x1p-14f, 1e-3f, 1.0f, 1024.0f}[rng.pick(0, 3)];
+      for (int64_t c = 0; c < 32; ++c)
+        xv[static_cast<size_t>(blk * 32 + c)] = roundedToHalf(mag * rng.uniform(-1.0f, 1.0f));
+    }
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_blockwise_shift_scale",
+                    {{"data", packed(dt, q, {n, k})}, {"scale", constF16(sc, {n, nbk})}},
+                    DType::F16, {n, k});
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F16, {m, n}));
+    runtime::TensorMap in = {{"x", Tensor::fromF32(xv, {m, k})}};
+    for (runtime::KernelIsa isa : isas) {
+      IsaGuard guard(isa);
+      SCOPED_TRACE(std::string(dtypeName(dt)) + " k " + std::to_string(k) + " m " +
+                   std::to_string(m) + " isa " + isaName(isa));
+      Tensor got = runFp16(b, in, false)[0];
+      for (int64_t e = 0; e < m * n; ++e) {
+        int64_t row = e / n, r = e % n;
+        double want = 0, mag = 0, grid = 0;
+        for (int64_t blk = 0; blk < nbk; ++blk) {
+          double big = 0, sumW = 0;
+          for (int64_t c = blk * 32; c < blk * 32 + 32; ++c) {
+            double wv = roundedToHalf(static_cast<float>(q[static_cast<size_t>(r * k + c)]) *
+                                      sc[static_cast<size_t>(r * nbk + blk)]);
+            double xc = xv[static_cast<size_t>(row * k + c)];
+            want += wv * xc;
+            mag += std::fabs(wv * xc);
+            big = std::max(big, std::fabs(xc));
+            sumW += std::fabs(wv);
+          }
+          int ex = big > 0 ? std::ilogb(big) : 0;
+          grid += sumW * std::ldexp(1.0, ex - 14);
+        }
+        double tol = static_cast<double>(k) * 0x1p-22 * mag + grid;
+        tol += 0x1p-11 * (std::fabs(want) + tol) + 0x1p-25;
+        if (std::fabs(want) - tol > 65520) // past fp16's range either way
+          EXPECT_TRUE(std::isinf(got.floatAt(e))) << "x row " << row << ", row " << r;
+        else if (std::fabs(want) + tol < 65504)
+          EXPECT_NEAR(got.floatAt(e), want, tol) << "x row " << row << ", row " << r;
+      }
+    }
   }
 }
 
