@@ -290,11 +290,16 @@ PyModel modelOf(std::variant<PyModel, std::filesystem::path> target) {
 /// `anefit.perplexity`: `anefit run MODEL --perplexity TEXT --tokenizer TOK`.
 nb::dict runPerplexity(std::variant<PyModel, std::filesystem::path> model,
                        const std::filesystem::path &text, const std::filesystem::path &tokenizer,
-                       int64_t maxTokens, const std::optional<std::string> &function, int threads) {
+                       int64_t maxTokens, const std::optional<std::string> &function, int threads,
+                       int64_t window) {
   runtime::checkThreadCount(threads, "threads");
   QualityOptions q;
   q.function = function.value_or("");
   readTextTokens(q, pathText(text), pathText(tokenizer), maxTokens);
+  if (window == 1 || window < 0)
+    throw InputError("window: expected 0 (one window) or at least 2 tokens, found " +
+                     std::to_string(window));
+  q.window = window;
   q.threads = threads;
   PyModel pm = modelOf(std::move(model));
   QualityResult r;
@@ -308,7 +313,8 @@ nb::dict runPerplexity(std::variant<PyModel, std::filesystem::path> model,
   out["position_input"] = r.positionInput;
   out["logits"] = r.logitsOutput;
   out["vocab"] = r.vocab;
-  out["tokens"] = r.predicted + 1;
+  out["tokens"] = r.predicted + r.windows;
+  out["windows"] = r.windows;
   out["predicted"] = r.predicted;
   for (const QualityRun &run : r.runs) {
     nb::dict d;
@@ -325,11 +331,14 @@ nb::dict runPerplexity(std::variant<PyModel, std::filesystem::path> model,
 void bindRun(nb::module_ &m) {
   m.def("perplexity", &runPerplexity, nb::arg("model"), nb::arg("text"), nb::arg("tokenizer"),
         nb::arg("max_tokens") = 300, nb::arg("function") = nb::none(), nb::arg("threads") = 0,
+        nb::arg("window") = 0,
         "Measures an LLM decode program on real text, as ``anefit run MODEL --perplexity TEXT "
         "--tokenizer TOKENIZER`` does: the text's first ``max_tokens`` tokens (the model's "
         "byte-level BPE ``tokenizer.json``) teacher-forced at positions 0, 1, ..., once at fp32 "
-        "(what the model means) and once at the ANE's fp16. Returns a dict: the inputs and "
-        "logits found, ``tokens``, ``predicted``, and per precision (``'fp32'``, ``'fp16'``) "
+        "(what the model means) and once at the ANE's fp16; with ``window`` (``--window``) in "
+        "windows of that many tokens, each from position 0 with fresh caches. Returns a dict: "
+        "the inputs and logits found, ``tokens``, ``windows``, ``predicted``, and per precision "
+        "(``'fp32'``, ``'fp16'``) "
         "``perplexity``, ``nll``, ``top1_correct`` (top-1 is the next token), "
         "``top1_agree_with_fp32`` and ``non_finite_steps``.");
   m.def(

@@ -317,7 +317,7 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
                   const std::optional<fs::path> &sourceRoot, bool allowFp16Divergence,
                   bool allowNonFinite, const std::optional<fs::path> &text,
                   const std::optional<fs::path> &tokenizer, int64_t maxTokens, double maxPplRise,
-                  const std::optional<std::string> &budget) {
+                  const std::optional<std::string> &budget, int64_t window) {
   SourceArgs sources = sourceArgs(etrecord, sourceRoot);
   if (steps < 1)
     throw InputError("steps: expected a positive count, found " + std::to_string(steps));
@@ -347,6 +347,10 @@ nb::object runFix(const ModelArg &target, const std::optional<fs::path> &out,
     options.textTokens = std::move(q.tokens);
     options.tokenizerVocab = q.tokenizerVocab;
     options.textName = pathText(*text);
+    if (window == 1 || window < 0)
+      throw InputError("window: expected 0 (one window) or at least 2 tokens, found " +
+                       std::to_string(window));
+    options.textWindow = window;
   }
   if (!(maxPplRise >= 0))
     throw InputError("max_ppl_rise: expected a non-negative share, found " +
@@ -612,7 +616,7 @@ void bindTransform(nb::module_ &m) {
         nb::arg("allow_fp16_divergence") = false, nb::arg("allow_non_finite") = false,
         nb::arg("text") = nb::none(), nb::arg("tokenizer") = nb::none(),
         nb::arg("max_tokens") = 300, nb::arg("max_ppl_rise") = kDefaultMaxPerplexityRise,
-        nb::arg("budget") = nb::none(),
+        nb::arg("budget") = nb::none(), nb::arg("window") = 0,
         nb::sig("def fix(model: Model | str | os.PathLike[str], out: str | os.PathLike[str] | "
                 "None = None, passes: str | list[str] | None = None, verify: bool | str = True, "
                 "steps: int = 8, seed: int = 0, atol: float = 0.0001, rtol: float = 0.001, "
@@ -624,7 +628,7 @@ void bindTransform(nb::module_ &m) {
                 "allow_fp16_divergence: bool = False, allow_non_finite: bool = False, "
                 "text: str | os.PathLike[str] | None = None, tokenizer: str | "
                 "os.PathLike[str] | None = None, max_tokens: int = 300, max_ppl_rise: float = "
-                "0.1, budget: str | None = None) -> FixResult | ProgramFixResult"),
+                "0.1, budget: str | None = None, window: int = 0) -> FixResult | ProgramFixResult"),
         "Rewrites a copy of the model so the ANE takes it, as ``anefit fix`` does, and proves "
         "the rewrite by stepping original and rewritten model side by side in the interpreter "
         "(``steps`` predictions, states carried, random inputs from ``seed``, within "
@@ -653,8 +657,9 @@ void bindTransform(nb::module_ &m) {
         "delegate's interface raises InputError. ``etrecord``: the export's ETRecord; the "
         "findings of ``before`` and ``after`` get their PyTorch ``source`` (``source_root`` "
         "shortens the paths). ``text`` and ``tokenizer`` (a tokenizer.json), ``max_tokens``, "
-        "``max_ppl_rise``, ``budget``: as ``anefit fix --text --tokenizer --max-tokens "
-        "--max-ppl-rise --budget``: the original runs on the text's tokens teacher-forced to "
+        "``max_ppl_rise``, ``budget``, ``window``: as ``anefit fix --text --tokenizer "
+        "--max-tokens --max-ppl-rise --budget --window``: the original runs on the text's tokens "
+        "teacher-forced to "
         "calibrate ``requantize`` (input energies, and each linear's inputs for error feedback) "
         "and a lossy rewrite is judged by its perplexity on the text (``text`` of the result); "
         "``budget`` (``'1G'``, ``'500M'``, bytes) bounds ``requantize='auto'``'s weights.");

@@ -383,6 +383,7 @@ QualityResult measureOnText(const Model &model, const FixOptions &options,
   QualityOptions q;
   q.tokens = options.textTokens;
   q.tokenizerVocab = options.tokenizerVocab;
+  q.window = options.textWindow;
   q.precisions = std::move(precisions);
   if (recorder)
     q.opResults = recorder->hook();
@@ -478,10 +479,13 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       originalText = measureOnText(model, options, {runtime::Precision::FP32},
                                    recorder ? &*recorder : nullptr);
       if (recorder)
-        calibration = recorder->finish(options.textName + "'s first " +
-                                           std::to_string(options.textTokens.size()) +
-                                           " tokens, teacher-forced",
-                                       false);
+        calibration = recorder->finish(
+            options.textName + "'s first " + std::to_string(options.textTokens.size()) +
+                " tokens, teacher-forced" +
+                (originalText->windows > 1
+                     ? " in " + std::to_string(originalText->windows) + " windows"
+                     : std::string()),
+            false);
     } else {
       try {
         calibration = calibrateOnRandomInputs(model, "", options.steps, options.seed);

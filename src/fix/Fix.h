@@ -103,6 +103,8 @@ struct FixOptions {
   /// random steps (maxRelError, minTop1).
   std::vector<int64_t> textTokens;
   int64_t tokenizerVocab = 0;
+  /// Tokens per window of the text (QualityOptions::window; 0: one run).
+  int64_t textWindow = 0;
   /// The text's name, for messages.
   std::string textName;
   /// With a text, the lossy gate: perplexity at most this share above the

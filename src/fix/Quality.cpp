@@ -153,91 +153,125 @@ TeacherForcing teacherForcedInputs(const Model &model, const std::string &functi
   return out;
 }
 
+namespace {
+
+/// The windows of QualityOptions::window over `tokens`: [begin, end) pairs.
+std::vector<std::pair<size_t, size_t>> tokenWindows(size_t tokens, int64_t window) {
+  size_t w = window > 0 ? static_cast<size_t>(window) : tokens;
+  std::vector<std::pair<size_t, size_t>> out;
+  for (size_t b = 0; b < tokens; b += w)
+    if (size_t e = std::min(tokens, b + w); e - b >= 2 || out.empty())
+      out.emplace_back(b, e);
+  return out;
+}
+
+} // namespace
+
 QualityResult measureQuality(const Model &model, const QualityOptions &options) {
   const std::string &file = model.sourcePath;
-  TeacherForcing tf =
-      teacherForcedInputs(model, options.function, options.tokens, options.tokenizerVocab);
+  if (options.window == 1)
+    failExpected(file, "window", "at least 2 tokens (one to predict from, one to predict)",
+                 "1 token");
+  std::vector<std::pair<size_t, size_t>> windows =
+      tokenWindows(options.tokens.size(), options.window);
+  // Each window's inputs, checked before anything runs.
+  std::vector<TeacherForcing> forced;
   QualityResult result;
-  result.function = tf.function;
-  result.tokenInput = tf.tokenInput;
-  result.positionInput = tf.positionInput;
-  result.predicted = tf.steps;
-  const runtime::RunInputs &inputs = tf.inputs;
+  for (auto [b, e] : windows) {
+    forced.push_back(teacherForcedInputs(
+        model, options.function,
+        std::vector<int64_t>(options.tokens.begin() + static_cast<std::ptrdiff_t>(b),
+                             options.tokens.begin() + static_cast<std::ptrdiff_t>(e)),
+        options.tokenizerVocab));
+    result.predicted += forced.back().steps;
+  }
+  const TeacherForcing &first = forced.front();
+  result.function = first.function;
+  result.tokenInput = first.tokenInput;
+  result.positionInput = first.positionInput;
+  result.windows = static_cast<int64_t>(windows.size());
 
   std::vector<std::vector<int64_t>> top1s;
   for (size_t r = 0; r < options.precisions.size(); ++r) {
-    runtime::ModelRunOptions o;
-    o.function = tf.function;
-    o.inputs = inputs;
-    o.steps = result.predicted;
-    o.run.precision = options.precisions[r];
-    o.run.threads = options.threads;
-    o.run.source = file;
-    o.run.opResults = options.opResults;
-    runtime::ModelRun run(model, std::move(o));
     QualityRun q;
     q.precision = options.precisions[r];
     std::vector<int64_t> top1;
     double nll = 0;
-    for (int64_t k = 0; k < result.predicted; ++k) {
-      runtime::StepRecord rec;
-      try {
-        rec = run.next();
-      } catch (const InputError &e) {
-        if (k == 0)
-          throw;
-        // Past the program's context a cache index leaves its range.
-        throw InputError(std::string(e.what()) + " (at position " + std::to_string(k) +
-                         " of the text; is it longer than the program's context? --max-tokens "
-                         "sets how many tokens are used)");
-      }
-      // The logits: the widest float output.
-      const runtime::NamedTensor *logits = nullptr;
-      for (const runtime::NamedTensor &t : rec.outputs)
-        if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
-            (!logits ||
-             t.tensor.dim(t.tensor.rank() - 1) > logits->tensor.dim(logits->tensor.rank() - 1)))
-          logits = &t;
-      if (!logits)
-        failExpected(file, "function '" + tf.function + "'", "logits (a float output)", "none");
-      int64_t vocab = logits->tensor.dim(logits->tensor.rank() - 1);
-      if (k == 0 && r == 0) {
-        result.logitsOutput = logits->name;
-        result.vocab = vocab;
-        requireVocabulary(file, logits->name, options.tokenizerVocab, vocab);
-        for (int64_t id : options.tokens)
-          if (id < 0 || id >= vocab)
-            failExpected(file, "output '" + logits->name + "'",
-                         "a logit for every token of the text",
-                         "none for token " + std::to_string(id));
-      }
-      // The last row: the logits after this step's token.
-      std::vector<float> all = logits->tensor.toFloats();
-      const float *row = all.data() + (all.size() - static_cast<size_t>(vocab));
-      int64_t next = options.tokens[static_cast<size_t>(k) + 1];
-      double peak = -INFINITY;
-      int64_t arg = 0;
-      bool finite = true;
-      for (int64_t i = 0; i < vocab; ++i) {
-        finite = finite && std::isfinite(row[i]);
-        if (row[i] > peak) {
-          peak = row[i];
-          arg = i;
+    int64_t done = 0;
+    for (size_t wi = 0; wi < windows.size(); ++wi) {
+      const TeacherForcing &tf = forced[wi];
+      size_t base = windows[wi].first;
+      runtime::ModelRunOptions o;
+      o.function = tf.function;
+      o.inputs = tf.inputs;
+      o.steps = tf.steps;
+      o.run.precision = options.precisions[r];
+      o.run.threads = options.threads;
+      o.run.source = file;
+      o.run.opResults = options.opResults;
+      runtime::ModelRun run(model, std::move(o));
+      for (int64_t k = 0; k < tf.steps; ++k, ++done) {
+        runtime::StepRecord rec;
+        try {
+          rec = run.next();
+        } catch (const InputError &e) {
+          if (k == 0)
+            throw;
+          // Past the program's context a cache index leaves its range.
+          throw InputError(std::string(e.what()) + " (at position " + std::to_string(k) +
+                           " of the text" +
+                           (windows.size() > 1 ? " in window " + std::to_string(wi + 1) : "") +
+                           "; is it longer than the program's context? --max-tokens sets how "
+                           "many tokens are used, --window how many one run reads)");
         }
+        // The logits: the widest float output.
+        const runtime::NamedTensor *logits = nullptr;
+        for (const runtime::NamedTensor &t : rec.outputs)
+          if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
+              (!logits ||
+               t.tensor.dim(t.tensor.rank() - 1) > logits->tensor.dim(logits->tensor.rank() - 1)))
+            logits = &t;
+        if (!logits)
+          failExpected(file, "function '" + tf.function + "'", "logits (a float output)", "none");
+        int64_t vocab = logits->tensor.dim(logits->tensor.rank() - 1);
+        if (done == 0 && r == 0) {
+          result.logitsOutput = logits->name;
+          result.vocab = vocab;
+          requireVocabulary(file, logits->name, options.tokenizerVocab, vocab);
+          for (int64_t id : options.tokens)
+            if (id < 0 || id >= vocab)
+              failExpected(file, "output '" + logits->name + "'",
+                           "a logit for every token of the text",
+                           "none for token " + std::to_string(id));
+        }
+        // The last row: the logits after this step's token.
+        std::vector<float> all = logits->tensor.toFloats();
+        const float *row = all.data() + (all.size() - static_cast<size_t>(vocab));
+        int64_t next = options.tokens[base + static_cast<size_t>(k) + 1];
+        double peak = -INFINITY;
+        int64_t arg = 0;
+        bool finite = true;
+        for (int64_t i = 0; i < vocab; ++i) {
+          finite = finite && std::isfinite(row[i]);
+          if (row[i] > peak) {
+            peak = row[i];
+            arg = i;
+          }
+        }
+        if (!finite) {
+          ++q.nonFiniteSteps;
+          nll = INFINITY;
+        } else {
+          double sum = 0;
+          for (int64_t i = 0; i < vocab; ++i)
+            sum += std::exp(static_cast<double>(row[i]) - peak);
+          nll += std::log(sum) + peak - row[next];
+        }
+        q.top1Correct += arg == next;
+        top1.push_back(arg);
+        if (options.progress)
+          options.progress(r, done + 1, result.predicted);
       }
-      if (!finite) {
-        ++q.nonFiniteSteps;
-        nll = INFINITY;
-      } else {
-        double sum = 0;
-        for (int64_t i = 0; i < vocab; ++i)
-          sum += std::exp(static_cast<double>(row[i]) - peak);
-        nll += std::log(sum) + peak - row[next];
-      }
-      q.top1Correct += arg == next;
-      top1.push_back(arg);
-      if (options.progress)
-        options.progress(r, k + 1, result.predicted);
     }
     q.top1 = top1;
     q.nll = nll / static_cast<double>(result.predicted);

@@ -39,6 +39,12 @@ struct QualityOptions {
   std::string function;
   /// The text's token ids; the first predicts the second, and so on.
   std::vector<int64_t> tokens;
+  /// Tokens per window (0: the whole text in one run): the text is read in
+  /// consecutive windows of this many tokens, each from position 0 with
+  /// fresh caches (a text longer than the program's context), the last
+  /// token of a window predicting nothing. A last window of one token is
+  /// left out.
+  int64_t window = 0;
   /// The vocabulary of the tokenizer that made them: a program whose
   /// logits are narrower is refused.
   int64_t tokenizerVocab = 0;
@@ -73,8 +79,10 @@ struct QualityResult {
   std::string function;
   std::string tokenInput, positionInput, logitsOutput;
   int64_t vocab = 0;
-  /// Tokens predicted: tokens - 1.
+  /// Tokens predicted: tokens - 1 in one window, one fewer per window more.
   int64_t predicted = 0;
+  /// Windows the text was read in (QualityOptions::window).
+  int64_t windows = 1;
   std::vector<QualityRun> runs;
 };
 

@@ -108,6 +108,16 @@ def test_perplexity_is_the_command_lines(anefit_py, anefit, tmp_path):
         assert mine["top1_correct"] == run["top1Correct"]
         assert mine["top1_agree_with_fp32"] == run["top1AgreeWithFp32"]
     assert q["token_input"] == "tokens" and q["position_input"] == "attn_options_input_pos"
+    # In windows (window=, --window): the same numbers as the command line's.
+    q = anefit_py.perplexity(program, text, tokenizer, max_tokens=40, window=16)
+    cli = json.loads(anefit("run", program, "--perplexity", text, "--tokenizer", tokenizer,
+                            "--max-tokens", "40", "--window", "16", "--json",
+                            check=True).stdout)
+    assert q["windows"] == cli["windows"] == 3 and q["predicted"] == cli["predicted"] == 37
+    for run in cli["runs"]:
+        assert q[run["precision"]]["perplexity"] == pytest.approx(run["perplexity"], rel=1e-12)
+    with pytest.raises(anefit_py.InputError, match="window: expected 0 .one window. or at least 2"):
+        anefit_py.perplexity(program, text, tokenizer, window=1)
     with pytest.raises(anefit_py.InputError, match="expected a text of at least 2 tokens"):
         text.write_text("a")
         anefit_py.perplexity(program, text, tokenizer)

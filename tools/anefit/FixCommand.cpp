@@ -55,6 +55,7 @@ struct FixCliOptions {
   std::string text;
   std::string tokenizer;
   int64_t maxTokens = kDefaultMaxTextTokens;
+  int64_t window = 0;
   std::string budget;
   double maxPerplexityRise = kDefaultMaxPerplexityRise;
 };
@@ -243,7 +244,9 @@ void printTextQuality(const FixResult &result, const FixCliOptions &opts) {
     return std::string(std::isfinite(p) ? buf : "inf");
   };
   long long n = v.original.predicted;
-  std::cout << "on " << opts.text << " (" << n + 1 << " tokens, " << n
+  int64_t windows = v.original.windows;
+  std::cout << "on " << opts.text << " (" << n + windows << " tokens, "
+            << (windows > 1 ? "in " + std::to_string(windows) + " windows, " : std::string()) << n
             << " predicted, teacher-forced):\n";
   std::cout << "  original fp32: perplexity " << ppl(o.perplexity)
             << ", top-1 is the next token on " << o.top1Correct << "/" << n << "\n";
@@ -480,6 +483,7 @@ FixOptions fixOptions(const FixCliOptions &opts) {
     QualityOptions q;
     readTextTokens(q, opts.text, opts.tokenizer, opts.maxTokens);
     options.textTokens = std::move(q.tokens);
+    options.textWindow = opts.window;
     options.tokenizerVocab = q.tokenizerVocab;
     options.textName = opts.text;
   }
@@ -573,6 +577,11 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--max-tokens", opts->maxTokens,
                   "With --text: tokens of the text used (default " +
                       std::to_string(kDefaultMaxTextTokens) + ")")
+      ->check(integerIn(2, kMaxSteps));
+  cmd->add_option("--window", opts->window,
+                  "With --text: read the text in windows of this many tokens, each from "
+                  "position 0 with fresh caches (a text longer than the program's context; "
+                  "default: one window)")
       ->check(integerIn(2, kMaxSteps));
   cmd->add_option("--max-ppl-rise", opts->maxPerplexityRise,
                   "With --text: a lossy rewrite is written only when its perplexity on the text, "

@@ -66,6 +66,7 @@ struct RunCliOptions {
   std::string perplexity;
   std::string tokenizer;
   int64_t maxTokens = kDefaultMaxTextTokens;
+  int64_t window = 0;
 };
 
 /// `--perplexity TEXT --tokenizer TOKENIZER`: the text's tokens teacher-forced
@@ -89,6 +90,7 @@ int runPerplexity(const RunCliOptions &opts) {
   QualityOptions q;
   q.function = opts.function;
   readTextTokens(q, opts.perplexity, opts.tokenizer, opts.maxTokens);
+  q.window = opts.window;
   q.threads = opts.threads;
   std::unique_ptr<Model> model = loadModel(opts.model);
   bool tty = !opts.json && isatty(STDERR_FILENO);
@@ -118,14 +120,19 @@ int runPerplexity(const RunCliOptions &opts) {
               {"positionInput", r.positionInput},
               {"logits", r.logitsOutput},
               {"vocab", r.vocab},
-              {"tokens", r.predicted + 1},
+              {"tokens", r.predicted + r.windows},
+              {"windows", r.windows},
               {"predicted", r.predicted},
               {"runs", runs}};
     std::cout << dumpJson(j, 2) << "\n";
     return kExitOk;
   }
-  std::cout << "perplexity: " << opts.model << " on " << opts.perplexity << " (" << r.predicted + 1
-            << " tokens, " << r.predicted << " predicted, teacher-forced; '" << r.tokenInput << "'"
+  std::cout << "perplexity: " << opts.model << " on " << opts.perplexity << " ("
+            << r.predicted + r.windows << " tokens, "
+            << (r.windows > 1 ? "in " + std::to_string(r.windows) + " windows of at most " +
+                                    std::to_string(q.window) + ", "
+                              : std::string())
+            << r.predicted << " predicted, teacher-forced; '" << r.tokenInput << "'"
             << (r.positionInput.empty() ? "" : " at '" + r.positionInput + "'") << " -> '"
             << r.logitsOutput << "')\n";
   for (const QualityRun &run : r.runs) {
@@ -549,6 +556,11 @@ void registerRun(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--max-tokens", opts->maxTokens,
                   "With --perplexity: tokens of the text used (default " +
                       std::to_string(kDefaultMaxTextTokens) + ")")
+      ->check(integerIn(2, kMaxSteps));
+  cmd->add_option("--window", opts->window,
+                  "With --perplexity: read the text in windows of this many tokens, each from "
+                  "position 0 with fresh caches (a text longer than the program's context; "
+                  "default: one window)")
       ->check(integerIn(2, kMaxSteps));
   addMaxMemoryOption(cmd, opts->maxMemory);
   cmd->footer("Exit codes: 0 ran, 2 bad model, bad input or an op without a kernel.");
