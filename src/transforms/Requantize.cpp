@@ -44,6 +44,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -852,6 +853,8 @@ private:
   /// grows as the cube of the inputs); wider ones met, counted.
   int64_t feedbackWidth_ = 2304;
   std::set<const Operation *> tooWide_;
+  /// Linears fed from fewer input rows than inputs: (rows, inputs).
+  std::map<const Operation *, std::pair<int64_t, int64_t>> underSampled_;
   const InputMoment *cachedMoment_ = nullptr;
   std::vector<double> cachedH_;
   std::shared_ptr<const FeedbackFactor> cachedFactor_;
@@ -904,6 +907,8 @@ FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w
   }
   if (!cachedFactor_)
     return out;
+  if (e->moment->rows < e->moment->channels)
+    underSampled_[item.op] = {e->moment->rows, e->moment->channels};
   out.h = &cachedH_;
   out.factor = cachedFactor_.get();
   out.refit = refit_;
@@ -1312,6 +1317,20 @@ void RequantizePass::run(Model &model, PassResult &result) {
         (tooWide_.size() == 1 ? "" : "s") + " with more than " + std::to_string(feedbackWidth_) +
         " inputs fitted without error feedback (its factor's work grows as the cube of the "
         "inputs; feedback-max-inputs)");
+  if (!underSampled_.empty()) {
+    int64_t rows = std::numeric_limits<int64_t>::max(), inputs = 0;
+    for (const auto &[op, ri] : underSampled_) {
+      rows = std::min(rows, ri.first);
+      inputs = std::max(inputs, ri.second);
+    }
+    result.changes.push_back(
+        "requantize: " + std::to_string(underSampled_.size()) + " linear" +
+        (underSampled_.size() == 1 ? "" : "s") + " fed from fewer input rows (" +
+        std::to_string(rows) + ") than inputs (up to " + std::to_string(inputs) +
+        "): their H has no information along the rest, the feedback fits the rows it saw and "
+        "their output errors are measured on those rows; calibrate on more tokens (fix "
+        "--max-tokens, --window)");
+  }
   if (target_ != Target::Auto)
     return;
   // auto: what each weight became, the bits and the budget met.
