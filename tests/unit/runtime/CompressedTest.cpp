@@ -1048,10 +1048,11 @@ TEST(Compressed, Fp16ModeAvx2GridStaysWithinHalfAStepOfEachRoundedProduct) {
         }
         double tol = static_cast<double>(k) * 0x1p-22 * mag + grid;
         tol += 0x1p-11 * (std::fabs(want) + tol) + 0x1p-25;
-        if (std::fabs(want) - tol > 65520) // past fp16's range either way
+        if (std::fabs(want) - tol > 65520) { // past fp16's range either way
           EXPECT_TRUE(std::isinf(got.floatAt(e))) << "x row " << row << ", row " << r;
-        else if (std::fabs(want) + tol < 65504)
+        } else if (std::fabs(want) + tol < 65504) {
           EXPECT_NEAR(got.floatAt(e), want, tol) << "x row " << row << ", row " << r;
+        }
       }
     }
   }
