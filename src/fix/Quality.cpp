@@ -207,6 +207,7 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
       o.steps = tf.steps;
       o.run.precision = options.precisions[r];
       o.run.threads = options.threads;
+      o.run.exactProducts = options.exactProducts;
       o.run.source = file;
       o.run.opResults = options.opResults;
       runtime::ModelRun run(model, std::move(o));

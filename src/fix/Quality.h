@@ -51,6 +51,9 @@ struct QualityOptions {
   /// One run per precision, in order; agreement is counted against the first.
   std::vector<runtime::Precision> precisions = {runtime::Precision::FP32, runtime::Precision::FP16};
   int threads = 0;
+  /// RunOptions::exactProducts of every run (`run --perplexity
+  /// --exact-products`).
+  bool exactProducts = false;
   /// Called after each step of each run with (run, steps done, steps).
   std::function<void(size_t, int64_t, int64_t)> progress;
   /// Set as every run's RunOptions::opResults (fix records its calibration

@@ -29,6 +29,15 @@ else:
 # also proves the output in it, and `run --engine executorch` runs.
 if getattr(config, "anefit_executorch", "").upper() in ("ON", "1", "TRUE", "YES"):
     config.available_features.add("executorch")
+# The CPU runs anefit's AVX2 kernels (AVX2, FMA, F16C): tests of those paths
+# (ANEFIT_CPU=avx2) need them.
+try:
+    with open("/proc/cpuinfo") as f:
+        cpu_flags = set(f.read().split())
+    if {"avx2", "fma", "f16c"} <= cpu_flags:
+        config.available_features.add("avx2")
+except OSError:
+    pass
 config.substitutions.append(("%FileCheck", config.filecheck))
 config.substitutions.append(("%python", config.python))
 config.substitutions.append(("%fixtures", os.path.join(config.anefit_src_root, "tests", "fixtures")))

@@ -92,6 +92,7 @@ int runPerplexity(const RunCliOptions &opts) {
   readTextTokens(q, opts.perplexity, opts.tokenizer, opts.maxTokens);
   q.window = opts.window;
   q.threads = opts.threads;
+  q.exactProducts = opts.exactProducts;
   std::unique_ptr<Model> model = loadModel(opts.model);
   bool tty = !opts.json && isatty(STDERR_FILENO);
   q.progress = [&](size_t run, int64_t done, int64_t total) {
