@@ -19,7 +19,8 @@
 // (RequantizeForms.def.) All but fp16 are lossy: the pass says so in
 // PassResult::lossy, and reports each weight's error against the dense
 // weights it replaced. With weights=all, dense float consts that layers
-// read as their weight (weightInputOf) are rewritten the same way.
+// read as their weight (weightInputOf) are rewritten the same way, a tied
+// embedding (the LM head's weight, which gathers also read) among them.
 //
 // With a calibration (PassContext, fix --text), each element counts by the
 // energy of the input channel it multiplies: the palettes are fitted by
@@ -1058,8 +1059,11 @@ std::pair<const void *, uint64_t> dataKey(const Operation &op) {
   return {c ? static_cast<const void *>(c) : static_cast<const void *>(&op), 0};
 }
 
-/// A const whose every use is the weight a linear, conv or matmul reads
-/// (weightInputOf), of a float dtype and rank 2 or more.
+/// A const of a float dtype and rank 2 or more that some linear, conv or
+/// matmul reads as its weight (weightInputOf), and that nothing else reads
+/// but gathers, as the table they look rows up in: a tied embedding, whose
+/// rows are the LM head's (SmolLM2-135M). A table only gathers
+/// read (an untied embedding, RoPE's cos/sin) is not a layer weight.
 bool isLayerWeight(const Operation &op, const UseMap &uses) {
   if (op.type != "const" || op.outputs.size() != 1)
     return false;
@@ -1069,14 +1073,19 @@ bool isLayerWeight(const Operation &op, const UseMap &uses) {
   const std::vector<Use> &all = uses.uses(v);
   if (all.empty())
     return false;
+  bool layer = false;
   for (const Use &u : all) {
     if (u.isBlockOutput())
       return false;
+    const std::string &param = u.user->inputs[u.input].name;
+    if (u.user->type == "gather" && param == "x")
+      continue;
     std::optional<WeightInput> wi = weightInputOf(*u.user);
-    if (!wi || u.user->inputs[u.input].name != wi->weight)
+    if (!wi || param != wi->weight)
       return false;
+    layer = true;
   }
-  return true;
+  return layer;
 }
 
 std::string bitsText(uint64_t bytes, uint64_t elements) {
@@ -1151,7 +1160,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
       before += item.done.bytesBefore;
       after += item.done.bytesAfter;
     }
-  uint64_t stored = countWeights(*model.program).storedBytes;
+  WeightCount count = countWeights(*model.program);
+  uint64_t stored = count.storedBytes;
   uint64_t others = stored > before ? stored - before : 0;
   size_t belowTarget = 0;
   if (target_ == Target::Auto && others + after > budget_) {
@@ -1331,8 +1341,17 @@ void RequantizePass::run(Model &model, PassResult &result) {
         "their output errors are measured on those rows; calibrate on more tokens (fix "
         "--max-tokens, --window)");
   }
-  if (target_ != Target::Auto)
+  // The whole program's bits per weight: the weights the pass chose for and
+  // those it left as they are (norms, tables only gathers read, ...).
+  std::string whole = "model weights " + humanBytes(others + after) + ", " +
+                      bitsText(others + after, count.denseElements) +
+                      " bits per weight over all its " + std::to_string(count.denseElements) +
+                      " weights";
+  if (target_ != Target::Auto) {
+    if (before)
+      result.changes.push_back("requantize: " + whole);
     return;
+  }
   // auto: what each weight became, the bits and the budget met.
   std::map<std::string, size_t> counts;
   uint64_t elements = 0, bytes = 0;
@@ -1356,15 +1375,18 @@ void RequantizePass::run(Model &model, PassResult &result) {
   std::string mix;
   for (const auto &[form, count] : counts)
     mix += (mix.empty() ? "" : ", ") + std::to_string(count) + " " + form;
+  size_t chosen = 0;
+  for (const auto &[form, n] : counts)
+    chosen += n;
   std::string line = "requantize: auto: " + mix + "; " + bitsText(bytes, elements) +
-                     " bits per weight; output error within " + percent(maxError_) +
+                     " bits per weight over these " + std::to_string(chosen) +
+                     "; output error within " + percent(maxError_) +
                      (calibration_ ? " (" + outputErrorText(autoFed, autoMeasured) + ")"
                                    : std::string(" (of the weights)"));
   if (belowTarget)
     line += " but for " + std::to_string(belowTarget) + " step" + (belowTarget == 1 ? "" : "s") +
             " down to meet the budget";
-  line += "; model weights " + humanBytes(others + after) + " within the budget " +
-          humanBytes(budget_) +
+  line += "; " + whole + ", within the budget " + humanBytes(budget_) +
           (budgetGiven_ ? std::string(" (budget)") : std::string(" (ANE-PROG-001's iPhone limit)"));
   result.changes.push_back(line);
 }

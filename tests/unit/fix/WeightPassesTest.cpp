@@ -151,8 +151,13 @@ TEST(Requantize, PerChannelInt8StaysWithinTheErrorItReports) {
     auto m = linearModel(rows, cols, 1, pick({16, 32}), pickIntType(), pick({0, 1}), false);
     Rewritten r = rewrite(*m, "requantize{to=c8w}");
     EXPECT_TRUE(r.result.lossy);
-    ASSERT_EQ(r.result.changes.size(), 1u);
+    // The function's line, then the whole program's size and bits per weight.
+    ASSERT_EQ(r.result.changes.size(), 2u);
     EXPECT_NE(r.result.changes[0].find("per-channel int8"), std::string::npos);
+    EXPECT_NE(r.result.changes[1].find("bits per weight over all its " +
+                                       std::to_string(rows * cols) + " weights"),
+              std::string::npos)
+        << r.result.changes[1];
     // One scale per output channel: data (rows, cols) int8, scale (rows, 1).
     walk(*r.model->program->functions[0]->body, [&](const Operation &op) {
       if (op.type != "constexpr_blockwise_shift_scale")
@@ -207,7 +212,7 @@ TEST(Requantize, PalettesAreExactOnWeightsWithFewValues) {
     auto m = linearModel(rows, cols, group, cols / 2, DType::U4, false, pick({0, 1}), 8);
     Rewritten r = rewrite(*m, "requantize{to=lut4 group=" + std::to_string(group) + "}");
     expectPalettes(*r.model, DType::U4, {rows / group, 1, 16, 1});
-    ASSERT_EQ(r.result.changes.size(), 1u);
+    ASSERT_EQ(r.result.changes.size(), 2u);
     EXPECT_NE(r.result.changes[0].find("mean 0.00%, max 0.00%"), std::string::npos)
         << r.result.changes[0];
     // Same weights; the palette and the block kernels add the products in
@@ -454,8 +459,12 @@ TEST(Requantize, AWeightHoldingInfStaysDense) {
     op.attributes["val"] = std::make_shared<const Constant>(std::move(c));
   });
   Rewritten r = rewrite(*m, "requantize{to=c8w}");
-  ASSERT_EQ(r.result.changes.size(), 1u);
+  ASSERT_EQ(r.result.changes.size(), 2u);
   EXPECT_NE(r.result.changes[0].find("1 fp16 (exact)"), std::string::npos) << r.result.changes[0];
+  // Kept dense: 16 bits for each of the 8 x 32 weights.
+  EXPECT_NE(r.result.changes[1].find("16.00 bits per weight over all its 256 weights"),
+            std::string::npos)
+      << r.result.changes[1];
   EXPECT_FALSE(r.result.lossy);
 }
 
