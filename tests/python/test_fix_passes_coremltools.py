@@ -179,3 +179,33 @@ def test_auto_mixed_forms_decompress_as_reported(anefit, tmp_path):
         assert abs(err - reported) < 0.01, (name, form, err, reported)
         checked += 1
     assert checked > 10
+
+
+def test_tied_embedding_palette_decompresses_for_the_gather_and_the_head(anefit, tmp_path):
+    """requantize weights=all on a tied embedding (tests/lit/transforms/
+    requantize-tied.mil): the one palettized weight is what both the gather
+    and the LM head read in the package coremltools loads, and it decompresses
+    to values whose error against the original is the one fix reports."""
+    mil = os.path.join(os.path.dirname(__file__), "..", "lit", "transforms",
+                       "requantize-tied.mil")
+    original = tmp_path / "original.mlpackage"
+    fixed = tmp_path / "fixed.mlpackage"
+    anefit("convert", mil, original, check=True)
+    proc = anefit("fix", mil, "-o", fixed, "--passes", "requantize{to=lut4 weights=all},dce",
+                  "--max-rel-error", "10", check=True)
+    m = re.search(r"weight error \(relative RMS\) mean ([0-9.]+)%, max ([0-9.]+)% \('tied'\)",
+                  proc.stdout)
+    assert m, proc.stdout
+    program = load_with_coremltools(fixed).program
+    after = _materialized(program, "constexpr_lut_to_dense")
+    assert set(after) == {"tied"}, after.keys()
+    ref = _dense_weights(load_with_coremltools(original).program)["tied"]
+    err = 100 * np.sqrt(np.sum((after["tied"] - ref) ** 2) / np.sum(ref ** 2))
+    assert abs(err - float(m.group(1))) < 0.01, (err, m.group(1))
+    readers = {}
+    for fn in program.functions.values():
+        for op in fn.operations:
+            for name, var in op.inputs.items():
+                if getattr(var, "op", None) is not None and var.op.name == "tied":
+                    readers[op.op_type] = name
+    assert readers == {"gather": "x", "linear": "weight"}, readers
