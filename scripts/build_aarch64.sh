@@ -14,8 +14,12 @@
 # The test programs run under qemu-aarch64 (CMAKE_CROSSCOMPILING_EMULATOR,
 # with the cross toolchain's C and C++ libraries); every CPU qemu emulates
 # has NEON, so the NEON kernels are tested against the portable ones there.
-# OpenBLAS is held to one thread: the threads it starts when it loads did
-# not get going under qemu-user (a program's start took minutes).
+# qemu-aarch64 runs the C library's loader as the program and the loader
+# runs the test: when qemu (7.2, Debian bookworm) loads a dynamically linked
+# program's interpreter itself, the program's first pthread_create never
+# returns (a three-line std::thread program hangs; built -static, or started
+# through the loader as here, it runs). Started through the loader, OpenBLAS's
+# threads and anefit's thread pool run as they do natively.
 # The Python package, the benchmarks and the ExecuTorch backend are left out,
 # and so are the lit and Python suites (they run the host's Python tools).
 set -euo pipefail
@@ -59,13 +63,15 @@ if command -v ccache >/dev/null; then
   export CCACHE_BASEDIR="$root" CCACHE_NOHASHDIR=true
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 fi
+sysroot=/usr/$triple
+emulator=(qemu-aarch64-static -L "$sysroot" "$sysroot/lib/ld-linux-aarch64.so.1" --library-path "$sysroot/lib")
 start=$(date +%s)
 echo "aarch64: building $build_dir with $($triple-g++ --version | head -n 1)"
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" \
   -DCMAKE_SYSTEM_NAME=Linux -DCMAKE_SYSTEM_PROCESSOR=aarch64 \
   -DCMAKE_C_COMPILER=$triple-gcc -DCMAKE_CXX_COMPILER=$triple-g++ \
   -DCMAKE_LIBRARY_ARCHITECTURE=$triple \
-  -DCMAKE_CROSSCOMPILING_EMULATOR="env;OPENBLAS_NUM_THREADS=1;qemu-aarch64-static;-L;/usr/$triple" \
+  -DCMAKE_CROSSCOMPILING_EMULATOR="$(IFS=";"; echo "${emulator[*]}")" \
   -DProtobuf_PROTOC_EXECUTABLE="$(command -v protoc)" \
   -DANEFIT_BUILD_TESTS=ON -DANEFIT_BUILD_PYTHON=OFF -DANEFIT_BUILD_BENCH=OFF \
   -DANEFIT_EXECUTORCH=OFF >/dev/null
@@ -75,11 +81,16 @@ build_seconds=$(($(date +%s) - start))
 $triple-readelf -h "$build_dir/tools/anefit/anefit" | grep -q 'Machine: *AArch64' ||
   { echo "aarch64: $build_dir/tools/anefit/anefit is not an aarch64 program" >&2; exit 1; }
 # The program runs: it checks the bundled example (at-risk, exit 0).
-report=$(OPENBLAS_NUM_THREADS=1 qemu-aarch64-static -L "/usr/$triple" \
-  "$build_dir/tools/anefit/anefit" check examples/lfm2_shortconv.mlpackage)
+report=$("${emulator[@]}" "$build_dir/tools/anefit/anefit" check examples/lfm2_shortconv.mlpackage)
 grep -q 'at-risk' <<<"$report"
 
 echo "aarch64: the unit tests under qemu-aarch64"
 test_start=$(date +%s)
-ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure -E '^(format|docs|layers|python)$'
+# Two tests look at the process itself, which under qemu-user is qemu's:
+# qemu-user (7.2) acknowledges madvise(MADV_HUGEPAGE) without passing it on,
+# so no mapping shows the "hg" flag; and RLIMIT_AS limits qemu's own address
+# space, while the death test's re-execution of the aarch64 program needs a
+# binfmt_misc handler that a container may not have.
+ctest --test-dir "$build_dir" -j "$jobs" --output-on-failure \
+  -E '^(format|docs|layers|python|MappedFile.AdvisesHugePagesForLargeFiles|ThreadPool.RunsOnTheWorkersThatStartWhenTheSystemRefusesMore)$'
 echo "aarch64: build ${build_seconds} s, tests $(($(date +%s) - test_start)) s"
