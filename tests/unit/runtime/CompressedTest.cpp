@@ -791,9 +791,9 @@ TEST(Compressed, Fp16ModeFourBitWeightsGiveTheBitsOfTheirDecodedRowsOnEveryIsa) 
   // those bits, which the same rounded values stored as fp16 give (the fp16
   // rows sum as dotF32: DecodedRowsSumAsFp16RowsOnEveryIsa). int4/uint4
   // blocks of 32, 64 and 16 (16: decoded a row at a time), offsets or none,
-  // fp16 or fp32 scales, now and then an infinite scale (NaN and infinite
-  // weights); 16-entry fp32 palettes per group of rows and columns; 1-5 rows
-  // of x; row counts that leave fours, pairs and single rows; 1 and 3 threads.
+  // fp16 or fp32 scales of either sign and any fp16 magnitude, now and then
+  // an infinite scale (NaN and infinite weights); 16-entry fp32 palettes per group of rows and
+  // columns; 1-5 rows of x; row counts that leave fours, pairs and single rows; 1 and 3 threads.
   for (int iter = 0; iter < 120; ++iter) {
     int64_t n = std::vector<int64_t>{1, 2, 3, 6, 13, 36}[rng.pick(0, 5)];
     int64_t block = std::vector<int64_t>{32, 32, 64, 16}[rng.pick(0, 3)];
@@ -827,8 +827,14 @@ TEST(Compressed, Fp16ModeFourBitWeightsGiveTheBitsOfTheirDecodedRowsOnEveryIsa) 
           v -= 8;
       int64_t nb = groups * colBlocks;
       std::vector<float> scales(static_cast<size_t>(nb));
-      for (float &v : scales)
-        v = half ? roundedToHalf(rng.uniform(0.01f, 0.2f)) : rng.uniform(0.01f, 0.2f);
+      // Either sign, from fp16 subnormals up to 2^10 (every q * scale
+      // finite: the tables of fp16 scales are read, GridTables) or to 2^13
+      // (some products past 65504: the tables are rounded, BlockTables).
+      int top = rng.pick(0, 1) ? 9 : 13;
+      for (float &v : scales) {
+        float mag = std::ldexp(rng.uniform(1.0f, 2.0f), static_cast<int>(rng.pick(-26, top)));
+        v = (rng.pick(0, 1) ? -1.0f : 1.0f) * (half ? roundedToHalf(mag) : mag);
+      }
       if (rng.pick(0, 7) == 0)
         scales[static_cast<size_t>(rng.pick(0, nb - 1))] = std::numeric_limits<float>::infinity();
       std::vector<int64_t> off =
