@@ -1160,8 +1160,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
       before += item.done.bytesBefore;
       after += item.done.bytesAfter;
     }
-  WeightCount count = countWeights(*model.program);
-  uint64_t stored = count.storedBytes;
+  WeightCount weights = countWeights(*model.program);
+  uint64_t stored = weights.storedBytes;
   uint64_t others = stored > before ? stored - before : 0;
   size_t belowTarget = 0;
   if (target_ == Target::Auto && others + after > budget_) {
@@ -1344,8 +1344,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
   // The whole program's bits per weight: the weights the pass chose for and
   // those it left as they are (norms, tables only gathers read, ...).
   std::string whole = "model weights " + humanBytes(others + after) + ", " +
-                      bitsText(others + after, count.denseElements) +
-                      " bits per weight over all its " + std::to_string(count.denseElements) +
+                      bitsText(others + after, weights.denseElements) +
+                      " bits per weight over all its " + std::to_string(weights.denseElements) +
                       " weights";
   if (target_ != Target::Auto) {
     if (before)
@@ -1373,11 +1373,11 @@ void RequantizePass::run(Model &model, PassResult &result) {
     result.changes.push_back(line + ")");
   }
   std::string mix;
-  for (const auto &[form, count] : counts)
-    mix += (mix.empty() ? "" : ", ") + std::to_string(count) + " " + form;
   size_t chosen = 0;
-  for (const auto &[form, n] : counts)
-    chosen += n;
+  for (const auto &[form, count] : counts) {
+    mix += (mix.empty() ? "" : ", ") + std::to_string(count) + " " + form;
+    chosen += count;
+  }
   std::string line = "requantize: auto: " + mix + "; " + bitsText(bytes, elements) +
                      " bits per weight over these " + std::to_string(chosen) +
                      "; output error within " + percent(maxError_) +
