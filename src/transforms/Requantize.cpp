@@ -718,6 +718,41 @@ uint64_t formBytes(Target form, uint64_t n, int64_t rows, int64_t group, uint64_
   }
 }
 
+/// Bytes a weight's op stores, from its types: a dense const's values, or a
+/// per-block weight's data, scales and offsets.
+uint64_t storedBytesOf(const Operation &op, bool dense) {
+  uint64_t bytes = 0;
+  if (dense) {
+    const Type &t = op.output()->type;
+    if (auto n = t.numElements())
+      bytes = static_cast<uint64_t>(*n) * dtypeBits(t.dtype()) / 8;
+    return bytes;
+  }
+  for (std::string_view p : {"data", "scale", "offset"})
+    if (const Type *t = op.inputType(p))
+      if (auto n = t->numElements())
+        bytes += (static_cast<uint64_t>(*n) * dtypeBits(t->dtype()) + 7) / 8;
+  return bytes;
+}
+
+/// The fewest bits per weight `form` stores, before its palettes or scales
+/// (auto: those of its smallest forms, 4); 0 for fp16, which keeps them.
+int leastBits(Target form) {
+  switch (form) {
+  case Target::Auto:
+  case Target::Lut4:
+  case Target::C4w:
+    return 4;
+  case Target::Lut6:
+    return 6;
+  case Target::Lut8:
+  case Target::C8w:
+    return 8;
+  default:
+    return 0;
+  }
+}
+
 /// Keeps the forms worth stepping down to, smallest first: a form with as
 /// many bytes or more and no less error than another (c4w beside lut4, of
 /// the same bytes) is never the better step.
@@ -920,14 +955,7 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
                                              const std::vector<float> &ew, Target to) {
   Done d;
   const Operation &op = *item.op;
-  if (item.denseSource) {
-    d.bytesBefore = static_cast<uint64_t>(w.values.size()) * dtypeBits(w.dtype) / 8;
-  } else {
-    for (std::string_view p : {"data", "scale", "offset"})
-      if (const Type *t = op.inputType(p))
-        if (auto n = t->numElements())
-          d.bytesBefore += (static_cast<uint64_t>(*n) * dtypeBits(t->dtype()) + 7) / 8;
-  }
+  d.bytesBefore = storedBytesOf(op, item.denseSource);
   // Scales in the per-block weight's scale dtype; a dense weight's own.
   const Type *scaleType = item.denseSource ? nullptr : op.inputType("scale");
   DType sdt = item.denseSource                           ? w.dtype
@@ -1137,6 +1165,29 @@ void RequantizePass::run(Model &model, PassResult &result) {
       }
       items.push_back(std::move(item));
     });
+  }
+  // A budget that no choice can meet is refused before any weight is read
+  // or fitted (fitting a 0.5B model's weights takes half an hour): each at the
+  // fewest bits its forms store, palettes and scales left out, with the
+  // weights the pass leaves as they are.
+  if ((target_ == Target::Auto || budgetGiven_) && leastBits(target_) > 0) {
+    uint64_t before = 0, least = 0;
+    for (const Item &item : items) {
+      before += storedBytesOf(*item.op, item.denseSource);
+      if (auto n = item.op->output()->type.numElements())
+        least += (static_cast<uint64_t>(*n) * static_cast<uint64_t>(leastBits(target_)) + 7) / 8;
+    }
+    uint64_t stored = countWeights(*model.program).storedBytes;
+    uint64_t others = stored > before ? stored - before : 0;
+    if (others + least > budget_)
+      throw InputError("requantize: option 'budget': expected weights within " +
+                       humanBytes(budget_) + ", found at least " + humanBytes(others + least) +
+                       " before fitting any: " + std::to_string(items.size()) + " weights at " +
+                       std::to_string(leastBits(target_)) + " bits each (" +
+                       (target_ == Target::Auto ? std::string("the fewest any form stores")
+                                                : "what " + formName(target_) + " stores") +
+                       ", palettes and scales left out) and " + humanBytes(others) +
+                       " not requantized");
   }
   // The weights whose linears read one activation (q, k and v) one after
   // another, so its H is factored once (feedbackFor keeps the last).
