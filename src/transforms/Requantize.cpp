@@ -738,19 +738,9 @@ uint64_t storedBytesOf(const Operation &op, bool dense) {
 /// The fewest bits per weight `form` stores, before its palettes or scales
 /// (auto: those of its smallest forms, 4); 0 for fp16, which keeps them.
 int leastBits(Target form) {
-  switch (form) {
-  case Target::Auto:
-  case Target::Lut4:
-  case Target::C4w:
-    return 4;
-  case Target::Lut6:
-    return 6;
-  case Target::Lut8:
-  case Target::C8w:
-    return 8;
-  default:
-    return 0;
-  }
+  if (int bits = paletteBits(form))
+    return bits;
+  return form == Target::C8w ? 8 : form == Target::C4w || form == Target::Auto ? 4 : 0;
 }
 
 /// Keeps the forms worth stepping down to, smallest first: a form with as
@@ -1166,6 +1156,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
       items.push_back(std::move(item));
     });
   }
+  // The program's weights as stored before the pass rewrites any.
+  WeightCount weights = countWeights(*model.program);
   // A budget that no choice can meet is refused before any weight is read
   // or fitted (fitting a 0.5B model's weights takes half an hour): each at the
   // fewest bits its forms store, palettes and scales left out, with the
@@ -1177,8 +1169,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
       if (auto n = item.op->output()->type.numElements())
         least += (static_cast<uint64_t>(*n) * static_cast<uint64_t>(leastBits(target_)) + 7) / 8;
     }
-    uint64_t stored = countWeights(*model.program).storedBytes;
-    uint64_t others = stored > before ? stored - before : 0;
+    uint64_t others = weights.storedBytes > before ? weights.storedBytes - before : 0;
     if (others + least > budget_)
       throw InputError("requantize: option 'budget': expected weights within " +
                        humanBytes(budget_) + ", found at least " + humanBytes(others + least) +
@@ -1211,9 +1202,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
       before += item.done.bytesBefore;
       after += item.done.bytesAfter;
     }
-  WeightCount weights = countWeights(*model.program);
-  uint64_t stored = weights.storedBytes;
-  uint64_t others = stored > before ? stored - before : 0;
+  uint64_t others = weights.storedBytes > before ? weights.storedBytes - before : 0;
   size_t belowTarget = 0;
   if (target_ == Target::Auto && others + after > budget_) {
     // Over the budget: step down the weight whose next smaller form adds
