@@ -49,6 +49,11 @@ void requireTextWithTokenizer(const std::string &text, const std::string &tokeni
 CLI::Validator integerIn(int64_t min, int64_t max);
 CLI::Validator unsignedIn(uint64_t min, uint64_t max);
 CLI::Validator realIn(double min, double max);
+/// A size option (--max-memory, --budget): the text must be one
+/// MemoryBudget::parseLimit reads ("8G", "512M", "1073741824"); an empty
+/// one, as from an unset shell variable, is refused, not taken as unset.
+/// `example` names sizes in the message ("a size such as 1G, 500M or ...").
+CLI::Validator sizeIn(std::string example);
 /// Steps a verb steps a model for: 1 .. kMaxSteps.
 inline constexpr int64_t kMaxSteps = 1000000000;
 /// The largest tolerance or error bound an option takes (finite).

@@ -104,10 +104,21 @@ CLI::Validator realIn(double min, double max) {
       range);
 }
 
+CLI::Validator sizeIn(std::string example) {
+  return CLI::Validator(
+      [example](std::string &text) -> std::string {
+        if (runtime::MemoryBudget::parseLimit(text))
+          return {};
+        return "expected " + example + ", found '" + oneLine(text, 64) + "'";
+      },
+      example);
+}
+
 void addMaxMemoryOption(CLI::App *cmd, std::string &value) {
   cmd->add_option("--max-memory", value,
                   "Most memory the interpreter's tensors may take at once, e.g. 4G or 512M "
-                  "(default: 3/4 of the memory available)");
+                  "(default: 3/4 of the memory available)")
+      ->check(sizeIn("a size such as 8G, 512M or 1048576"));
 }
 
 void addTargetOptions(CLI::App *cmd, TargetCliOptions &t) {

@@ -592,7 +592,8 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--budget", opts->budget,
                   "--requantize auto: the largest stored weight size (1G, 500M, bytes; default "
                   "ANE-PROG-001's ~1 GB iPhone limit); each layer takes the smallest form within "
-                  "the error target, and smaller ones where the weights would exceed it");
+                  "the error target, and smaller ones where the weights would exceed it")
+      ->check(sizeIn("a size such as 1G, 500M or 123456789"));
   cmd->add_option("--max-rel-error", opts->maxRelError,
                   "a lossy rewrite (--requantize other than fp16) is written only when its widest "
                   "output (an LLM's logits) stays within this relative RMS error of the "
