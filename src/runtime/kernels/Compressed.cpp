@@ -38,8 +38,9 @@
 //     fp16 values, F16C widens them; x is permuted once per call to the
 //     order the nibbles come in (per 32 values: the even ones, then the odd).
 //   6- and 8-bit palettes: byte planes of the fp16 entries looked up by
-//     VPERMB/VPERMI2B with AVX-512 VBMI, or the fp32 palette gathered
-//     (VGATHERDPS) with AVX2 (see planeGroup512).
+//     VPERMB/VPERMI2B with AVX-512 VBMI, by VPSHUFB on 16-entry tables and
+//     VPBLENDVB with AVX2; palettes of other values gathered (VGATHERDPS)
+//     from the fp32 palette (see planeGroup512).
 //   8-bit blocks: bytes widened to fp32 eight at a time.
 //   fp16 mode, 4-bit blocks and palettes: each block's 16 values rounded to
 //     fp16 once into a table the nibbles index in registers, summed in
@@ -179,7 +180,7 @@ struct Source {
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
               kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8,
               kFusedTables512 = 9, kFusedTables256 = 10, kFusedPlanes512 = 11, kFusedGather = 12,
-              kFusedDigitsRounded256 = 13;
+              kFusedDigitsRounded256 = 13, kFusedPlanes256 = 14;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -837,8 +838,14 @@ nibbleDot512(const uint8_t *p, const float *xp, int64_t chunks, __m512 table, __
 // fp16 values and widened by F16C: no gathers, and per 64 values about a
 // dozen shuffles, whichever the index width. 6-bit indices (48 bytes per
 // 64) become bytes by one VPERMB and one VPMULTISHIFTQB. AVX2 (and AVX-512
-// without VBMI, or palettes that are not exactly fp16): the fp32 palette,
-// 1 KB at most, gathered from L1 eight indices at a time (VGATHERDPS).
+// without VBMI), fp16 palettes: the same planes cut into 16-entry tables,
+// each looked up by VPSHUFB on the index's low four bits and chosen by its
+// higher bits in a tree of VPBLENDVB (planeTree256): per 32 values 8
+// shuffles and 6 blends for 64 entries, 32 and 30 for 256, no gathers.
+// Otherwise (palettes that are not exactly fp16, and the last 8-24 values of
+// a column block that is no multiple of 32): the fp32 palette, 1 KB at most,
+// gathered from L1 eight indices at a time (VGATHERDPS), which the AMD Zen 3
+// measured runs at about one value a cycle and a half.
 
 /// Bytes of 64 packed indices of `Bits` bits.
 template <int Bits> constexpr int64_t kPlaneGroupBytes = 8 * Bits;
@@ -891,6 +898,66 @@ planeGroup512(const uint8_t *p, const float *xp, const __m512i *planes, __m512 &
   a2 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(h1)), _mm512_loadu_ps(xp + 32), a2);
   a3 = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(h1, 1)), _mm512_loadu_ps(xp + 48),
                        a3);
+}
+
+/// Table t of a byte plane (entries 16t..16t+15) looked up by each byte of i.
+__attribute__((target("avx2"))) inline __m256i planeTable256(const uint8_t *plane, int t,
+                                                             __m256i i) {
+  return _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128(
+                                 reinterpret_cast<const __m128i *>(plane + 16 * t))),
+                             i);
+}
+
+/// Entries 16 first .. 16 (first + 2^Level) - 1 looked up by the low four
+/// bits of each byte of `low` in the 16-byte tables of `plane` (one per 16
+/// entries, read into both 128-bit lanes), the tables chosen by the bits
+/// whose copies `sel` holds in each byte's top bit (sel[l] for level l + 1);
+/// depth first, at most Level + 1 leaves live at once. With High, each leaf
+/// is also table first + 2^(Level + 1)'s, taken where the index's top bit is
+/// set: VPSHUFB gives zero for a byte whose top bit is set, so `low` keeps
+/// that bit, `lowHigh` has it flipped, and an OR joins the two tables.
+template <int Level, bool High>
+__attribute__((target("avx2"))) inline __m256i
+planeTree256(const uint8_t *plane, int first, __m256i low, __m256i lowHigh, const __m256i *sel) {
+  if constexpr (Level == 0) {
+    if constexpr (High)
+      return _mm256_or_si256(planeTable256(plane, first, low),
+                             planeTable256(plane, first + 8, lowHigh));
+    else
+      return planeTable256(plane, first, low);
+  } else {
+    __m256i a = planeTree256<Level - 1, High>(plane, first, low, lowHigh, sel);
+    __m256i b = planeTree256<Level - 1, High>(plane, first + (1 << (Level - 1)), low, lowHigh, sel);
+    return _mm256_blendv_epi8(a, b, sel[Level - 1]);
+  }
+}
+
+/// 32 `Bits`-bit indices (24 or 32 bytes at p, all inside the data) as the
+/// 32 bytes of a register, each index in its byte's low `Bits` bits (6-bit:
+/// bits 6-7 are left as they come; planeTree256's callers ignore them).
+template <int Bits>
+__attribute__((target("avx2"))) inline __m256i planeIndices256(const uint8_t *p) {
+  if constexpr (Bits == 8) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p));
+  } else {
+    static_assert(Bits == 6);
+    // Four indices are three bytes (LSB first): bytes 0-11 make dwords 0-3,
+    // read from p; bytes 12-23 dwords 4-7, read from p + 8 (in bytes 4-15 of
+    // the upper lane). Index j of a dword sits at its bits 6j..6j+5: shifted
+    // left by 2j, it lands in byte j.
+    __m256i raw = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i *>(p + 8)), 1);
+    const __m256i spread =
+        _mm256_setr_epi8(0, 1, 2, -1, 3, 4, 5, -1, 6, 7, 8, -1, 9, 10, 11, -1, //
+                         4, 5, 6, -1, 7, 8, 9, -1, 10, 11, 12, -1, 13, 14, 15, -1);
+    __m256i dw = _mm256_shuffle_epi8(raw, spread);
+    const __m256i byte1 = _mm256_set1_epi32(0x0000FF00), byte2 = _mm256_set1_epi32(0x00FF0000),
+                  byte3 = _mm256_set1_epi32(static_cast<int>(0xFF000000u));
+    __m256i idx = _mm256_blendv_epi8(dw, _mm256_slli_epi32(dw, 2), byte1);
+    idx = _mm256_blendv_epi8(idx, _mm256_slli_epi32(dw, 4), byte2);
+    return _mm256_blendv_epi8(idx, _mm256_slli_epi32(dw, 6), byte3);
+  }
 }
 
 /// Eight `Bits`-bit indices (6 or 8 bytes at p) as 32-bit lanes; `tail`: p
@@ -2383,7 +2450,7 @@ protected:
         for (int64_t i = 0; i < x.m; ++i)
           permuteForPlanes(x.x + i * x.ldx, x.cols, x.permuted.data() + i * x.cols);
       } else {
-        x.fused = kFusedGather;
+        x.fused = planes_.empty() ? kFusedGather : kFusedPlanes256;
       }
       return;
     }
@@ -2420,6 +2487,11 @@ protected:
         fusedPlanes512<6>(x, y, ldy, r0, r1);
       else
         fusedPlanes512<8>(x, y, ldy, r0, r1);
+    } else if (x.fused == kFusedPlanes256) {
+      if (bits_ == 6)
+        fusedPlanes256<6>(x, y, ldy, r0, r1);
+      else
+        fusedPlanes256<8>(x, y, ldy, r0, r1);
     } else if (x.fused == kFusedGather) {
       if (bits_ == 6)
         fusedGather<6>(x, y, ldy, r0, r1);
@@ -2540,6 +2612,69 @@ private:
           }
         }
         y[i * ldy + r] = sum512(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+      }
+    }
+  }
+
+  /// Rows [r0, r1) of 6- or 8-bit indices through planeTree256, 32 values a
+  /// step into four accumulators; a column block's last 8-24 values gathered.
+  template <int Bits>
+  __attribute__((target("avx2,fma,f16c"))) void
+  fusedPlanes256(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+    constexpr int kLevels = Bits == 8 ? 3 : 2; // blend levels
+    int64_t nb = matrix_.colBlocks, block = matrix_.colBlock, cols = x.cols;
+    int64_t rowBytes = cols * Bits / 8, paletteBytes = 2 * entries_;
+    const uint8_t *end = indices_.bytes() + indices_.numBytes();
+    // The low four bits, and for 8-bit indices the top bit (see planeTree256).
+    const __m256i lowBits = _mm256_set1_epi8(static_cast<char>(Bits == 8 ? 0x8F : 0x0F));
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t *row = indices_.bytes() + r * rowBytes;
+      int64_t palette0 = (r / matrix_.rowBlock) * nb;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const float *xr = x.x + i * x.ldx;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t *lo = planes_.data() + (palette0 + b) * paletteBytes, *hi = lo + entries_;
+          const uint8_t *p = row + b * block * Bits / 8;
+          const float *xb = xr + b * block;
+          int64_t c = 0;
+          for (; c + 32 <= block; c += 32, p += 4 * Bits) {
+            _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
+            __m256i idx = planeIndices256<Bits>(p);
+            // Bits 4 and 5 (and 6) of each index to their byte's top bit
+            // (16-bit shifts: what crosses into the next byte stays below
+            // its top bit); 8-bit indices choose by their top bit with ORs.
+            __m256i sel[kLevels];
+            for (int l = 0; l < kLevels; ++l)
+              sel[l] = _mm256_slli_epi16(idx, 3 - l);
+            __m256i low = _mm256_and_si256(idx, lowBits);
+            __m256i vlo, vhi;
+            if constexpr (Bits == 8) {
+              __m256i lowHigh = _mm256_xor_si256(low, _mm256_set1_epi8(-128));
+              vlo = planeTree256<3, true>(lo, 0, low, lowHigh, sel);
+              vhi = planeTree256<3, true>(hi, 0, low, lowHigh, sel);
+            } else {
+              vlo = planeTree256<2, false>(lo, 0, low, low, sel);
+              vhi = planeTree256<2, false>(hi, 0, low, low, sel);
+            }
+            // Values 0-7 and 16-23, then 8-15 and 24-31 (unpacks stay in
+            // their 128-bit lanes).
+            __m256i h0 = _mm256_unpacklo_epi8(vlo, vhi), h1 = _mm256_unpackhi_epi8(vlo, vhi);
+            a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h0)),
+                                 _mm256_loadu_ps(xb + c), a0);
+            a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h1)),
+                                 _mm256_loadu_ps(xb + c + 8), a1);
+            a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1)),
+                                 _mm256_loadu_ps(xb + c + 16), a2);
+            a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1)),
+                                 _mm256_loadu_ps(xb + c + 24), a3);
+          }
+          const float *pal = lut_.data() + (palette0 + b) * entries_;
+          for (; c < block; c += 8, p += Bits)
+            a0 = _mm256_fmadd_ps(_mm256_i32gather_ps(pal, gatherIndices<Bits>(p, p + 8 > end), 4),
+                                 _mm256_loadu_ps(xb + c), a0);
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
       }
     }
   }

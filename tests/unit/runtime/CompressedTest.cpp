@@ -391,10 +391,12 @@ TEST(Compressed, SixAndEightBitPalettesMatchOnEveryIsa) {
   // What `fix --requantize lut6|lut8` writes: uint6/uint8 indices into a
   // palette of 64/256 fp16 values per group of output channels (here also
   // per column block). With AVX-512 VBMI, fp16 palettes over whole groups of
-  // 64 columns take the byte-plane kernel; other palettes with AVX2 or
-  // AVX-512 gather eight indices at a time (fp32 palettes, column blocks of
-  // 8-56 past a multiple of 64; blocks that are no multiple of 16 end in a
-  // group of 8, and the last row's last 6-bit group ends the data).
+  // 64 columns take the 512-bit byte-plane kernel; with AVX2, fp16 palettes
+  // take the 256-bit one, 32 values at a time, and gather a column block's
+  // last 8-24 values; fp32 palettes gather eight indices at a time (column
+  // blocks of 8-56 past a multiple of 64 or 32; blocks that are no multiple
+  // of 16 end in a group of 8, and the last row's last 6-bit group ends the
+  // data).
   for (int iter = 0; iter < 80; ++iter) {
     int bits = rng.pick(0, 1) ? 6 : 8;
     int64_t entries = int64_t(1) << bits;
