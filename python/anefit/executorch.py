@@ -138,7 +138,8 @@ def _rebuild_command() -> str:
             f"--no-cache-dir {source}")
 
 
-def register_backend(precision: str = "fp32", threads: int = 0) -> str:
+def register_backend(precision: str = "fp32", threads: int = 0,
+                     exact_products: bool = False) -> str:
     """Registers anefit as ``CoreMLBackend`` in the ExecuTorch runtime of this
     process, so that ``Runtime.get()``, ``Method.execute`` and ExecuTorch's LLM
     runner run every Core ML delegate on anefit's interpreter (ExecuTorch runs
@@ -148,7 +149,9 @@ def register_backend(precision: str = "fp32", threads: int = 0) -> str:
 
     ``precision`` is ``"fp32"`` (as ``anefit run``) or ``"fp16"`` (every float
     result rounded to fp16, as the Neural Engine computes); ``threads`` the
-    interpreter's threads (0: every core). Returns the library's path.
+    interpreter's threads (0: every core); ``exact_products`` as ``anefit run
+    --exact-products`` (no grid for speed: the products ``anefit fix`` proves
+    fp16 mode with). Returns the library's path.
 
     The library is built with anefit, against the ExecuTorch runtime of the
     environment anefit is installed into (``pip install`` after ExecuTorch).
@@ -200,9 +203,10 @@ def register_backend(precision: str = "fp32", threads: int = 0) -> str:
     built = lib.anefit_executorch_version().decode()
     if installed != built:
         raise mismatch(built)
-    lib.anefit_executorch_register.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                                               ctypes.c_size_t]
+    lib.anefit_executorch_register.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int,
+                                               ctypes.c_char_p, ctypes.c_size_t]
     message = ctypes.create_string_buffer(1024)
-    if lib.anefit_executorch_register(precision.encode(), int(threads), message, len(message)):
+    if lib.anefit_executorch_register(precision.encode(), int(threads), int(bool(exact_products)),
+                                      message, len(message)):
         raise RuntimeError("register_backend: " + message.value.decode(errors="replace"))
     return path

@@ -109,6 +109,7 @@ std::atomic<long> calls{0};
 struct Options {
   anefit::runtime::Precision precision = anefit::runtime::Precision::FP32;
   int threads = 0;
+  bool exactProducts = false;
 };
 std::mutex optionsMutex;
 Options currentOptions;
@@ -242,6 +243,7 @@ public:
       anefit::runtime::RunOptions run;
       run.precision = opts.precision;
       run.threads = opts.threads;
+      run.exactProducts = opts.exactProducts;
       run.source = label;
       // States kept as `anefit run` keeps them (runStepperOptions).
       anefit::runtime::StepperOptions stepperOptions = anefit::runtime::runStepperOptions(run);
@@ -366,7 +368,8 @@ AnefitCoreMLBackend backendInstance;
 } // namespace
 
 ANEFIT_EXECUTORCH_API int anefit_executorch_register(const char *precision, int threads,
-                                                     char *message, size_t messageSize) {
+                                                     int exactProducts, char *message,
+                                                     size_t messageSize) {
   auto fail = [&](const std::string &text) { return failWith(text, message, messageSize); };
   Options opts;
   try {
@@ -377,6 +380,7 @@ ANEFIT_EXECUTORCH_API int anefit_executorch_register(const char *precision, int 
   if (threads < 0)
     return fail("threads: expected 0 (every core) or more, found " + std::to_string(threads));
   opts.threads = threads;
+  opts.exactProducts = exactProducts != 0;
   {
     std::lock_guard<std::mutex> lock(optionsMutex);
     currentOptions = opts;

@@ -36,12 +36,15 @@
 /// library is linked to, or updates its options when it is registered
 /// already. `precision` is "fp32" or "fp16" (Precision of the interpreter:
 /// fp16 rounds every float result as the Neural Engine's pipeline does);
-/// `threads` the interpreter's threads (0: every core). Returns 0 when the
+/// `threads` the interpreter's threads (0: every core); `exactProducts`
+/// non-zero: RunOptions::exactProducts (products fp32-grade, no grid for
+/// speed; fix proves fp16 mode with it). Returns 0 when the
 /// backend is registered (now or before) and writes nothing; otherwise 2 and
 /// one line into `message` (a precision not known, another backend holding
 /// the name, the registry full).
 ANEFIT_EXECUTORCH_API int anefit_executorch_register(const char *precision, int threads,
-                                                     char *message, size_t messageSize);
+                                                     int exactProducts, char *message,
+                                                     size_t messageSize);
 
 /// The ExecuTorch version whose headers and runtime the library was built
 /// against ("1.5.1").
@@ -49,14 +52,15 @@ ANEFIT_EXECUTORCH_API const char *anefit_executorch_version();
 
 /// Runs `method` of the program at `program` for `steps` steps in ExecuTorch's
 /// runtime (its Module, the program memory-mapped), the Core ML delegates on
-/// this backend (registered with `precision` and `threads` first): each step
+/// this backend (registered with `precision`, `threads` and `exactProducts`
+/// first): each step
 /// asks `input` for every method input and hands every tensor output to
 /// `output`. Returns 0; 1 when `input` stopped the run; 2 with one line in
 /// `message` when ExecuTorch or the backend failed (the error code's name and
 /// the backend's own message).
 ANEFIT_EXECUTORCH_API int anefit_executorch_run(const char *program, const char *method,
                                                 int64_t steps, const char *precision, int threads,
-                                                anefit_et_input_fn input,
+                                                int exactProducts, anefit_et_input_fn input,
                                                 anefit_et_output_fn output, void *context,
                                                 char *message, size_t messageSize);
 

@@ -55,7 +55,7 @@ std::string cause() {
 
 ANEFIT_EXECUTORCH_API int anefit_executorch_run(const char *program, const char *method,
                                                 int64_t steps, const char *precision, int threads,
-                                                anefit_et_input_fn input,
+                                                int exactProducts, anefit_et_input_fn input,
                                                 anefit_et_output_fn output, void *context,
                                                 char *message, size_t messageSize) {
   std::string where = std::string(program) + ": method '" + method + "'";
@@ -66,7 +66,8 @@ ANEFIT_EXECUTORCH_API int anefit_executorch_run(const char *program, const char 
     (void)quiet;
     runtimeError.clear();
     char registerMessage[512] = {0};
-    if (anefit_executorch_register(precision, threads, registerMessage, sizeof registerMessage))
+    if (anefit_executorch_register(precision, threads, exactProducts, registerMessage,
+                                   sizeof registerMessage))
       throw Failure{registerMessage};
     Module module(program, Module::LoadMode::Mmap);
     et::Result<et::MethodMeta> meta = module.method_meta(method);

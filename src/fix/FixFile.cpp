@@ -74,6 +74,9 @@ void proveInExecuTorch(const std::string &inPath, FixFileResult &out, const FixO
                   : fp32Only ? runtime::Precision::FP32
                              : options.precision;
   proof.fp16 = run.precision == runtime::Precision::FP16;
+  // As the stepper proves fp16 mode (fix/Fix.cpp): with the exact products,
+  // not a grid the kernels would put x on for speed.
+  run.exactProducts = proof.fp16;
   std::vector<std::vector<runtime::Tensor>> before, after;
   try {
     before = engine->run(inPath, "forward", options.steps, run, input);

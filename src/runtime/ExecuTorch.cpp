@@ -164,8 +164,9 @@ std::vector<std::vector<Tensor>> ExecuTorchEngine::run(const std::string &progra
   RunContext context{&input, &outputs, {}, {}, {}};
   char message[2048] = {0};
   const char *precision = options.precision == Precision::FP16 ? "fp16" : "fp32";
-  int rc = api_->run(program.c_str(), method.c_str(), steps, precision, options.threads, giveInput,
-                     takeOutput, &context, message, sizeof message);
+  int rc = api_->run(program.c_str(), method.c_str(), steps, precision, options.threads,
+                     options.exactProducts ? 1 : 0, giveInput, takeOutput, &context, message,
+                     sizeof message);
   if (rc == 1)
     throw InputError(program + ": method '" + method + "': " + context.error);
   if (rc != 0)

@@ -49,7 +49,7 @@ public:
   using InputFn = std::function<Tensor(int64_t step, const DeclaredInput &in)>;
   /// Runs `method` of the program at `program` for `steps` steps in
   /// ExecuTorch's runtime; the Core ML delegates run with `options`'
-  /// precision and threads. Returns each step's outputs in the method's
+  /// precision, threads and exactProducts. Returns each step's outputs in the method's
   /// order (numbers, as metadata methods return, as rank-0 tensors). Throws
   /// InputError with ExecuTorch's error and the backend's message.
   std::vector<std::vector<Tensor>> run(const std::string &program, const std::string &method,

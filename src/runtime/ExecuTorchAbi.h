@@ -34,13 +34,13 @@ typedef void (*anefit_et_output_fn)(void *context, int64_t step, size_t index,
                                     const anefit_et_tensor *value);
 
 /// See src/executorch/CoreMLBackend.h for each function.
-typedef int (*anefit_et_register_fn)(const char *precision, int threads, char *message,
-                                     size_t messageSize);
+typedef int (*anefit_et_register_fn)(const char *precision, int threads, int exactProducts,
+                                     char *message, size_t messageSize);
 typedef const char *(*anefit_et_version_fn)();
 typedef int (*anefit_et_run_fn)(const char *program, const char *method, int64_t steps,
-                                const char *precision, int threads, anefit_et_input_fn input,
-                                anefit_et_output_fn output, void *context, char *message,
-                                size_t messageSize);
+                                const char *precision, int threads, int exactProducts,
+                                anefit_et_input_fn input, anefit_et_output_fn output, void *context,
+                                char *message, size_t messageSize);
 typedef int (*anefit_et_inputs_fn)(const char *program, const char *method,
                                    void (*each)(void *context, const anefit_et_tensor *declared),
                                    void *context, char *message, size_t messageSize);

@@ -222,10 +222,9 @@ int runInExecuTorch(const RunCliOptions &opts) {
     throw InputError("--engine executorch: expected an ExecuTorch program (a .pte, without #N), "
                      "found '" +
                      opts.model + "'");
-  if (opts.profile || !opts.states.empty() || !opts.etrecord.empty() || opts.exactProducts)
+  if (opts.profile || !opts.states.empty() || !opts.etrecord.empty())
     throw InputError(std::string("--engine executorch: ") +
                      (opts.profile             ? "--profile"
-                      : opts.exactProducts     ? "--exact-products"
                       : !opts.etrecord.empty() ? "--etrecord"
                                                : "--state") +
                      " applies to the interpreter's own run (--engine interpreter)");
@@ -270,6 +269,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
   runtime::RunOptions run;
   run.precision = runtime::parsePrecision(opts.precision);
   run.threads = opts.threads;
+  run.exactProducts = opts.exactProducts;
   auto started = std::chrono::steady_clock::now();
   std::vector<std::vector<Tensor>> results = engine->run(path, method, steps, run, input);
   double seconds =
@@ -279,7 +279,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
   text << "ExecuTorch " << engine->version() << " runtime, Core ML delegates on anefit's "
        << "interpreter: method " << method << ", " << steps << (steps == 1 ? " step" : " steps")
        << ", precision " << opts.precision
-       << kernelsSaid(false, runtime::parsePrecision(opts.precision)) << "\n";
+       << kernelsSaid(opts.exactProducts, runtime::parsePrecision(opts.precision)) << "\n";
   std::optional<runtime::NpzWriter> archive;
   if (!opts.output.empty())
     archive.emplace(opts.output, outputPolicy);
@@ -314,7 +314,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
         {"schema", "anefit.run/1"},     {"engine", "executorch"}, {"executorch", engine->version()},
         {"function", method},           {"steps", steps},         {"precision", opts.precision},
         {"results", std::move(steps_)}, {"states", json::array()}};
-    addKernels(j, false, runtime::parsePrecision(opts.precision));
+    addKernels(j, opts.exactProducts, runtime::parsePrecision(opts.precision));
     if (!opts.output.empty())
       j["output"] = opts.output;
     std::cout << dumpJson(j, 2) << "\n";

@@ -139,7 +139,7 @@ std::string payloadOf(const std::string &path) {
 
 et::Result<et::DelegateHandle *> initWith(const std::string &bytes) {
   char message[256];
-  EXPECT_EQ(anefit_executorch_register("fp32", 1, message, sizeof message), 0) << message;
+  EXPECT_EQ(anefit_executorch_register("fp32", 1, 0, message, sizeof message), 0) << message;
   et::BackendInterface *backend = et::get_backend_class("CoreMLBackend");
   EXPECT_TRUE(backend);
   et::BackendInitContext context(nullptr, nullptr, "forward");
@@ -172,7 +172,7 @@ private:
 
 TEST(ExecuTorchBackend, FollowsACmjrReferenceIntoNamedData) {
   char message[256];
-  ASSERT_EQ(anefit_executorch_register("fp32", 1, message, sizeof message), 0) << message;
+  ASSERT_EQ(anefit_executorch_register("fp32", 1, 0, message, sizeof message), 0) << message;
   et::BackendInterface *backend = et::get_backend_class("CoreMLBackend");
   ASSERT_TRUE(backend);
   OnePayload named("shared_0", payloadOf(fixture("lfm2_export_llm_fp16")));
@@ -284,15 +284,15 @@ TEST(ExecuTorchBackend, ACorruptProgramEndsInOneLine) {
 
 TEST(ExecuTorchBackend, RegisteringTwiceKeepsOneBackend) {
   char message[256] = {0};
-  EXPECT_EQ(anefit_executorch_register("fp32", 0, message, sizeof message), 0);
+  EXPECT_EQ(anefit_executorch_register("fp32", 0, 0, message, sizeof message), 0);
   size_t count = et::get_num_registered_backends();
-  EXPECT_EQ(anefit_executorch_register("fp16", 2, message, sizeof message), 0);
+  EXPECT_EQ(anefit_executorch_register("fp16", 2, 0, message, sizeof message), 0);
   EXPECT_EQ(et::get_num_registered_backends(), count);
-  EXPECT_EQ(anefit_executorch_register("fp8", 0, message, sizeof message), 2);
+  EXPECT_EQ(anefit_executorch_register("fp8", 0, 0, message, sizeof message), 2);
   EXPECT_THAT(message, HasSubstr("fp8"));
-  EXPECT_EQ(anefit_executorch_register("fp32", -1, message, sizeof message), 2);
+  EXPECT_EQ(anefit_executorch_register("fp32", -1, 0, message, sizeof message), 2);
   EXPECT_THAT(message, HasSubstr("threads"));
-  EXPECT_EQ(anefit_executorch_register("fp32", 0, message, sizeof message), 0);
+  EXPECT_EQ(anefit_executorch_register("fp32", 0, 0, message, sizeof message), 0);
 }
 
 } // namespace
