@@ -960,6 +960,35 @@ __attribute__((target("avx2"))) inline __m256i planeIndices256(const uint8_t *p)
   }
 }
 
+/// The fp16 values of the 32 `Bits`-bit indices at p (planeIndices256) from
+/// a palette's byte planes lo and hi (entries' low bytes, then high):
+/// values 0-7 and 16-23 in h0, 8-15 and 24-31 in h1 (unpacks stay in their
+/// 128-bit lanes).
+template <int Bits>
+__attribute__((target("avx2"))) inline void
+planeValues256(const uint8_t *p, const uint8_t *lo, const uint8_t *hi, __m256i &h0, __m256i &h1) {
+  __m256i idx = planeIndices256<Bits>(p);
+  // Bits 4 and 5 (and 6) of each index to their byte's top bit (16-bit
+  // shifts: what crosses into the next byte stays below its top bit); 8-bit
+  // indices choose by their top bit with ORs, so VPSHUFB reads it too.
+  constexpr int kLevels = Bits == 8 ? 3 : 2;
+  __m256i sel[kLevels];
+  for (int l = 0; l < kLevels; ++l)
+    sel[l] = _mm256_slli_epi16(idx, 3 - l);
+  __m256i low = _mm256_and_si256(idx, _mm256_set1_epi8(static_cast<char>(Bits == 8 ? 0x8F : 0x0F)));
+  __m256i vlo, vhi;
+  if constexpr (Bits == 8) {
+    __m256i lowHigh = _mm256_xor_si256(low, _mm256_set1_epi8(-128));
+    vlo = planeTree256<3, true>(lo, 0, low, lowHigh, sel);
+    vhi = planeTree256<3, true>(hi, 0, low, lowHigh, sel);
+  } else {
+    vlo = planeTree256<2, false>(lo, 0, low, low, sel);
+    vhi = planeTree256<2, false>(hi, 0, low, low, sel);
+  }
+  h0 = _mm256_unpacklo_epi8(vlo, vhi);
+  h1 = _mm256_unpackhi_epi8(vlo, vhi);
+}
+
 /// Eight `Bits`-bit indices (6 or 8 bytes at p) as 32-bit lanes; `tail`: p
 /// may be the last bytes of the data (no byte past the 6 is read).
 template <int Bits>
@@ -2392,6 +2421,21 @@ public:
 
 protected:
   void decodeRaw(int64_t begin, int64_t n, float *dst) const override {
+#if defined(__x86_64__)
+    // Whole rows of fp16 palettes of 64 or 256 entries over whole 32-value
+    // steps: looked up in registers (planeValues256), the same values. Rows
+    // are decoded so in fp16 mode where no kernel sums in dotF32's order
+    // (AVX-512), and for gathers (a tied embedding).
+    if (!planes_.empty() && (bits_ == 6 || bits_ == 8) && vs_ == 1 && matrix_.ok &&
+        matrix_.colBlock % 32 == 0 && entries_ == (int64_t(1) << bits_) &&
+        kernelIsa() >= KernelIsa::Avx2 && n > 0 && begin % matrix_.cols == 0 &&
+        n % matrix_.cols == 0) {
+      for (int64_t r = begin / matrix_.cols, e = (begin + n) / matrix_.cols; r < e;
+           ++r, dst += matrix_.cols)
+        bits_ == 6 ? decodePlanes256<6>(r, dst) : decodePlanes256<8>(r, dst);
+      return;
+    }
+#endif
     thread_local std::vector<uint32_t> idx;
     if (vs_ == 1) {
       if (idx.size() < static_cast<size_t>(n))
@@ -2468,10 +2512,23 @@ protected:
 #endif
   }
 
-  /// 4-bit palettes over whole 32-value chunks: the table kernels.
+  /// 4-bit palettes over whole 32-value chunks: the table kernels. 6- and
+  /// 8-bit palettes of finite fp16 values (rounding leaves them as they are)
+  /// over column blocks of whole 32-value steps, where dotF32 is dotAvx2:
+  /// fusedPlanes256, which sums in its order. Otherwise (and with AVX-512,
+  /// whose dotF32 sums 16 lanes in simd::dot512's order) rows are decoded.
   void prepareRounded(DotOperand &x) const override {
 #if defined(__x86_64__)
-    if (bits_ != 4 || vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols || matrix_.colBlock % 32)
+    if (vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols)
+      return;
+    if (bits_ == 6 || bits_ == 8) {
+      if (planes_.empty() || !finiteLut_ || entries_ != (int64_t(1) << bits_))
+        return;
+      if (kernelIsa() < KernelIsa::Avx512 && matrix_.colBlock % 32 == 0)
+        x.fused = kFusedPlanes256;
+      return;
+    }
+    if (bits_ != 4 || matrix_.colBlock % 32)
       return;
     prepareTables(x);
 #endif
@@ -2616,17 +2673,36 @@ private:
     }
   }
 
+  /// Row r's values through planeValues256 (column blocks of whole 32-value
+  /// steps), as decodeRaw's general path gives them.
+  template <int Bits>
+  __attribute__((target("avx2,f16c"))) void decodePlanes256(int64_t r, float *dst) const {
+    int64_t nb = matrix_.colBlocks, block = matrix_.colBlock, paletteBytes = 2 * entries_;
+    const uint8_t *p = indices_.bytes() + r * matrix_.cols * Bits / 8;
+    int64_t palette0 = (r / matrix_.rowBlock) * nb;
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t *lo = planes_.data() + (palette0 + b) * paletteBytes, *hi = lo + entries_;
+      for (int64_t c = 0; c < block; c += 32, p += 4 * Bits, dst += 32) {
+        __m256i h0, h1;
+        planeValues256<Bits>(p, lo, hi, h0, h1);
+        _mm256_storeu_ps(dst, _mm256_cvtph_ps(_mm256_castsi256_si128(h0)));
+        _mm256_storeu_ps(dst + 8, _mm256_cvtph_ps(_mm256_castsi256_si128(h1)));
+        _mm256_storeu_ps(dst + 16, _mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1)));
+        _mm256_storeu_ps(dst + 24, _mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1)));
+      }
+    }
+  }
+
   /// Rows [r0, r1) of 6- or 8-bit indices through planeTree256, 32 values a
   /// step into four accumulators; a column block's last 8-24 values gathered.
+  /// Over column blocks of whole 32-value steps this sums as dotAvx2
+  /// (Lazy.cpp) does: fp16 mode takes it too (prepareRounded).
   template <int Bits>
   __attribute__((target("avx2,fma,f16c"))) void
   fusedPlanes256(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
-    constexpr int kLevels = Bits == 8 ? 3 : 2; // blend levels
     int64_t nb = matrix_.colBlocks, block = matrix_.colBlock, cols = x.cols;
     int64_t rowBytes = cols * Bits / 8, paletteBytes = 2 * entries_;
     const uint8_t *end = indices_.bytes() + indices_.numBytes();
-    // The low four bits, and for 8-bit indices the top bit (see planeTree256).
-    const __m256i lowBits = _mm256_set1_epi8(static_cast<char>(Bits == 8 ? 0x8F : 0x0F));
     for (int64_t r = r0; r < r1; ++r) {
       const uint8_t *row = indices_.bytes() + r * rowBytes;
       int64_t palette0 = (r / matrix_.rowBlock) * nb;
@@ -2640,26 +2716,8 @@ private:
           int64_t c = 0;
           for (; c + 32 <= block; c += 32, p += 4 * Bits) {
             _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
-            __m256i idx = planeIndices256<Bits>(p);
-            // Bits 4 and 5 (and 6) of each index to their byte's top bit
-            // (16-bit shifts: what crosses into the next byte stays below
-            // its top bit); 8-bit indices choose by their top bit with ORs.
-            __m256i sel[kLevels];
-            for (int l = 0; l < kLevels; ++l)
-              sel[l] = _mm256_slli_epi16(idx, 3 - l);
-            __m256i low = _mm256_and_si256(idx, lowBits);
-            __m256i vlo, vhi;
-            if constexpr (Bits == 8) {
-              __m256i lowHigh = _mm256_xor_si256(low, _mm256_set1_epi8(-128));
-              vlo = planeTree256<3, true>(lo, 0, low, lowHigh, sel);
-              vhi = planeTree256<3, true>(hi, 0, low, lowHigh, sel);
-            } else {
-              vlo = planeTree256<2, false>(lo, 0, low, low, sel);
-              vhi = planeTree256<2, false>(hi, 0, low, low, sel);
-            }
-            // Values 0-7 and 16-23, then 8-15 and 24-31 (unpacks stay in
-            // their 128-bit lanes).
-            __m256i h0 = _mm256_unpacklo_epi8(vlo, vhi), h1 = _mm256_unpackhi_epi8(vlo, vhi);
+            __m256i h0, h1;
+            planeValues256<Bits>(p, lo, hi, h0, h1);
             a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h0)),
                                  _mm256_loadu_ps(xb + c), a0);
             a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h1)),

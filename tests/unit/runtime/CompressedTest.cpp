@@ -874,6 +874,71 @@ TEST(Compressed, Fp16ModeFourBitWeightsGiveTheBitsOfTheirDecodedRowsOnEveryIsa) 
   }
 }
 
+TEST(Compressed, Fp16ModeSixAndEightBitPalettesGiveTheBitsOfTheirDecodedRowsOnEveryIsa) {
+  // fp16 palettes of 64 and 256 finite values are what fp16 mode rounds them
+  // to: over column blocks of whole steps the byte-plane kernels sum them in
+  // dotF32's order (AVX2: 32 values a step; AVX-512 VBMI: 64), and must
+  // give the bits of the decoded rows, which the same values stored as fp16
+  // give. Blocks of 8-24 values past whole steps, fp32 palettes (rounded)
+  // and now and then an infinite entry are decoded a row at a time; 1-4 rows
+  // of x; 1 and 3 threads. Gathered rows (a tied embedding) are decoded in
+  // registers where the blocks are whole steps: the same bits again.
+  for (int iter = 0; iter < 60; ++iter) {
+    int bits = rng.pick(0, 1) ? 6 : 8;
+    int64_t entries = int64_t(1) << bits;
+    int64_t n = std::vector<int64_t>{1, 3, 5, 16, 17}[rng.pick(0, 4)];
+    int64_t block = std::vector<int64_t>{32, 64, 128, 96, 192, 8, 24, 72}[rng.pick(0, 7)];
+    int64_t colBlocks = rng.pick(1, 3), k = block * colBlocks, m = rng.pick(1, 4);
+    int64_t rowGroup = divisorOf(n), groups = n / rowGroup;
+    bool half = rng.pick(0, 3) != 0;
+    std::vector<int64_t> q = randomInts(n * k, 0, entries - 1);
+    std::vector<float> lut(static_cast<size_t>(groups * colBlocks * entries));
+    for (float &v : lut)
+      v = half ? roundedToHalf(rng.uniform(-1.0f, 1.0f)) : rng.uniform(-1.0f, 1.0f);
+    if (rng.pick(0, 7) == 0)
+      lut[static_cast<size_t>(rng.pick(0, static_cast<int64_t>(lut.size()) - 1))] =
+          -std::numeric_limits<float>::infinity();
+    std::vector<float> dense(static_cast<size_t>(n * k));
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t c = 0; c < k; ++c) {
+        int64_t g = (r / rowGroup) * colBlocks + c / block;
+        dense[r * k + c] = roundedToHalf(lut[g * entries + q[r * k + c]]);
+      }
+    DType it = bits == 6 ? DType::U6 : DType::U8;
+    Shape lutShape = {groups, colBlocks, entries, 1};
+    ProgramBuilder b;
+    Value *w = b.op("constexpr_lut_to_dense",
+                    {{"indices", packed(it, q, {n, k})},
+                     {"lut", half ? constF16(lut, lutShape) : constF32(lut, lutShape)}},
+                    DType::F16, {n, k});
+    Value *x = b.input("x", DType::F32, {m, k});
+    b.output(b.op("linear", {{"x", x}, {"weight", w}}, DType::F32, {m, n}));
+    b.output(b.op("linear", {{"x", x}, {"weight", constF16(dense, {n, k})}}, DType::F32, {m, n}));
+    Value *rows = b.input("i", DType::I32, {n});
+    b.output(b.op("gather", {{"x", w}, {"indices", rows}}, DType::F32, {n, k}));
+    b.output(
+        b.op("gather", {{"x", constF16(dense, {n, k})}, {"indices", rows}}, DType::F32, {n, k}));
+    std::vector<int32_t> order;
+    for (int64_t r = n - 1; r >= 0; --r)
+      order.push_back(static_cast<int32_t>(r));
+    runtime::TensorMap in = {{"x", randomInput({m, k})}, {"i", Tensor::fromI32(order, {n})}};
+    for (runtime::KernelIsa isa : kernelIsas())
+      for (int threads : {1, 3}) {
+        IsaGuard guard(isa);
+        SCOPED_TRACE(std::string(dtypeName(it)) + (half ? " fp16" : " fp32") + " palettes n " +
+                     std::to_string(n) + " k " + std::to_string(k) + " block " +
+                     std::to_string(block) + " row group " + std::to_string(rowGroup) + " m " +
+                     std::to_string(m) + " isa " + isaName(isa) + " threads " +
+                     std::to_string(threads));
+        std::vector<Tensor> out = run(b, in, true, runtime::Precision::FP16, threads);
+        for (int64_t i = 0; i < m * n; ++i)
+          ASSERT_PRED2(sameBits, out[0].floatAt(i), out[1].floatAt(i)) << "element " << i;
+        for (int64_t i = 0; i < n * k; ++i)
+          ASSERT_PRED2(sameBits, out[2].floatAt(i), out[3].floatAt(i)) << "gathered " << i;
+      }
+  }
+}
+
 /// run() in fp16 mode, one thread, with RunOptions::exactProducts `exact`.
 std::vector<Tensor> runFp16(ProgramBuilder &b, const runtime::TensorMap &in, bool exact) {
   runtime::RunOptions o;
