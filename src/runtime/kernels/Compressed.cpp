@@ -180,7 +180,7 @@ struct Source {
 constexpr int kFusedNibbles512 = 1, kFusedNibbles = 2, kFusedBytes = 3, kFusedWords = 4,
               kFusedWords512 = 5, kFusedDigits512 = 6, kFusedDigits256 = 7, kFusedDigitsVnni256 = 8,
               kFusedTables512 = 9, kFusedTables256 = 10, kFusedPlanes512 = 11, kFusedGather = 12,
-              kFusedDigitsRounded256 = 13, kFusedPlanes256 = 14;
+              kFusedDigitsRounded256 = 13, kFusedPlanes256 = 14, kFusedNibblesInOrder = 15;
 
 /// How far ahead of the packed rows the kernels prefetch (see Linear.cpp).
 constexpr int64_t kPrefetchBytes = 4096;
@@ -764,6 +764,28 @@ __attribute__((target("avx2,fma,f16c"))) inline void paletteChunk(const uint8_t 
   a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1)), _mm256_loadu_ps(xp + 16),
                        a2);
   a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1)), _mm256_loadu_ps(xp + 24),
+                       a3);
+}
+
+/// paletteChunk in dotAvx2's order (Lazy.cpp), x as it is: the nibbles
+/// interleaved back into column order first, values 0-7, 8-15, 16-23 and
+/// 24-31 into a0..a3. fp16 mode: the bits of dotF32 of the decoded row.
+__attribute__((target("avx2,fma,f16c"))) inline void
+paletteChunkInOrder(const uint8_t *p, const float *x, __m256i tlo, __m256i thi, __m256 &a0,
+                    __m256 &a1, __m256 &a2, __m256 &a3) {
+  const __m128i low4 = _mm_set1_epi8(0x0F);
+  __m128i b = _mm_loadu_si128((const __m128i *)p);
+  __m128i lo = _mm_and_si128(b, low4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+  // Byte j holds column 2j in its low nibble, 2j + 1 in its high one.
+  __m256i n = _mm256_setr_m128i(_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi));
+  __m256i l = _mm256_shuffle_epi8(tlo, n), h = _mm256_shuffle_epi8(thi, n);
+  // w0: columns 0-7 (lane 0) and 16-23 (lane 1); w1: 8-15 and 24-31.
+  __m256i w0 = _mm256_unpacklo_epi8(l, h), w1 = _mm256_unpackhi_epi8(l, h);
+  a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w0)), _mm256_loadu_ps(x), a0);
+  a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w1)), _mm256_loadu_ps(x + 8), a1);
+  a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1)), _mm256_loadu_ps(x + 16),
+                       a2);
+  a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1)), _mm256_loadu_ps(x + 24),
                        a3);
 }
 
@@ -2530,6 +2552,12 @@ protected:
     }
     if (bits_ != 4 || matrix_.colBlock % 32)
       return;
+    // Palettes of finite fp16 values, where dotF32 is dotAvx2: the nibble
+    // kernel in its order (paletteChunkInOrder).
+    if (kernelIsa() < KernelIsa::Avx512 && !halfPalettes_.empty() && finiteLut_) {
+      x.fused = kFusedNibblesInOrder;
+      return;
+    }
     prepareTables(x);
 #endif
   }
@@ -2556,6 +2584,8 @@ protected:
         fusedGather<8>(x, y, ldy, r0, r1);
     } else if (x.fused == kFusedNibbles512)
       fusedNibbles512(x, y, ldy, r0, r1);
+    else if (x.fused == kFusedNibblesInOrder)
+      fusedNibblesInOrder(x, y, ldy, r0, r1);
     else
       fusedNibbles(x, y, ldy, r0, r1);
 #endif
@@ -2604,6 +2634,37 @@ private:
               _mm_prefetch(reinterpret_cast<const char *>(p + c * 16) + kPrefetchBytes,
                            _MM_HINT_T0);
             paletteChunk(p + c * 16, xb + c * 32, tlo, thi, a0, a1, a2, a3);
+          }
+        }
+        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+      }
+    }
+  }
+
+  /// Rows [r0, r1) of 4-bit indices into fp16 palettes through
+  /// paletteChunkInOrder, x as it is (fp16 mode: prepareRounded).
+  __attribute__((target("avx2,fma,f16c"))) void
+  fusedNibblesInOrder(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
+    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
+    const uint8_t *data = indices_.bytes();
+    for (int64_t r = r0; r < r1; ++r) {
+      const HalfPalette *palettes = halfPalettes_.data() + (r / matrix_.rowBlock) * nb;
+      const uint8_t *row = data + r * cols / 2;
+      for (int64_t i = 0; i < x.m; ++i) {
+        const float *xr = x.x + i * x.ldx;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int64_t b = 0; b < nb; ++b) {
+          __m256i tlo =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)palettes[b].lo));
+          __m256i thi =
+              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)palettes[b].hi));
+          const uint8_t *p = row + b * chunks * 16;
+          const float *xb = xr + b * chunks * 32;
+          for (int64_t c = 0; c < chunks; ++c) {
+            if (((b * chunks + c) & 3) == 0)
+              _mm_prefetch(reinterpret_cast<const char *>(p + c * 16) + kPrefetchBytes,
+                           _MM_HINT_T0);
+            paletteChunkInOrder(p + c * 16, xb + c * 32, tlo, thi, a0, a1, a2, a3);
           }
         }
         y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));

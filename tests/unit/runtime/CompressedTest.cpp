@@ -794,8 +794,9 @@ TEST(Compressed, Fp16ModeFourBitWeightsGiveTheBitsOfTheirDecodedRowsOnEveryIsa) 
   // rows sum as dotF32: DecodedRowsSumAsFp16RowsOnEveryIsa). int4/uint4
   // blocks of 32, 64 and 16 (16: decoded a row at a time), offsets or none,
   // fp16 or fp32 scales of either sign and any fp16 magnitude, now and then
-  // an infinite scale (NaN and infinite weights); 16-entry fp32 palettes per group of rows and
-  // columns; 1-5 rows of x; row counts that leave fours, pairs and single rows; 1 and 3 threads.
+  // an infinite scale (NaN and infinite weights); 16-entry fp16 and fp32 palettes per group of
+  // rows and columns; 1-5 rows of x; row counts that leave fours, pairs and single rows; 1 and 3
+  // threads.
   for (int iter = 0; iter < 120; ++iter) {
     int64_t n = std::vector<int64_t>{1, 2, 3, 6, 13, 36}[rng.pick(0, 5)];
     int64_t block = std::vector<int64_t>{32, 32, 64, 16}[rng.pick(0, 3)];
@@ -808,19 +809,23 @@ TEST(Compressed, Fp16ModeFourBitWeightsGiveTheBitsOfTheirDecodedRowsOnEveryIsa) 
     Value *w;
     std::string what;
     if (palette) {
+      // fp16 palettes take the AVX2 nibble kernel in dotF32's order; fp32
+      // ones (rounded) the tables.
+      bool halfLut = rng.pick(0, 1);
       std::vector<float> lut(static_cast<size_t>(groups * colBlocks * 16));
       for (float &v : lut)
-        v = rng.uniform(-1.0f, 1.0f);
+        v = halfLut ? roundedToHalf(rng.uniform(-1.0f, 1.0f)) : rng.uniform(-1.0f, 1.0f);
       for (int64_t r = 0; r < n; ++r)
         for (int64_t c = 0; c < k; ++c) {
           int64_t g = (r / rowGroup) * colBlocks + c / block;
           dense[r * k + c] = roundedToHalf(lut[g * 16 + q[r * k + c]]);
         }
+      Shape lutShape = {groups, colBlocks, 16, 1};
       w = b.op("constexpr_lut_to_dense",
                {{"indices", packed(DType::U4, q, {n, k})},
-                {"lut", constF32(lut, {groups, colBlocks, 16, 1})}},
+                {"lut", halfLut ? constF16(lut, lutShape) : constF32(lut, lutShape)}},
                DType::F16, {n, k});
-      what = "palettes";
+      what = halfLut ? "fp16 palettes" : "fp32 palettes";
     } else {
       bool isSigned = rng.pick(0, 1), offsets = rng.pick(0, 1), half = rng.pick(0, 1);
       DType dt = isSigned ? DType::I4 : DType::U4;
