@@ -278,8 +278,8 @@ int runInExecuTorch(const RunCliOptions &opts) {
   std::ostream text(opts.json ? nullptr : std::cout.rdbuf());
   text << "ExecuTorch " << engine->version() << " runtime, Core ML delegates on anefit's "
        << "interpreter: method " << method << ", " << steps << (steps == 1 ? " step" : " steps")
-       << ", precision " << opts.precision
-       << kernelsSaid(opts.exactProducts, runtime::parsePrecision(opts.precision)) << "\n";
+       << ", precision " << opts.precision << kernelsSaid(opts.exactProducts, run.precision)
+       << "\n";
   std::optional<runtime::NpzWriter> archive;
   if (!opts.output.empty())
     archive.emplace(opts.output, outputPolicy);
@@ -314,7 +314,7 @@ int runInExecuTorch(const RunCliOptions &opts) {
         {"schema", "anefit.run/1"},     {"engine", "executorch"}, {"executorch", engine->version()},
         {"function", method},           {"steps", steps},         {"precision", opts.precision},
         {"results", std::move(steps_)}, {"states", json::array()}};
-    addKernels(j, opts.exactProducts, runtime::parsePrecision(opts.precision));
+    addKernels(j, opts.exactProducts, run.precision);
     if (!opts.output.empty())
       j["output"] = opts.output;
     std::cout << dumpJson(j, 2) << "\n";

@@ -743,50 +743,52 @@ struct HalfPalette {
   uint8_t lo[16], hi[16];
 };
 
-/// a0..a3 += v(nibble_i) * xp_i over one group of 32 nibbles (xp permuted
-/// by permuteForNibbles), v from a 16-entry fp16 palette whose low and high
-/// bytes are tlo, thi (each in both 128-bit lanes): the 16 bytes in both
-/// lanes, the high nibbles shifted down in the upper lane, two byte-table
-/// shuffles give the fp16 values, an interleave pairs their bytes, F16C
-/// widens them (17 instructions per 32 values where 128-bit ones took 22).
-__attribute__((target("avx2,fma,f16c"))) inline void paletteChunk(const uint8_t *p, const float *xp,
-                                                                  __m256i tlo, __m256i thi,
-                                                                  __m256 &a0, __m256 &a1,
-                                                                  __m256 &a2, __m256 &a3) {
-  const __m256i down = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
-  __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
-  __m256i n = _mm256_and_si256(_mm256_srlv_epi32(b, down), _mm256_set1_epi8(0x0F));
-  __m256i l = _mm256_shuffle_epi8(tlo, n), h = _mm256_shuffle_epi8(thi, n);
-  // Lane 0: the even columns (low nibbles), lane 1: the odd ones.
-  __m256i w0 = _mm256_unpacklo_epi8(l, h), w1 = _mm256_unpackhi_epi8(l, h);
-  a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w0)), _mm256_loadu_ps(xp), a0);
-  a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w1)), _mm256_loadu_ps(xp + 8), a1);
-  a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1)), _mm256_loadu_ps(xp + 16),
-                       a2);
-  a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1)), _mm256_loadu_ps(xp + 24),
-                       a3);
-}
-
-/// paletteChunk in dotAvx2's order (Lazy.cpp), x as it is: the nibbles
-/// interleaved back into column order first, values 0-7, 8-15, 16-23 and
-/// 24-31 into a0..a3. fp16 mode: the bits of dotF32 of the decoded row.
-__attribute__((target("avx2,fma,f16c"))) inline void
-paletteChunkInOrder(const uint8_t *p, const float *x, __m256i tlo, __m256i thi, __m256 &a0,
-                    __m256 &a1, __m256 &a2, __m256 &a3) {
-  const __m128i low4 = _mm_set1_epi8(0x0F);
-  __m128i b = _mm_loadu_si128((const __m128i *)p);
-  __m128i lo = _mm_and_si128(b, low4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
-  // Byte j holds column 2j in its low nibble, 2j + 1 in its high one.
-  __m256i n = _mm256_setr_m128i(_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi));
-  __m256i l = _mm256_shuffle_epi8(tlo, n), h = _mm256_shuffle_epi8(thi, n);
-  // w0: columns 0-7 (lane 0) and 16-23 (lane 1); w1: 8-15 and 24-31.
-  __m256i w0 = _mm256_unpacklo_epi8(l, h), w1 = _mm256_unpackhi_epi8(l, h);
+/// a0..a3 += the 32 fp16 values whose low and high bytes the interleaves
+/// w0 = unpacklo(l, h) and w1 = unpackhi(l, h) of 256-bit l, h pair (w0:
+/// values 0-7 in lane 0, 16-23 in lane 1; w1: 8-15, 24-31), widened by F16C,
+/// times x[0..31] in that order: x + 0, + 8, + 16, + 24 into a0..a3.
+__attribute__((target("avx2,fma,f16c"))) inline void halfPairsDot(__m256i w0, __m256i w1,
+                                                                  const float *x, __m256 &a0,
+                                                                  __m256 &a1, __m256 &a2,
+                                                                  __m256 &a3) {
   a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w0)), _mm256_loadu_ps(x), a0);
   a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(w1)), _mm256_loadu_ps(x + 8), a1);
   a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w0, 1)), _mm256_loadu_ps(x + 16),
                        a2);
   a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(w1, 1)), _mm256_loadu_ps(x + 24),
                        a3);
+}
+
+/// a0..a3 += v(nibble_i) * x_i over one group of 32 nibbles, v from a
+/// 16-entry fp16 palette whose low and high bytes are tlo, thi (each in both
+/// 128-bit lanes): two byte-table shuffles give the fp16 values, an
+/// interleave pairs their bytes, F16C widens them (halfPairsDot).
+///   - Not InOrder, x permuted by permuteForNibbles: the 16 bytes in both
+///     lanes, the high nibbles shifted down in the upper lane (lane 0 the
+///     even columns, lane 1 the odd ones): 17 instructions per 32 values
+///     where 128-bit ones took 22.
+///   - InOrder, x as it is: the nibbles interleaved back into column order
+///     first (byte j holds column 2j in its low nibble, 2j + 1 in its high
+///     one), so values 0-7, 8-15, 16-23 and 24-31 go into a0..a3: dotAvx2's
+///     order (Lazy.cpp), and in fp16 mode the bits of dotF32 of the decoded
+///     row.
+template <bool InOrder>
+__attribute__((target("avx2,fma,f16c"))) inline void
+paletteChunk(const uint8_t *p, const float *x, __m256i tlo, __m256i thi, __m256 &a0, __m256 &a1,
+             __m256 &a2, __m256 &a3) {
+  __m256i n;
+  if constexpr (InOrder) {
+    const __m128i low4 = _mm_set1_epi8(0x0F);
+    __m128i b = _mm_loadu_si128((const __m128i *)p);
+    __m128i lo = _mm_and_si128(b, low4), hi = _mm_and_si128(_mm_srli_epi16(b, 4), low4);
+    n = _mm256_setr_m128i(_mm_unpacklo_epi8(lo, hi), _mm_unpackhi_epi8(lo, hi));
+  } else {
+    const __m256i down = _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4);
+    __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)p));
+    n = _mm256_and_si256(_mm256_srlv_epi32(b, down), _mm256_set1_epi8(0x0F));
+  }
+  __m256i l = _mm256_shuffle_epi8(tlo, n), h = _mm256_shuffle_epi8(thi, n);
+  halfPairsDot(_mm256_unpacklo_epi8(l, h), _mm256_unpackhi_epi8(l, h), x, a0, a1, a2, a3);
 }
 
 /// acc += q_i * x_i over n (a multiple of 16) int8 or uint8 values.
@@ -2448,8 +2450,9 @@ protected:
     // steps: looked up in registers (planeValues256), the same values. Rows
     // are decoded so in fp16 mode where no kernel sums in dotF32's order
     // (AVX-512), and for gathers (a tied embedding).
-    if (!planes_.empty() && (bits_ == 6 || bits_ == 8) && vs_ == 1 && matrix_.ok &&
-        matrix_.colBlock % 32 == 0 && entries_ == (int64_t(1) << bits_) &&
+    // (planes_ exist only for 6- and 8-bit indices into full palettes of
+    // single values.)
+    if (!planes_.empty() && matrix_.ok && matrix_.colBlock % 32 == 0 &&
         kernelIsa() >= KernelIsa::Avx2 && n > 0 && begin % matrix_.cols == 0 &&
         n % matrix_.cols == 0) {
       for (int64_t r = begin / matrix_.cols, e = (begin + n) / matrix_.cols; r < e;
@@ -2544,7 +2547,7 @@ protected:
     if (vs_ != 1 || !matrix_.ok || matrix_.cols != x.cols)
       return;
     if (bits_ == 6 || bits_ == 8) {
-      if (planes_.empty() || !finiteLut_ || entries_ != (int64_t(1) << bits_))
+      if (planes_.empty() || !finiteLut_) // planes_: full palettes of fp16 values
         return;
       if (kernelIsa() < KernelIsa::Avx512 && matrix_.colBlock % 32 == 0)
         x.fused = kFusedPlanes256;
@@ -2553,7 +2556,7 @@ protected:
     if (bits_ != 4 || matrix_.colBlock % 32)
       return;
     // Palettes of finite fp16 values, where dotF32 is dotAvx2: the nibble
-    // kernel in its order (paletteChunkInOrder).
+    // kernel in its order (paletteChunk<true>).
     if (kernelIsa() < KernelIsa::Avx512 && !halfPalettes_.empty() && finiteLut_) {
       x.fused = kFusedNibblesInOrder;
       return;
@@ -2585,9 +2588,9 @@ protected:
     } else if (x.fused == kFusedNibbles512)
       fusedNibbles512(x, y, ldy, r0, r1);
     else if (x.fused == kFusedNibblesInOrder)
-      fusedNibblesInOrder(x, y, ldy, r0, r1);
+      fusedNibbles<true>(x, y, ldy, r0, r1);
     else
-      fusedNibbles(x, y, ldy, r0, r1);
+      fusedNibbles<false>(x, y, ldy, r0, r1);
 #endif
   }
 
@@ -2611,47 +2614,19 @@ private:
       run(std::true_type{});
   }
 
+  /// Rows [r0, r1) of 4-bit indices into fp16 palettes through
+  /// paletteChunk: x permuted by permuteForNibbles, or InOrder x as it is
+  /// (fp16 mode: prepareRounded).
+  template <bool InOrder>
   __attribute__((target("avx2,fma,f16c"))) void
   fusedNibbles(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
-    int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols, m = x.m;
-    const float *xp = x.permuted.data();
-    const uint8_t *data = indices_.bytes();
-    for (int64_t r = r0; r < r1; ++r) {
-      const HalfPalette *palettes = halfPalettes_.data() + (r / matrix_.rowBlock) * nb;
-      const uint8_t *row = data + r * cols / 2;
-      for (int64_t i = 0; i < m; ++i) {
-        const float *xr = xp + i * cols;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t b = 0; b < nb; ++b) {
-          __m256i tlo =
-              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)palettes[b].lo));
-          __m256i thi =
-              _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)palettes[b].hi));
-          const uint8_t *p = row + b * chunks * 16;
-          const float *xb = xr + b * chunks * 32;
-          for (int64_t c = 0; c < chunks; ++c) {
-            if (((b * chunks + c) & 3) == 0)
-              _mm_prefetch(reinterpret_cast<const char *>(p + c * 16) + kPrefetchBytes,
-                           _MM_HINT_T0);
-            paletteChunk(p + c * 16, xb + c * 32, tlo, thi, a0, a1, a2, a3);
-          }
-        }
-        y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
-      }
-    }
-  }
-
-  /// Rows [r0, r1) of 4-bit indices into fp16 palettes through
-  /// paletteChunkInOrder, x as it is (fp16 mode: prepareRounded).
-  __attribute__((target("avx2,fma,f16c"))) void
-  fusedNibblesInOrder(const DotOperand &x, float *y, int64_t ldy, int64_t r0, int64_t r1) const {
     int64_t nb = matrix_.colBlocks, chunks = matrix_.colBlock / 32, cols = x.cols;
     const uint8_t *data = indices_.bytes();
     for (int64_t r = r0; r < r1; ++r) {
       const HalfPalette *palettes = halfPalettes_.data() + (r / matrix_.rowBlock) * nb;
       const uint8_t *row = data + r * cols / 2;
       for (int64_t i = 0; i < x.m; ++i) {
-        const float *xr = x.x + i * x.ldx;
+        const float *xr = InOrder ? x.x + i * x.ldx : x.permuted.data() + i * cols;
         __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
         for (int64_t b = 0; b < nb; ++b) {
           __m256i tlo =
@@ -2664,7 +2639,7 @@ private:
             if (((b * chunks + c) & 3) == 0)
               _mm_prefetch(reinterpret_cast<const char *>(p + c * 16) + kPrefetchBytes,
                            _MM_HINT_T0);
-            paletteChunkInOrder(p + c * 16, xb + c * 32, tlo, thi, a0, a1, a2, a3);
+            paletteChunk<InOrder>(p + c * 16, xb + c * 32, tlo, thi, a0, a1, a2, a3);
           }
         }
         y[i * ldy + r] = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
@@ -2779,14 +2754,7 @@ private:
             _mm_prefetch(reinterpret_cast<const char *>(p) + kPrefetchBytes, _MM_HINT_T0);
             __m256i h0, h1;
             planeValues256<Bits>(p, lo, hi, h0, h1);
-            a0 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h0)),
-                                 _mm256_loadu_ps(xb + c), a0);
-            a1 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(h1)),
-                                 _mm256_loadu_ps(xb + c + 8), a1);
-            a2 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h0, 1)),
-                                 _mm256_loadu_ps(xb + c + 16), a2);
-            a3 = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(h1, 1)),
-                                 _mm256_loadu_ps(xb + c + 24), a3);
+            halfPairsDot(h0, h1, xb + c, a0, a1, a2, a3);
           }
           const float *pal = lut_.data() + (palette0 + b) * entries_;
           for (; c < block; c += 8, p += Bits)
