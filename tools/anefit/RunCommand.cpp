@@ -244,6 +244,9 @@ int runInExecuTorch(const RunCliOptions &opts) {
   int64_t steps = opts.steps ? opts.steps : std::max<int64_t>(1, given.perStepCount());
   OutputOptions outputPolicy;
   outputPolicy.force = opts.force;
+  // ExecuTorch's loader reads the program, not anefit's tracked inputs: the
+  // output is kept clear of it before anything runs or is printed.
+  outputPolicy.alsoAvoid = {path};
   if (!opts.output.empty())
     checkOutput(opts.output, outputPolicy);
 
