@@ -233,6 +233,7 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
   r.text = nb::none();
   if (v.textMeasured && !v.original.runs.empty()) {
     nb::dict t;
+    t["name"] = v.textName;
     t["predicted"] = v.original.predicted;
     t["original_fp32"] = v.original.runs[0].perplexity;
     t["original_top1"] = v.original.runs[0].top1Correct;
@@ -254,6 +255,8 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
     nb::dict c;
     c["source"] = result.calibration.source;
     c["random"] = result.calibration.random;
+    c["own_text"] = result.calibration.ownText;
+    c["own_text_tokens"] = result.calibration.ownTextTokens;
     c["weights"] = result.calibration.weights;
     c["failed"] = result.calibration.failed;
     r.calibration = std::move(c);
@@ -637,8 +640,11 @@ void bindTransform(nb::module_ &m) {
         "also those that move ops placed off the ANE onto it. ``requantize``: what per-block "
         "weights become: ``'keep'`` or one of the requantize pass's forms (``'fp16'``, "
         "``'lut4'``, ...: ``anefit fix --help`` and docs/passes.md list them); a lossy "
-        "rewrite is kept when its widest output stays within ``max_rel_error`` (relative RMS) "
-        "and its top-1 agrees on ``min_top1`` of rows. ``chip``, ``os``, ``compute_units``: the "
+        "rewrite is judged by its perplexity on a text (``max_ppl_rise``): the one given as "
+        "``text``, else, for an LLM decode program, text the model writes itself (it is "
+        "calibrated on another it writes); any other program's is kept when its widest output "
+        "stays within ``max_rel_error`` (relative RMS) and its top-1 agrees on ``min_top1`` of "
+        "rows. ``chip``, ``os``, ``compute_units``: the "
         "target the checks predict for, as in :func:`check`. Both models are also measured at "
         "the ANE's precision (fp16) against the original at fp32 (``original_at_fp16``, "
         "``fixed_at_fp16``); a rewrite whose fp16 outputs are lost is refused unless "

@@ -376,14 +376,23 @@ bool requantizesLossily(const std::string &pipeline) {
   return false;
 }
 
-/// The text's run of `model` at `precisions` (FixOptions::textTokens).
-QualityResult measureOnText(const Model &model, const FixOptions &options,
+/// The text a fix measures quality on: the user's (FixOptions::textTokens),
+/// or the model's own.
+struct GateText {
+  std::vector<int64_t> tokens;
+  int64_t window = 0;
+  int64_t tokenizerVocab = 0;
+  std::string name;
+};
+
+/// The text's run of `model` at `precisions`.
+QualityResult measureOnText(const Model &model, const GateText &text,
                             std::vector<runtime::Precision> precisions,
                             CalibrationRecorder *recorder = nullptr) {
   QualityOptions q;
-  q.tokens = options.textTokens;
-  q.tokenizerVocab = options.tokenizerVocab;
-  q.window = options.textWindow;
+  q.tokens = text.tokens;
+  q.tokenizerVocab = text.tokenizerVocab;
+  q.window = text.window;
   q.precisions = std::move(precisions);
   if (recorder)
     q.opResults = recorder->hook();
@@ -469,6 +478,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   WeightCalibration calibration;
   bool lossyRequantize = requantizesLossily(result.pipeline);
   std::optional<QualityResult> originalText;
+  GateText gate{options.textTokens, options.textWindow, options.tokenizerVocab, options.textName};
   if (!options.textTokens.empty() || lossyRequantize) {
     stage("calibrate");
     const Function *fn = model.defaultFunction();
@@ -476,8 +486,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       std::optional<CalibrationRecorder> recorder;
       if (fn && lossyRequantize)
         recorder.emplace(*fn);
-      originalText = measureOnText(model, options, {runtime::Precision::FP32},
-                                   recorder ? &*recorder : nullptr);
+      originalText =
+          measureOnText(model, gate, {runtime::Precision::FP32}, recorder ? &*recorder : nullptr);
       if (recorder)
         calibration = recorder->finish(
             options.textName + "'s first " + std::to_string(options.textTokens.size()) +
@@ -486,11 +496,47 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
                      ? " in " + std::to_string(originalText->windows) + " windows"
                      : std::string()),
             false);
-    } else {
+    } else if (fn) {
+      // No text: an LLM decode step writes its own, and is calibrated on
+      // what it reads there; anything else on the seeded draw.
+      CalibrationRecorder recorder(*fn);
+      OwnTextOptions own;
+      own.seed = options.seed;
+      own.opResults = recorder.hook();
+      std::optional<OwnText> text;
       try {
-        calibration = calibrateOnRandomInputs(model, "", options.steps, options.seed);
+        text = writeOwnText(model, own);
       } catch (const InputError &e) {
-        result.calibration.failed = e.what();
+        result.calibration.ownTextNote = e.what();
+      }
+      if (text) {
+        int64_t sequences =
+            (static_cast<int64_t>(text->tokens.size()) + text->window - 1) / text->window;
+        calibration = recorder.finish(
+            std::to_string(text->tokens.size()) + " tokens the model wrote itself (" +
+                std::to_string(sequences) + " sequences of up to " + std::to_string(text->window) +
+                " from position 0, each token drawn from its " + std::to_string(kOwnTextTopK) +
+                " likeliest; seed " + std::to_string(options.seed) + ")",
+            false);
+        result.calibration.ownText = true;
+        result.calibration.ownTextTokens = static_cast<int64_t>(text->tokens.size());
+        result.calibration.ownTextWindow = text->window;
+        result.calibration.ownTextNote = text->shortenedBy;
+        // The lossy gate reads another text of its own, not the one the
+        // palettes were fitted to (on that one feedback flatters them).
+        own.seed = options.seed + 1;
+        own.tokens = kDefaultMaxTextTokens;
+        own.window = text->window;
+        own.opResults = nullptr;
+        OwnText held = writeOwnText(model, own);
+        gate = {held.tokens, held.window, 0, "its own text from seed " + std::to_string(own.seed)};
+        originalText = measureOnText(model, gate, {runtime::Precision::FP32});
+      } else {
+        try {
+          calibration = calibrateOnRandomInputs(model, "", options.steps, options.seed);
+        } catch (const InputError &e) {
+          result.calibration.failed = e.what();
+        }
       }
     }
     if (lossyRequantize) {
@@ -606,9 +652,10 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       // fp32 and at the ANE's fp16 against the original at fp32.
       stage("measure on the text");
       v.original = *originalText;
-      v.fixed = measureOnText(*result.fixed, options,
-                              {runtime::Precision::FP32, runtime::Precision::FP16});
+      v.fixed =
+          measureOnText(*result.fixed, gate, {runtime::Precision::FP32, runtime::Precision::FP16});
       v.textMeasured = true;
+      v.textName = gate.name;
       const QualityRun &o = v.original.runs.front();
       bool within = true;
       for (const QualityRun &f : v.fixed.runs) {

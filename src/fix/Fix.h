@@ -256,6 +256,9 @@ struct FixVerification {
   /// the fp32 run then the fp16 one). A lossy rewrite's status is judged
   /// on them (FixOptions::maxPerplexityRise) instead of relError/top1.
   bool textMeasured = false;
+  /// The text they ran on: FixOptions::textName, or, without a text, the
+  /// model's own (writeOwnText, a seed other than the calibration's).
+  std::string textName;
   QualityResult original, fixed;
   /// Steps whose fixed top-1 equals the original's at fp32, per fixed run.
   std::vector<size_t> textAgree;
@@ -268,8 +271,17 @@ struct FixCalibration {
   bool done = false;
   /// Where the inputs came from ("text.txt's first 300 tokens, teacher-forced").
   std::string source;
-  /// A seeded random draw: the last resort without a text.
+  /// A seeded random draw: the last resort without a text, for a program
+  /// that is not an LLM decode step.
   bool random = false;
+  /// Without a text, an LLM decode step is calibrated on text it wrote
+  /// itself (writeOwnText): its tokens, sequences and steps.
+  bool ownText = false;
+  int64_t ownTextTokens = 0, ownTextWindow = 0;
+  /// Why the model's own text could not be written (a program that is not an
+  /// LLM decode step), when the seeded draw stood in; or why its sequences
+  /// are shorter than asked (OwnText::shortenedBy).
+  std::string ownTextNote;
   /// Weights whose layers' input energies were measured.
   size_t weights = 0;
   /// Why calibration could not run (the interpreter cannot run the model);

@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 
 namespace anefit {
 namespace {
@@ -47,6 +49,29 @@ runtime::Tensor filled(const Value &in, int64_t value) {
   runtime::Tensor t = runtime::Tensor::zeros(DType::I32, shape);
   std::fill_n(t.mutableData<int32_t>(), t.numElements(), static_cast<int32_t>(value));
   return t.convertTo(in.type.dtype());
+}
+
+/// The logits as declared: the widest float output of static width;
+/// nullptr if none.
+const Value *declaredLogits(const Function &fn) {
+  const Value *logits = nullptr;
+  for (const Value *v : fn.body->outputs)
+    if (v->type.isTensor() && isFloat(v->type.dtype()) && v->type.rank() >= 1 &&
+        v->type.shape().back().isStatic() &&
+        (!logits || v->type.shape().back().size > logits->type.shape().back().size))
+      logits = v;
+  return logits;
+}
+
+/// The logits a step gave: its widest float output; nullptr if none.
+const runtime::NamedTensor *stepLogits(const runtime::StepRecord &rec) {
+  const runtime::NamedTensor *logits = nullptr;
+  for (const runtime::NamedTensor &t : rec.outputs)
+    if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
+        (!logits ||
+         t.tensor.dim(t.tensor.rank() - 1) > logits->tensor.dim(logits->tensor.rank() - 1)))
+      logits = &t;
+  return logits;
 }
 
 /// A tokenizer wider than the program's logits belongs to another model.
@@ -91,15 +116,9 @@ TeacherForcing teacherForcedInputs(const Model &model, const std::string &functi
       function.empty() ? model.defaultFunction() : model.program->findFunction(function);
   if (!fn)
     failExpected(file, "--function", "a function of the model", "'" + function + "'");
-  // The logits' width as declared (the widest float output), so a tokenizer
-  // of another model is refused before anything runs.
-  const Value *logits = nullptr;
-  for (const Value *v : fn->body->outputs)
-    if (v->type.isTensor() && isFloat(v->type.dtype()) && v->type.rank() >= 1 &&
-        v->type.shape().back().isStatic() &&
-        (!logits || v->type.shape().back().size > logits->type.shape().back().size))
-      logits = v;
-  if (logits)
+  // The logits' width as declared, so a tokenizer of another model is
+  // refused before anything runs.
+  if (const Value *logits = declaredLogits(*fn))
     requireVocabulary(file, logits->name, tokenizerVocab, logits->type.shape().back().size);
 
   // The token and position inputs: integer inputs the host does not carry.
@@ -225,13 +244,7 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
                            "; is it longer than the program's context? --max-tokens sets how "
                            "many tokens are used, --window how many one run reads)");
         }
-        // The logits: the widest float output.
-        const runtime::NamedTensor *logits = nullptr;
-        for (const runtime::NamedTensor &t : rec.outputs)
-          if (isFloat(t.tensor.dtype()) && t.tensor.rank() >= 1 &&
-              (!logits ||
-               t.tensor.dim(t.tensor.rank() - 1) > logits->tensor.dim(logits->tensor.rank() - 1)))
-            logits = &t;
+        const runtime::NamedTensor *logits = stepLogits(rec);
         if (!logits)
           failExpected(file, "function '" + tf.function + "'", "logits (a float output)", "none");
         int64_t vocab = logits->tensor.dim(logits->tensor.rank() - 1);
@@ -286,6 +299,117 @@ QualityResult measureQuality(const Model &model, const QualityOptions &options) 
     result.runs.push_back(q);
   }
   return result;
+}
+
+namespace {
+
+/// A uniform double in [0, 1) from the top 53 bits of one draw: the same on
+/// every platform, as std::uniform_real_distribution is not.
+double unitDraw(std::mt19937_64 &rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+/// A token drawn from the softmax of `row` over its `k` largest logits (ties
+/// to the lower id).
+int64_t drawTopK(const float *row, int64_t vocab, int k, std::mt19937_64 &rng) {
+  std::vector<int64_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  auto top = ids.begin() + std::min<int64_t>(k, vocab);
+  std::partial_sort(ids.begin(), top, ids.end(), [&](int64_t a, int64_t b) {
+    return row[a] > row[b] || (row[a] == row[b] && a < b);
+  });
+  std::vector<double> weight;
+  double peak = row[ids.front()], sum = 0;
+  for (auto it = ids.begin(); it != top; ++it)
+    sum += weight.emplace_back(std::exp(static_cast<double>(row[*it]) - peak));
+  double u = unitDraw(rng) * sum;
+  for (size_t i = 0; i < weight.size(); ++i)
+    if ((u -= weight[i]) < 0)
+      return ids[i];
+  return ids[weight.size() - 1];
+}
+
+} // namespace
+
+OwnText writeOwnText(const Model &model, const OwnTextOptions &options) {
+  const std::string &file = model.sourcePath;
+  if (options.window < 2)
+    failExpected(file, "own text", "sequences of at least 2 tokens",
+                 std::to_string(options.window));
+  // The token and position inputs, checked before anything runs.
+  TeacherForcing inputs = teacherForcedInputs(model, options.function, {0, 0});
+  const Function *fn = model.program->findFunction(inputs.function);
+  const Value *logitsDecl = declaredLogits(*fn);
+  if (!logitsDecl)
+    failExpected(file, "function '" + fn->name + "'", "logits of a declared width (a float output)",
+                 "none");
+  int64_t vocab = logitsDecl->type.shape().back().size;
+  const Value *token = nullptr, *position = nullptr;
+  for (const auto &in : fn->inputs) {
+    if (in->name == inputs.tokenInput)
+      token = in.get();
+    if (in->name == inputs.positionInput)
+      position = in.get();
+  }
+  auto stepInputs = [&](int64_t id, int64_t at) {
+    runtime::TensorMap m;
+    m.emplace(token->name, filled(*token, id));
+    if (position)
+      m.emplace(position->name, filled(*position, at));
+    return m;
+  };
+
+  std::mt19937_64 rng(options.seed);
+  OwnText out;
+  out.window = options.window;
+  out.vocab = vocab;
+  int64_t total = std::max<int64_t>(options.tokens, 2);
+  int64_t plannedSteps = 0;
+  for (int64_t left = total; left >= 2; left -= options.window)
+    plannedSteps += std::min(left, options.window) - 1;
+  while (static_cast<int64_t>(out.tokens.size()) + 2 <= total) {
+    int64_t length = std::min(out.window, total - static_cast<int64_t>(out.tokens.size()));
+    std::vector<int64_t> sequence{static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab))};
+    runtime::ModelRunOptions o;
+    o.function = fn->name;
+    o.steps = length - 1;
+    o.inputs.perStep.emplace(0, stepInputs(sequence.front(), 0));
+    o.run.precision = runtime::Precision::FP32;
+    o.run.threads = options.threads;
+    o.run.source = file;
+    o.run.opResults = options.opResults;
+    runtime::ModelRun run(model, std::move(o));
+    for (int64_t k = 0; k + 1 < length; ++k) {
+      runtime::StepRecord rec;
+      try {
+        rec = run.next();
+      } catch (const InputError &e) {
+        // Past the program's context a cache index leaves its range: the
+        // first sequence finds where, and every sequence is cut there.
+        if (k == 0 || !out.tokens.empty())
+          throw;
+        out.window = k + 1;
+        out.shortenedBy = e.what();
+        break;
+      }
+      const runtime::NamedTensor *logits = stepLogits(rec);
+      if (!logits || logits->tensor.dim(logits->tensor.rank() - 1) != vocab)
+        failExpected(file, "output '" + logitsDecl->name + "'",
+                     "logits " + std::to_string(vocab) + " wide",
+                     logits ? "another width" : "none");
+      std::vector<float> all = logits->tensor.toFloats();
+      const float *row = all.data() + (all.size() - static_cast<size_t>(vocab));
+      if (!std::all_of(row, row + vocab, [](float v) { return std::isfinite(v); }))
+        failExpected(file, "output '" + logits->name + "' at step " + std::to_string(k),
+                     "finite logits to draw the model's next token from", "inf or NaN");
+      sequence.push_back(drawTopK(row, vocab, kOwnTextTopK, rng));
+      if (k + 2 < length)
+        run.give(k + 1, stepInputs(sequence.back(), k + 1));
+      ++out.steps;
+      if (options.progress)
+        options.progress(out.steps, plannedSteps);
+    }
+    out.tokens.insert(out.tokens.end(), sequence.begin(), sequence.end());
+  }
+  return out;
 }
 
 } // namespace anefit

@@ -113,6 +113,57 @@ TeacherForcing teacherForcedInputs(const Model &model, const std::string &functi
 void readTextTokens(QualityOptions &options, const std::string &textPath,
                     const std::string &tokenizerPath, int64_t maxTokens);
 
+/// What the model writes itself when no text is given: fix calibrates
+/// requantize on it. Ours: 8 sequences of 128 tokens (1023 steps, a few
+/// minutes at most on a 1B model in the interpreter; more rows than a
+/// 1024-wide layer has inputs), each token drawn from the 40 likeliest.
+inline constexpr int64_t kDefaultOwnTextTokens = 1024;
+inline constexpr int64_t kOwnTextWindow = 128;
+inline constexpr int kOwnTextTopK = 40;
+
+struct OwnTextOptions {
+  /// The function to step (empty: the model's default).
+  std::string function;
+  /// Tokens to write in all, in sequences of `window` (the last may be
+  /// shorter).
+  int64_t tokens = kDefaultOwnTextTokens;
+  int64_t window = kOwnTextWindow;
+  uint64_t seed = 0;
+  int threads = 0;
+  /// Called after each step with (steps done, steps).
+  std::function<void(int64_t, int64_t)> progress;
+  /// Set as the run's RunOptions::opResults (fix records its calibration
+  /// while the model writes); may be empty.
+  std::function<void(const Operation &, const std::vector<const runtime::Tensor *> &,
+                     const std::vector<const runtime::Tensor *> &)>
+      opResults;
+};
+
+struct OwnText {
+  std::vector<int64_t> tokens;
+  /// Tokens per sequence as written: OwnTextOptions::window, or fewer when
+  /// the program's context is shorter (a step past it failed). Reading
+  /// `tokens` in windows of this size (QualityOptions::window) steps the
+  /// program through the same positions.
+  int64_t window = 0;
+  /// Steps run (each sequence's last token is drawn, not read).
+  int64_t steps = 0;
+  /// Why the sequences are shorter than asked: the error of the first step
+  /// past the program's context; empty if they are not.
+  std::string shortenedBy;
+  int64_t vocab = 0;
+};
+
+/// Lets the model write its own text at fp32: sequences from position 0 with
+/// fresh caches, each begun by a token drawn uniformly from the logits'
+/// width, every next token drawn from the softmax of the step's logits over
+/// its kOwnTextTopK largest (std::mt19937_64 from `seed`: the same tokens on
+/// every platform). When no text is at hand these are still the activations
+/// of the model reading what it reads well, which random token ids are not.
+/// Throws InputError as teacherForcedInputs does for a program that is not
+/// an LLM decode step, and for logits that are not finite.
+OwnText writeOwnText(const Model &model, const OwnTextOptions &options);
+
 /// Steps the model through `options.tokens` once per precision. Throws
 /// InputError naming the model or the place: fewer than two tokens, a
 /// program that is not a one-token decode step, a token id past its logits.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 namespace anefit::runtime {
@@ -108,6 +109,14 @@ ModelRun::ModelRun(const Model &model, ModelRunOptions options)
 }
 
 ModelRun::~ModelRun() = default;
+
+void ModelRun::give(int64_t step, TensorMap inputs) {
+  if (step < next_)
+    throw std::logic_error("ModelRun::give: step " + std::to_string(step) + " has run");
+  TensorMap &slot = options_.inputs.perStep[step];
+  for (auto &[name, t] : inputs)
+    slot[name] = std::move(t);
+}
 
 StepRecord ModelRun::next() {
   int64_t k = next_;

@@ -99,6 +99,10 @@ public:
   /// Binds the inputs of the next step and runs it. Throws InputError for an
   /// unknown or missing input and for the interpreter's errors.
   StepRecord next();
+  /// Sets the inputs of step `step` (not run yet) from what earlier steps
+  /// gave, over any given before: a host that feeds a step's result back,
+  /// as a sampler feeds the token it drew.
+  void give(int64_t step, TensorMap inputs);
 
 private:
   const Function *fn_ = nullptr;

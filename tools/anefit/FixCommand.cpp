@@ -225,10 +225,16 @@ void printCalibration(const FixResult &result) {
   std::cout << "  calibration: " << c.source
             << ": the input channel energies of the layers reading " << c.weights << " weight"
             << (c.weights == 1 ? "" : "s");
+  if (c.ownText)
+    std::cout << " (no --text: the model's own text; --text and --tokenizer calibrate on a text "
+                 "you choose)";
   if (c.random)
     std::cout << " (no --text: a seeded random draw, the last resort; --text and --tokenizer "
                  "calibrate on real tokens)";
   std::cout << "\n";
+  if (c.ownText && !c.ownTextNote.empty())
+    std::cout << "  its sequences end at the program's context, " << c.ownTextWindow
+              << " tokens (the next step: " << c.ownTextNote << ")\n";
 }
 
 /// The text's perplexities: the original at fp32, the fixed model at fp32
@@ -245,7 +251,7 @@ void printTextQuality(const FixResult &result, const FixCliOptions &opts) {
   };
   long long n = v.original.predicted;
   int64_t windows = v.original.windows;
-  std::cout << "on " << opts.text << " (" << n + windows << " tokens, "
+  std::cout << "on " << v.textName << " (" << n + windows << " tokens, "
             << (windows > 1 ? "in " + std::to_string(windows) + " windows, " : std::string()) << n
             << " predicted, teacher-forced):\n";
   std::cout << "  original fp32: perplexity " << ppl(o.perplexity)
@@ -265,7 +271,7 @@ void printTextQuality(const FixResult &result, const FixCliOptions &opts) {
               << percent(opts.maxPerplexityRise, 1) << " above the original's (--max-ppl-rise)"
               << (v.status == FixVerification::Status::TooLossy ? ": EXCEEDED\n" : ": met\n");
   if (v.status == FixVerification::Status::TooLossy)
-    std::cerr << "anefit: error: the lossy rewrite's perplexity on " << opts.text
+    std::cerr << "anefit: error: the lossy rewrite's perplexity on " << v.textName
               << " exceeds --max-ppl-rise; nothing written\n";
 }
 
@@ -569,9 +575,13 @@ void registerFix(CLI::App &verb, VerbResult &result) {
   cmd->add_option("--text", opts->text,
                   "A text the model should read well (an LLM decode program, with "
                   "--tokenizer): the original runs on its tokens teacher-forced to calibrate "
-                  "--requantize (each layer's input channel energies; without it a seeded "
-                  "random draw), and the fixed model's perplexity on it at fp32 and fp16 "
-                  "judges a lossy rewrite (--max-ppl-rise) instead of random steps");
+                  "--requantize (each layer's input channel energies), and the fixed model's "
+                  "perplexity on it at fp32 and fp16 judges a lossy rewrite (--max-ppl-rise). "
+                  "Without it an LLM writes its own text, from --seed, for both (" +
+                      std::to_string(kDefaultOwnTextTokens) + " tokens to calibrate on, " +
+                      std::to_string(kDefaultMaxTextTokens) +
+                      " others to judge on); any other program is calibrated on a seeded random "
+                      "draw and judged on random steps");
   cmd->add_option("--tokenizer", opts->tokenizer,
                   "With --text: the model's tokenizer.json (byte-level BPE)");
   cmd->add_option("--max-tokens", opts->maxTokens,
@@ -584,7 +594,8 @@ void registerFix(CLI::App &verb, VerbResult &result) {
                   "default: one window)")
       ->check(integerIn(2, kMaxSteps));
   cmd->add_option("--max-ppl-rise", opts->maxPerplexityRise,
-                  "With --text: a lossy rewrite is written only when its perplexity on the text, "
+                  "A lossy rewrite is written only when its perplexity on the text (or the "
+                  "model's own), "
                   "at fp32 and at fp16, is at most this share above the original's at fp32 "
                   "(default " +
                       std::to_string(kDefaultMaxPerplexityRise).substr(0, 4) + ", ours)")
