@@ -528,9 +528,15 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
         own.tokens = kDefaultMaxTextTokens;
         own.window = text->window;
         own.opResults = nullptr;
-        OwnText held = writeOwnText(model, own);
-        gate = {held.tokens, held.window, 0, "its own text from seed " + std::to_string(own.seed)};
-        originalText = measureOnText(model, gate, {runtime::Precision::FP32});
+        try {
+          OwnText held = writeOwnText(model, own);
+          gate = {held.tokens, held.window, 0,
+                  "its own text from seed " + std::to_string(own.seed)};
+          originalText = measureOnText(model, gate, {runtime::Precision::FP32});
+        } catch (const InputError &e) {
+          // Then the random steps judge it, as before there was a text.
+          result.calibration.gateFailed = e.what();
+        }
       } else {
         try {
           calibration = calibrateOnRandomInputs(model, "", options.steps, options.seed);

@@ -282,6 +282,9 @@ struct FixCalibration {
   /// LLM decode step), when the seeded draw stood in; or why its sequences
   /// are shorter than asked (OwnText::shortenedBy).
   std::string ownTextNote;
+  /// Why the model could not write the text the lossy gate reads (the
+  /// random steps judged the rewrite instead); empty if it did.
+  std::string gateFailed;
   /// Weights whose layers' input energies were measured.
   size_t weights = 0;
   /// Why calibration could not run (the interpreter cannot run the model);

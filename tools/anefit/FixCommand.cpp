@@ -232,6 +232,10 @@ void printCalibration(const FixResult &result) {
     std::cout << " (no --text: a seeded random draw, the last resort; --text and --tokenizer "
                  "calibrate on real tokens)";
   std::cout << "\n";
+  if (!c.gateFailed.empty())
+    std::cout << "  the lossy rewrite is judged on random steps: the model could not write a text "
+                 "to judge it on ("
+              << c.gateFailed << ")\n";
   if (c.ownText && !c.ownTextNote.empty())
     std::cout << "  its sequences end at the program's context, " << c.ownTextWindow
               << " tokens (the next step: " << c.ownTextNote << ")\n";
