@@ -4,7 +4,8 @@
 // committed export_llm program (random weights, vocabulary 256, context 32)
 // writes them: the same for a seed on every run, others for another seed,
 // every id within its logits, the sequences cut at its context; and a
-// program that is not a decode step is refused as teacher forcing refuses it.
+// program that is not a decode step is refused as teacher forcing refuses it,
+// and logits no token can be drawn from in one line.
 //
 //===----------------------------------------------------------------------===//
 #include "fix/Quality.h"
@@ -97,4 +98,23 @@ TEST(OwnText, RefusesAProgramThatIsNotADecodeStep) {
                              "relu.mil", ".");
   EXPECT_NE(errorOf([&] { writeOwnText(*model, {}); }).find("an LLM decode step"),
             std::string::npos);
+}
+
+TEST(OwnText, RefusesLogitsThatAreNotFiniteInOneLine) {
+  // Every row of the table holds a 0, and 1/0 is inf: no token can be drawn
+  // from the first step's logits.
+  auto model = loadModelText(
+      R"(main[CoreML7](%tokens: (1, 1, int32)(Tensor), %input_pos: (1, int32)(Tensor)) {
+  block0() {
+    %table: (4, 4, fp32)(Tensor) = const(val=[[0.0, 1.0, 1.0, 1.0], [1.0, 0.0, 1.0, 1.0], [1.0, 1.0, 0.0, 1.0], [1.0, 1.0, 1.0, 0.0]]:(4, 4, fp32), name="table")
+    %rows: (1, 1, 4, fp32)(Tensor) = gather(x=%table, indices=%tokens, axis=0, name="rows")
+    %one: (fp32)(Tensor) = const(val=1.0, name="one")
+    %logits: (1, 1, 4, fp32)(Tensor) = real_div(x=%one, y=%rows, name="logits")
+  } -> (%logits)
+}
+)",
+      "div.mil", ".");
+  EXPECT_EQ(errorOf([&] { writeOwnText(*model, {}); }),
+            "div.mil: output 'logits' at step 0: expected finite logits to draw the model's next "
+            "token from, found inf or NaN");
 }
