@@ -385,11 +385,18 @@ struct GateText {
   std::string name;
 };
 
-/// The text's run of `model` at `precisions`.
+/// The text's run of `model` at `precisions`, `who` ("the original") in
+/// FixOptions::stepProgress.
 QualityResult measureOnText(const Model &model, const GateText &text,
-                            std::vector<runtime::Precision> precisions,
-                            CalibrationRecorder *recorder = nullptr) {
+                            std::vector<runtime::Precision> precisions, const FixOptions &options,
+                            const std::string &who, CalibrationRecorder *recorder = nullptr) {
   QualityOptions q;
+  if (options.stepProgress)
+    q.progress = [&, precisions](size_t run, int64_t done, int64_t total) {
+      options.stepProgress(who + " on " + text.name + " at " +
+                               (precisions[run] == runtime::Precision::FP16 ? "fp16" : "fp32"),
+                           done, total);
+    };
   q.tokens = text.tokens;
   q.tokenizerVocab = text.tokenizerVocab;
   q.window = text.window;
@@ -486,8 +493,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       std::optional<CalibrationRecorder> recorder;
       if (fn && lossyRequantize)
         recorder.emplace(*fn);
-      originalText =
-          measureOnText(model, gate, {runtime::Precision::FP32}, recorder ? &*recorder : nullptr);
+      originalText = measureOnText(model, gate, {runtime::Precision::FP32}, options, "the original",
+                                   recorder ? &*recorder : nullptr);
       if (recorder)
         calibration = recorder->finish(
             options.textName + "'s first " + std::to_string(options.textTokens.size()) +
@@ -503,6 +510,11 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       OwnTextOptions own;
       own.seed = options.seed;
       own.opResults = recorder.hook();
+      std::string writing = "the original writing its own text to calibrate on";
+      if (options.stepProgress)
+        own.progress = [&](int64_t done, int64_t total) {
+          options.stepProgress(writing, done, total);
+        };
       std::optional<OwnText> text;
       try {
         text = writeOwnText(model, own);
@@ -528,11 +540,13 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
         own.tokens = kDefaultMaxTextTokens;
         own.window = text->window;
         own.opResults = nullptr;
+        writing = "the original writing its own text to judge on";
         try {
           OwnText held = writeOwnText(model, own);
           gate = {held.tokens, held.window, 0,
                   "its own text from seed " + std::to_string(own.seed)};
-          originalText = measureOnText(model, gate, {runtime::Precision::FP32});
+          originalText =
+              measureOnText(model, gate, {runtime::Precision::FP32}, options, "the original");
         } catch (const InputError &e) {
           // Then the random steps judge it, as before there was a text.
           result.calibration.gateFailed = e.what();
@@ -659,7 +673,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       stage("measure on the text");
       v.original = *originalText;
       v.fixed =
-          measureOnText(*result.fixed, gate, {runtime::Precision::FP32, runtime::Precision::FP16});
+          measureOnText(*result.fixed, gate, {runtime::Precision::FP32, runtime::Precision::FP16},
+                        options, "the fixed model");
       v.textMeasured = true;
       v.textName = gate.name;
       const QualityRun &o = v.original.runs.front();

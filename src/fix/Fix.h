@@ -142,6 +142,9 @@ struct FixOptions {
   runtime::Precision precision = runtime::Precision::FP32;
   /// Called as each stage starts ("check", "rewrite", "verify"); may be empty.
   std::function<void(std::string_view stage)> progress;
+  /// Called after each step of the long runs, with what runs ("the original
+  /// on the text at fp32", ...), steps done and steps; may be empty.
+  std::function<void(std::string_view what, int64_t done, int64_t total)> stepProgress;
 };
 
 /// Two runs' outputs held against each other, step after step: a model

@@ -27,6 +27,8 @@
 #include <map>
 #include <optional>
 
+#include <unistd.h>
+
 namespace anefit::cli {
 namespace {
 
@@ -466,6 +468,14 @@ void printProgramProof(const ProgramProof &p) {
 
 FixOptions fixOptions(const FixCliOptions &opts) {
   FixOptions options;
+  // The long runs (a text, the model's own) count their steps on a
+  // terminal.
+  if (isatty(STDERR_FILENO))
+    options.stepProgress = [](std::string_view what, int64_t done, int64_t total) {
+      if (done % 16 == 0 || done == total)
+        std::cerr << "\r\033[K" << what << ": " << done << "/" << total << " steps"
+                  << (done == total ? "\n" : "") << std::flush;
+    };
   options.passes = opts.passes;
   applyTargetOptions(opts.target, options.target);
   options.goal = parseFixGoal(opts.goal);
