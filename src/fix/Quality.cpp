@@ -342,6 +342,8 @@ OwnText writeOwnText(const Model &model, const OwnTextOptions &options) {
     failExpected(file, "function '" + fn->name + "'", "logits of a declared width (a float output)",
                  "none");
   int64_t vocab = logitsDecl->type.shape().back().size;
+  if (vocab < 1)
+    failExpected(file, "output '" + logitsDecl->name + "'", "logits of at least one token", "0");
   const Value *token = nullptr, *position = nullptr;
   for (const auto &in : fn->inputs) {
     if (in->name == inputs.tokenInput)
@@ -362,9 +364,14 @@ OwnText writeOwnText(const Model &model, const OwnTextOptions &options) {
   out.window = options.window;
   out.vocab = vocab;
   int64_t total = std::max<int64_t>(options.tokens, 2);
-  int64_t plannedSteps = 0;
-  for (int64_t left = total; left >= 2; left -= options.window)
-    plannedSteps += std::min(left, options.window) - 1;
+  // The steps `total` tokens take in sequences of `window` (for progress).
+  auto stepsFor = [total](int64_t window) {
+    int64_t steps = 0;
+    for (int64_t left = total; left >= 2; left -= window)
+      steps += std::min(left, window) - 1;
+    return steps;
+  };
+  int64_t plannedSteps = stepsFor(out.window);
   while (static_cast<int64_t>(out.tokens.size()) + 2 <= total) {
     int64_t length = std::min(out.window, total - static_cast<int64_t>(out.tokens.size()));
     std::vector<int64_t> sequence{static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab))};
@@ -388,6 +395,9 @@ OwnText writeOwnText(const Model &model, const OwnTextOptions &options) {
           throw;
         out.window = k + 1;
         out.shortenedBy = e.what();
+        plannedSteps = stepsFor(out.window);
+        if (options.progress)
+          options.progress(out.steps, plannedSteps);
         break;
       }
       const runtime::NamedTensor *logits = stepLogits(rec);

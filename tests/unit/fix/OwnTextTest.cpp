@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <utility>
 
 using namespace anefit;
 using anefit::test::errorOf;
@@ -37,6 +38,8 @@ TEST(OwnText, IsTheSameForASeedAndCutAtTheProgramsContext) {
   size_t ops = 0;
   o.opResults = [&](const Operation &, const std::vector<const runtime::Tensor *> &,
                     const std::vector<const runtime::Tensor *> &) { ++ops; };
+  std::pair<int64_t, int64_t> last;
+  o.progress = [&](int64_t done, int64_t total) { last = {done, total}; };
   OwnText a = writeOwnText(*model, o);
   // The caches hold 32 positions: the step at position 32 fails, so every
   // sequence is 33 tokens (32 read, the last drawn).
@@ -46,6 +49,8 @@ TEST(OwnText, IsTheSameForASeedAndCutAtTheProgramsContext) {
   // 33 + 33 + 33 tokens, then one left over: a sequence of one reads nothing.
   ASSERT_EQ(a.tokens.size(), 99u);
   EXPECT_EQ(a.steps, 96);
+  // Progress is counted against the sequences as cut, so it ends at its total.
+  EXPECT_EQ(last, std::make_pair(int64_t{96}, int64_t{96}));
   EXPECT_GT(ops, 0u);
   for (int64_t id : a.tokens) {
     EXPECT_GE(id, 0);
