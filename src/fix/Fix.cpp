@@ -518,8 +518,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
       std::optional<OwnText> text;
       try {
         text = writeOwnText(model, own);
-      } catch (const InputError &e) {
-        result.calibration.ownTextNote = e.what();
+      } catch (const InputError &) {
+        // Not a decode step the model can write with: the seeded draw below.
       }
       if (text) {
         int64_t sequences =
@@ -533,7 +533,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
         result.calibration.ownText = true;
         result.calibration.ownTextTokens = static_cast<int64_t>(text->tokens.size());
         result.calibration.ownTextWindow = text->window;
-        result.calibration.ownTextNote = text->shortenedBy;
+        result.calibration.ownTextShortenedBy = text->shortenedBy;
         // The lossy gate reads another text of its own, not the one the
         // palettes were fitted to (on that one feedback flatters them).
         own.seed = options.seed + 1;

@@ -281,10 +281,8 @@ struct FixCalibration {
   /// itself (writeOwnText): its tokens, sequences and steps.
   bool ownText = false;
   int64_t ownTextTokens = 0, ownTextWindow = 0;
-  /// Why the model's own text could not be written (a program that is not an
-  /// LLM decode step), when the seeded draw stood in; or why its sequences
-  /// are shorter than asked (OwnText::shortenedBy).
-  std::string ownTextNote;
+  /// Why its sequences are shorter than asked (OwnText::shortenedBy).
+  std::string ownTextShortenedBy;
   /// Why the model could not write the text the lossy gate reads (the
   /// random steps judged the rewrite instead); empty if it did.
   std::string gateFailed;

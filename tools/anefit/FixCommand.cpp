@@ -238,9 +238,9 @@ void printCalibration(const FixResult &result) {
     std::cout << "  the lossy rewrite is judged on random steps: the model could not write a text "
                  "to judge it on ("
               << c.gateFailed << ")\n";
-  if (c.ownText && !c.ownTextNote.empty())
+  if (c.ownText && !c.ownTextShortenedBy.empty())
     std::cout << "  its sequences end at the program's context, " << c.ownTextWindow
-              << " tokens (the next step: " << c.ownTextNote << ")\n";
+              << " tokens (the next step: " << c.ownTextShortenedBy << ")\n";
 }
 
 /// The text's perplexities: the original at fp32, the fixed model at fp32
