@@ -257,6 +257,7 @@ PyFixResult fixResultObject(FixResult result, std::shared_ptr<const Model> origi
     c["random"] = result.calibration.random;
     c["own_text"] = result.calibration.ownText;
     c["own_text_tokens"] = result.calibration.ownTextTokens;
+    c["held_out_tokens"] = result.calibration.heldOutTokens;
     c["weights"] = result.calibration.weights;
     c["failed"] = result.calibration.failed;
     r.calibration = std::move(c);

@@ -105,6 +105,21 @@ WeightCalibration CalibrationRecorder::finish(std::string source, bool random) c
   return out;
 }
 
+void addHeldOut(WeightCalibration &calibration, const WeightCalibration &heldOut,
+                std::string source) {
+  bool any = false;
+  for (auto &[name, e] : calibration.weights) {
+    auto it = heldOut.weights.find(name);
+    if (!e.moment || it == heldOut.weights.end() || !it->second.moment ||
+        it->second.moment->channels != e.moment->channels)
+      continue;
+    e.heldOut = it->second.moment;
+    any = true;
+  }
+  if (any)
+    calibration.heldOutSource = std::move(source);
+}
+
 WeightCalibration calibrateOnRandomInputs(const Model &model, const std::string &function,
                                           int64_t steps, uint64_t seed) {
   runtime::ModelRunOptions o;

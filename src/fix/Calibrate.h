@@ -51,6 +51,12 @@ private:
   std::map<std::string, std::shared_ptr<InputMoment>> moments_;
 };
 
+/// Sets each weight's ChannelEnergy::heldOut in `calibration` to the second
+/// moment `heldOut` recorded for it (another run of the same layers, on
+/// inputs the calibration never saw), where both have one of one width.
+void addHeldOut(WeightCalibration &calibration, const WeightCalibration &heldOut,
+                std::string source);
+
 /// The seeded-draw calibration: `steps` steps of `function` (empty: the
 /// default) on random inputs from `seed`, states and host carries kept.
 /// Throws InputError when the interpreter cannot run it.

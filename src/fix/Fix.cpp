@@ -534,6 +534,27 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
         result.calibration.ownTextTokens = static_cast<int64_t>(text->tokens.size());
         result.calibration.ownTextWindow = text->window;
         result.calibration.ownTextShortenedBy = text->shortenedBy;
+        // Rows the fit never sees, for the output errors auto chooses by:
+        // more of its own text, from another seed than the calibration's
+        // and the gate's.
+        {
+          CalibrationRecorder held(*fn);
+          OwnTextOptions check = own;
+          check.seed = options.seed + 2;
+          check.tokens = kHeldOutTokens;
+          check.window = text->window;
+          check.opResults = held.hook();
+          writing = "the original writing its own text to check the fit on";
+          try {
+            OwnText checkText = writeOwnText(model, check);
+            addHeldOut(calibration, held.finish("", false),
+                       std::to_string(checkText.tokens.size()) +
+                           " more tokens it wrote from seed " + std::to_string(check.seed));
+            result.calibration.heldOutTokens = static_cast<int64_t>(checkText.tokens.size());
+          } catch (const InputError &) {
+            // No held-out rows: auto chooses by the calibration's own.
+          }
+        }
         // The lossy gate reads another text of its own, not the one the
         // palettes were fitted to (on that one feedback flatters them).
         own.seed = options.seed + 1;

@@ -283,6 +283,9 @@ struct FixCalibration {
   int64_t ownTextTokens = 0, ownTextWindow = 0;
   /// Why its sequences are shorter than asked (OwnText::shortenedBy).
   std::string ownTextShortenedBy;
+  /// Tokens of the text it wrote for held-out rows (ChannelEnergy::heldOut,
+  /// by which auto chooses); 0 without.
+  int64_t heldOutTokens = 0;
   /// Why the model could not write the text the lossy gate reads (the
   /// random steps judged the rewrite instead); empty if it did.
   std::string gateFailed;

@@ -122,6 +122,9 @@ void readTextTokens(QualityOptions &options, const std::string &textPath,
 /// from the 40 likeliest.
 inline constexpr int64_t kDefaultOwnTextTokens = 19 * 128;
 inline constexpr int64_t kOwnTextWindow = 128;
+/// Tokens of the own text fix writes from a third seed for held-out rows
+/// (ChannelEnergy::heldOut): four sequences.
+inline constexpr int64_t kHeldOutTokens = 4 * kOwnTextWindow;
 inline constexpr int kOwnTextTopK = 40;
 
 struct OwnTextOptions {

@@ -76,6 +76,12 @@ struct ChannelEnergy {
   /// matmul with transpose_y (a weight of (out, in)); null for convs, other
   /// matmuls, and a weight read by layers of other widths.
   std::shared_ptr<const InputMoment> moment;
+  /// The same second moment over inputs the fit never saw (fix: the model's
+  /// own text from another seed), or null. Error feedback fits a layer's
+  /// palette indices to `moment`'s rows: on those rows its output error
+  /// flatters the fit the fewer rows there are, and auto chooses forms by
+  /// the error on these instead.
+  std::shared_ptr<const InputMoment> heldOut;
 };
 
 struct WeightCalibration {
@@ -86,6 +92,9 @@ struct WeightCalibration {
   std::string source;
   /// The inputs are a seeded random draw, not the user's data.
   bool random = false;
+  /// Where the held-out inputs came from (ChannelEnergy::heldOut); empty
+  /// when there are none.
+  std::string heldOutSource;
 };
 
 } // namespace anefit

@@ -26,6 +26,9 @@
 // energy of the input channel it multiplies: the palettes are fitted by
 // weighted k-means and the errors auto compares are those of the layer's
 // output (the diagonal approximation of Calibration.h), not the weight's.
+// Error feedback fits indices to the calibration's rows; where the
+// calibration holds rows the fit never saw (ChannelEnergy::heldOut), auto
+// compares the output errors on those.
 //
 //===----------------------------------------------------------------------===//
 #include "transforms/Requantize.h"
@@ -127,6 +130,11 @@ std::vector<float> elementWeights(const DenseWeight &w, const ChannelEnergy *ce)
 /// there is no calibration).
 struct Errors {
   double weight = 0, output = 0;
+  /// The output error on held-out rows (ChannelEnergy::heldOut), measured
+  /// where feedback fitted the indices to the calibration's; -1 otherwise.
+  double heldOut = -1;
+  /// The error auto compares: on held-out rows where measured.
+  double decisive() const { return heldOut >= 0 ? heldOut : output; }
 };
 
 double relative(double err2, double norm2) {
@@ -870,6 +878,9 @@ private:
   /// (the last one kept: the layers reading one activation come together);
   /// null factor when off or not calibrated with a second moment.
   FeedbackInput feedbackFor(const Item &item, const DenseWeight &w);
+  /// The held-out moment of `item`'s linear, its H in heldH_ (the last one
+  /// kept, as feedbackFor keeps its); null when there is none.
+  const InputMoment *heldOutFor(const Item &item, const DenseWeight &w);
 
   Target target_;
   int64_t group_;
@@ -885,6 +896,9 @@ private:
   std::vector<double> cachedH_;
   std::shared_ptr<const FeedbackFactor> cachedFactor_;
   std::map<const Operation *, double> norms_; ///< sum_r w_r^T H w_r by weight
+  const InputMoment *heldMoment_ = nullptr;
+  std::vector<double> heldH_;
+  std::map<const Operation *, double> heldNorms_; ///< norms_ over the held-out H
   const WeightCalibration *calibration_;
   double maxError_ = 0;
   bool allWeights_ = false;
@@ -941,6 +955,18 @@ FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w
   return out;
 }
 
+const InputMoment *RequantizePass::heldOutFor(const Item &item, const DenseWeight &w) {
+  const ChannelEnergy *e = item.energy;
+  if (!e || !e->heldOut || e->heldOut->rows == 0 || w.shape.size() != 2 ||
+      e->heldOut->channels != w.shape[1])
+    return nullptr;
+  if (heldMoment_ != e->heldOut.get()) {
+    heldMoment_ = e->heldOut.get();
+    heldH_ = e->heldOut->matrix();
+  }
+  return heldMoment_;
+}
+
 RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight &w,
                                              const std::vector<float> &ew, Target to) {
   Done d;
@@ -966,6 +992,15 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
       if (output2 < 0)
         output2 = rowsError2(*fb.h, w.values, back, w.shape[0], w.shape[1]);
       e.output = relative(std::max(output2, 0.0), it->second);
+      if (heldOutFor(item, w)) {
+        auto [hn, first] = heldNorms_.try_emplace(item.op, 0.0);
+        if (first) {
+          std::vector<float> zero(w.values.size(), 0.0f);
+          hn->second = rowsError2(heldH_, w.values, zero, w.shape[0], w.shape[1]);
+        }
+        e.heldOut = relative(
+            std::max(rowsError2(heldH_, w.values, back, w.shape[0], w.shape[1]), 0.0), hn->second);
+      }
     }
     return e;
   };
@@ -1057,12 +1092,12 @@ void RequantizePass::choose(Item &item, Target to, PassResult &result) {
       item.smaller.clear();
       return;
     }
-    if (d.error.output <= maxError_) {
+    if (d.error.decisive() <= maxError_) {
       item.done = std::move(d);
       keepFrontier(item.smaller);
       return;
     }
-    item.smaller.emplace_back(f, d.bytesAfter, d.error.output);
+    item.smaller.emplace_back(f, d.bytesAfter, d.error.decisive());
   }
   item.done = rewrite(item, *w, ew, Target::Fp16);
   keepFrontier(item.smaller);
@@ -1211,7 +1246,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
     auto cost = [](const Item &item) {
       const auto &[f, bytes, error] = item.smaller.back();
       double saved = static_cast<double>(item.done.bytesAfter) - static_cast<double>(bytes);
-      double added = error * error - item.done.error.output * item.done.error.output;
+      double now = item.done.error.decisive();
+      double added = error * error - now * now;
       return saved > 0 ? added / saved : INFINITY;
     };
     while (others + after > budget_) {
@@ -1238,12 +1274,13 @@ void RequantizePass::run(Model &model, PassResult &result) {
                      " (" + humanBytes(others) + " of them not requantized)");
 
   // Each op takes what its weight became.
-  size_t autoFed = 0, autoMeasured = 0;
+  size_t autoFed = 0, autoMeasured = 0, autoHeld = 0;
   for (auto &fn : model.program->functions) {
     size_t n = 0, toFp16 = 0, kept = 0, denseCount = 0;
     uint64_t fnBefore = 0, fnAfter = 0;
-    double worst = 0, sum = 0, worstOut = 0, sumOut = 0;
-    std::string worstName, worstOutName;
+    double worst = 0, sum = 0, worstOut = 0, sumOut = 0, worstHeld = 0, sumHeld = 0;
+    size_t held = 0;
+    std::string worstName, worstOutName, worstHeldName;
     size_t measured = 0, nonFinite = 0, fed = 0;
     std::string nonFiniteName;
     std::map<std::string, size_t> autoForms; // auto: weights per lossy form
@@ -1306,6 +1343,14 @@ void RequantizePass::run(Model &model, PassResult &result) {
         worstOut = d.error.output;
         worstOutName = op.name;
       }
+      if (d.error.heldOut >= 0) {
+        ++held;
+        sumHeld += d.error.heldOut;
+        if (d.error.heldOut >= worstHeld) {
+          worstHeld = d.error.heldOut;
+          worstHeldName = op.name;
+        }
+      }
       op.inputs.clear();
       op.attributes.clear();
       if (isPalette(d.to)) {
@@ -1351,6 +1396,10 @@ void RequantizePass::run(Model &model, PassResult &result) {
         line += "; output error (relative RMS, " + outputErrorText(fed, measured) + ") mean " +
                 percent(sumOut / measured) + ", max " + percent(worstOut) + " ('" + worstOutName +
                 "')";
+      if (held)
+        line += "; on held-out rows (" + calibration_->heldOutSource + ") for " +
+                std::to_string(held) + " of them: mean " + percent(sumHeld / held) + ", max " +
+                percent(worstHeld) + " ('" + worstHeldName + "')";
       if (fed)
         line += "; indices by error feedback on " + std::to_string(fed) + " linear" +
                 (fed == 1 ? "" : "s") + " (H dampened by " + percent(damp_) +
@@ -1359,6 +1408,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
     result.changes.push_back(line);
     autoFed += fed;
     autoMeasured += measured;
+    autoHeld += held;
   }
 
   if (!tooWide_.empty())
@@ -1406,8 +1456,10 @@ void RequantizePass::run(Model &model, PassResult &result) {
     std::string line = "requantize: auto: '" + item.op->name + "' -> " + form + " (" +
                        bitsText(d.bytesAfter, item.elements) + " bits per weight";
     if (d.to != Target::Fp16)
-      line += ", weight error " + percent(d.error.weight) +
-              (calibration_ ? ", output error " + percent(d.error.output) : std::string());
+      line +=
+          ", weight error " + percent(d.error.weight) +
+          (calibration_ ? ", output error " + percent(d.error.output) : std::string()) +
+          (d.error.heldOut >= 0 ? ", on held-out rows " + percent(d.error.heldOut) : std::string());
     else if (!d.nonFinite)
       line += ", no smaller form within " + percent(maxError_);
     result.changes.push_back(line + ")");
@@ -1423,6 +1475,9 @@ void RequantizePass::run(Model &model, PassResult &result) {
                      "; output error within " + percent(maxError_) +
                      (calibration_ ? " (" + outputErrorText(autoFed, autoMeasured) + ")"
                                    : std::string(" (of the weights)"));
+  if (autoHeld)
+    line += ", on held-out rows for the " + std::to_string(autoHeld) + " fitted by feedback (" +
+            calibration_->heldOutSource + ")";
   if (belowTarget)
     line += " but for " + std::to_string(belowTarget) + " step" + (belowTarget == 1 ? "" : "s") +
             " down to meet the budget";
