@@ -796,10 +796,18 @@ public:
                        "found " +
                        std::to_string(feedbackWidth_));
     std::string dp = options.string("damp");
-    char *dend = nullptr;
-    damp_ = std::strtod(dp.c_str(), &dend);
-    if (dp.empty() || *dend || !(damp_ > 0) || !std::isfinite(damp_))
-      throw InputError("requantize: option 'damp': expected a positive number, found '" + dp + "'");
+    for (size_t at = 0; at <= dp.size();) {
+      size_t end = std::min(dp.find(',', at), dp.size());
+      std::string one = dp.substr(at, end - at);
+      char *dend = nullptr;
+      double v = std::strtod(one.c_str(), &dend);
+      if (one.empty() || *dend || !(v > 0) || !std::isfinite(v))
+        throw InputError("requantize: option 'damp': expected positive numbers separated by "
+                         "commas, found '" +
+                         dp + "'");
+      damps_.push_back(v);
+      at = end + 1;
+    }
     std::string b = options.string("budget");
     if (!b.empty()) {
       std::optional<uint64_t> bytes = runtime::MemoryBudget::parseLimit(b);
@@ -834,6 +842,8 @@ private:
     /// Its linear's H was at hand (feedback): palette indices chosen by
     /// error feedback, the output error measured with the whole H.
     bool fed = false;
+    /// The damping of the H its palette indices were fed through; -1 if none.
+    double damp = -1;
   };
   /// One weight to rewrite: the first op that makes it, and what it became.
   struct Item {
@@ -877,7 +887,7 @@ private:
   /// Error feedback for `item`'s weight `w`: its linear's H and the factor
   /// (the last one kept: the layers reading one activation come together);
   /// null factor when off or not calibrated with a second moment.
-  FeedbackInput feedbackFor(const Item &item, const DenseWeight &w);
+  FeedbackInput feedbackFor(const Item &item, const DenseWeight &w, size_t damp = 0);
   /// The held-out moment of `item`'s linear, its H in heldH_ (the last one
   /// kept, as feedbackFor keeps its); null when there is none.
   const InputMoment *heldOutFor(const Item &item, const DenseWeight &w);
@@ -885,7 +895,9 @@ private:
   Target target_;
   int64_t group_;
   bool feedback_ = false, refit_ = false;
-  double damp_ = 0.01;
+  /// H's dampings (option damp): the first, or with held-out rows each in
+  /// turn, the lowest output error there kept.
+  std::vector<double> damps_;
   /// Linears with more inputs than this get no feedback (its factor's work
   /// grows as the cube of the inputs); wider ones met, counted.
   int64_t feedbackWidth_ = 2304;
@@ -894,7 +906,9 @@ private:
   std::map<const Operation *, std::pair<int64_t, int64_t>> underSampled_;
   const InputMoment *cachedMoment_ = nullptr;
   std::vector<double> cachedH_;
-  std::shared_ptr<const FeedbackFactor> cachedFactor_;
+  /// By damping, made when first asked for.
+  std::vector<std::shared_ptr<const FeedbackFactor>> cachedFactors_;
+  std::vector<bool> cachedMade_;
   std::map<const Operation *, double> norms_; ///< sum_r w_r^T H w_r by weight
   const InputMoment *heldMoment_ = nullptr;
   std::vector<double> heldH_;
@@ -928,7 +942,7 @@ double rowsError2(const std::vector<double> &h, const std::vector<float> &a,
   return total;
 }
 
-FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w) {
+FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w, size_t damp) {
   FeedbackInput out;
   const ChannelEnergy *e = item.energy;
   // Not on a seeded draw: a few random rows would fit the palettes to
@@ -943,14 +957,19 @@ FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w
   if (cachedMoment_ != e->moment.get()) {
     cachedMoment_ = e->moment.get();
     cachedH_ = e->moment->matrix();
-    cachedFactor_ = feedbackFactor(cachedH_, e->moment->channels, damp_);
+    cachedFactors_.assign(damps_.size(), nullptr);
+    cachedMade_.assign(damps_.size(), false);
   }
-  if (!cachedFactor_)
+  if (!cachedMade_[damp]) {
+    cachedFactors_[damp] = feedbackFactor(cachedH_, e->moment->channels, damps_[damp]);
+    cachedMade_[damp] = true;
+  }
+  if (!cachedFactors_[damp])
     return out;
   if (e->moment->rows < e->moment->channels)
     underSampled_[item.op] = {e->moment->rows, e->moment->channels};
   out.h = &cachedH_;
-  out.factor = cachedFactor_.get();
+  out.factor = cachedFactors_[damp].get();
   out.refit = refit_;
   return out;
 }
@@ -1007,6 +1026,27 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
   if (isPalette(to)) {
     int bits = paletteBits(to);
     Palettized pal = palettizeRows(w, bits, group_, ew, fb);
+    Errors err;
+    if (pal.finite) {
+      err = errors(pal.back, pal.output2);
+      d.damp = fb.factor ? damps_[0] : -1;
+    }
+    // With held-out rows, each damping in turn: the one whose indices keep
+    // the output error lowest on rows the fit never saw.
+    for (size_t k = 1; pal.finite && fb.factor && err.heldOut >= 0 && k < damps_.size(); ++k) {
+      FeedbackInput other = feedbackFor(item, w, k);
+      if (!other.factor)
+        continue;
+      Palettized p = palettizeRows(w, bits, group_, ew, other);
+      if (!p.finite)
+        continue;
+      Errors e = errors(p.back, p.output2);
+      if (e.heldOut < err.heldOut) {
+        pal = std::move(p);
+        err = e;
+        d.damp = damps_[k];
+      }
+    }
     if (pal.finite) {
       d.to = to;
       std::vector<int64_t> lshape(w.shape.size() + 2, 1);
@@ -1014,7 +1054,7 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
       lshape[w.shape.size()] = int64_t{1} << bits;
       std::vector<uint8_t> lb = packElements(pal.lut, w.dtype);
       d.bytesAfter = pal.indices.size() + lb.size();
-      d.error = errors(pal.back, pal.output2);
+      d.error = err;
       d.indices = {Type::tensor(bits == 4   ? DType::U4
                                 : bits == 6 ? DType::U6
                                             : DType::U8,
@@ -1280,6 +1320,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
     uint64_t fnBefore = 0, fnAfter = 0;
     double worst = 0, sum = 0, worstOut = 0, sumOut = 0, worstHeld = 0, sumHeld = 0;
     size_t held = 0;
+    std::map<double, size_t> dampedBy; ///< fed palettes by H's damping
     std::string worstName, worstOutName, worstHeldName;
     size_t measured = 0, nonFinite = 0, fed = 0;
     std::string nonFiniteName;
@@ -1332,6 +1373,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
       result.lossy = true;
       ++measured;
       fed += d.fed;
+      if (d.damp > 0)
+        ++dampedBy[d.damp];
       ++autoForms[formName(d.to)];
       sum += d.error.weight;
       sumOut += d.error.output;
@@ -1400,10 +1443,26 @@ void RequantizePass::run(Model &model, PassResult &result) {
         line += "; on held-out rows (" + calibration_->heldOutSource + ") for " +
                 std::to_string(held) + " of them: mean " + percent(sumHeld / held) + ", max " +
                 percent(worstHeld) + " ('" + worstHeldName + "')";
-      if (fed)
+      if (fed) {
+        std::string damping;
+        if (dampedBy.size() > 1) {
+          std::string each, counts;
+          for (const auto &[v, count] : dampedBy) {
+            each += (each.empty() ? "" : " or ") + percent(v);
+            counts += (counts.empty() ? "" : ", ") + percent(v) + " for " + std::to_string(count);
+          }
+          damping = each +
+                    " of its mean diagonal, whichever kept the error on held-out rows "
+                    "lower: " +
+                    counts;
+        } else {
+          damping = percent(dampedBy.empty() ? damps_[0] : dampedBy.begin()->first) +
+                    " of its mean diagonal";
+        }
         line += "; indices by error feedback on " + std::to_string(fed) + " linear" +
-                (fed == 1 ? "" : "s") + " (H dampened by " + percent(damp_) +
-                " of its mean diagonal" + (refit_ ? ", palettes refitted" : "") + ")";
+                (fed == 1 ? "" : "s") + " (H dampened by " + damping +
+                (refit_ ? ", palettes refitted" : "") + ")";
+      }
     }
     result.changes.push_back(line);
     autoFed += fed;

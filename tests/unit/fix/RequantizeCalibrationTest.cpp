@@ -476,7 +476,7 @@ TEST(HeldOutRows, FeedbackFlattersItsOwnRowsAndAutoChoosesByOthers) {
   heldOut.calibration = &held;
   // lut4 alone: the same indices either way; the held-out rows see the
   // error the fitted rows hide.
-  Rewritten lut4 = rewrite(*m, "requantize{to=lut4 weights=all}", heldOut);
+  Rewritten lut4 = rewrite(*m, "requantize{to=lut4 weights=all damp=0.01}", heldOut);
   const std::string &line = lut4.result.changes[0];
   ASSERT_NE(line.find("on held-out rows (400 other draws) for 1 of them: mean "), std::string::npos)
       << line;
@@ -493,6 +493,23 @@ TEST(HeldOutRows, FeedbackFlattersItsOwnRowsAndAutoChoosesByOthers) {
   // new draws).
   double fresh = 100.0 * outputError(*m, *lut4.model);
   EXPECT_NEAR(fresh / unseen, 1.0, 0.2) << fresh << " vs " << unseen;
+  // Several dampings of H: each palette keeps the one with the lower error
+  // on the held-out rows (without them, the first).
+  auto heldMean = [&](const std::string &damp, const PassContext &ctx) {
+    Rewritten r = rewrite(*m, "requantize{to=lut4 weights=all damp=" + damp + "}", ctx);
+    return percentAfter(r.result.changes[0], "for 1 of them: mean ");
+  };
+  double low = heldMean("0.01", heldOut), high = heldMean("0.3", heldOut);
+  EXPECT_NE(low, high);
+  EXPECT_EQ(heldMean("0.01,0.3", heldOut), std::min(low, high));
+  EXPECT_EQ(heldMean("0.3,0.01", heldOut), std::min(low, high));
+  Rewritten first = rewrite(*m, "requantize{to=lut4 weights=all damp=0.3,0.01}", inSample);
+  EXPECT_NE(first.result.changes[0].find("(H dampened by 30.00% of its mean diagonal"),
+            std::string::npos)
+      << first.result.changes[0];
+  EXPECT_THROW(rewrite(*m, "requantize{to=lut4 weights=all damp=0.1,}", heldOut), InputError);
+  EXPECT_THROW(rewrite(*m, "requantize{to=lut4 weights=all damp=0.1,-1}", heldOut), InputError);
+
   // auto at a target between the two takes lut4 by the fitted rows and a
   // larger form by the held-out ones, which is closer to the original on
   // inputs neither saw.
