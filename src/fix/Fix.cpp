@@ -489,13 +489,40 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
   if (!options.textTokens.empty() || lossyRequantize) {
     stage("calibrate");
     const Function *fn = model.defaultFunction();
+    // Rows the fit never sees, for the output errors auto and the damping
+    // are chosen by: text the model writes from another seed than the
+    // calibration's and the gate's (with --text too: error feedback
+    // flatters its fit on the text's own rows).
+    auto addHeldOutRows = [&](int64_t window) {
+      CalibrationRecorder held(*fn);
+      OwnTextOptions check;
+      check.seed = options.seed + 2;
+      check.tokens = kHeldOutTokens;
+      check.window = window;
+      check.opResults = held.hook();
+      if (options.stepProgress)
+        check.progress = [&](int64_t done, int64_t total) {
+          options.stepProgress("the original writing its own text to check the fit on", done,
+                               total);
+        };
+      try {
+        OwnText checkText = writeOwnText(model, check);
+        addHeldOut(calibration, held.finish("", false),
+                   std::to_string(checkText.tokens.size()) + " tokens the model wrote from seed " +
+                       std::to_string(check.seed));
+        result.calibration.heldOutTokens = static_cast<int64_t>(checkText.tokens.size());
+      } catch (const InputError &) {
+        // Not a decode step it can write with: auto chooses by the
+        // calibration's own rows.
+      }
+    };
     if (!options.textTokens.empty()) {
       std::optional<CalibrationRecorder> recorder;
       if (fn && lossyRequantize)
         recorder.emplace(*fn);
       originalText = measureOnText(model, gate, {runtime::Precision::FP32}, options, "the original",
                                    recorder ? &*recorder : nullptr);
-      if (recorder)
+      if (recorder) {
         calibration = recorder->finish(
             options.textName + "'s first " + std::to_string(options.textTokens.size()) +
                 " tokens, teacher-forced" +
@@ -503,6 +530,8 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
                      ? " in " + std::to_string(originalText->windows) + " windows"
                      : std::string()),
             false);
+        addHeldOutRows(kOwnTextWindow);
+      }
     } else if (fn) {
       // No text: an LLM decode step writes its own, and is calibrated on
       // what it reads there; anything else on the seeded draw.
@@ -534,27 +563,7 @@ FixResult fixModel(const Model &model, const FixOptions &options) {
         result.calibration.ownTextTokens = static_cast<int64_t>(text->tokens.size());
         result.calibration.ownTextWindow = text->window;
         result.calibration.ownTextShortenedBy = text->shortenedBy;
-        // Rows the fit never sees, for the output errors auto chooses by:
-        // more of its own text, from another seed than the calibration's
-        // and the gate's.
-        {
-          CalibrationRecorder held(*fn);
-          OwnTextOptions check = own;
-          check.seed = options.seed + 2;
-          check.tokens = kHeldOutTokens;
-          check.window = text->window;
-          check.opResults = held.hook();
-          writing = "the original writing its own text to check the fit on";
-          try {
-            OwnText checkText = writeOwnText(model, check);
-            addHeldOut(calibration, held.finish("", false),
-                       std::to_string(checkText.tokens.size()) +
-                           " more tokens it wrote from seed " + std::to_string(check.seed));
-            result.calibration.heldOutTokens = static_cast<int64_t>(checkText.tokens.size());
-          } catch (const InputError &) {
-            // No held-out rows: auto chooses by the calibration's own.
-          }
-        }
+        addHeldOutRows(text->window);
         // The lossy gate reads another text of its own, not the one the
         // palettes were fitted to (on that one feedback flatters them).
         own.seed = options.seed + 1;

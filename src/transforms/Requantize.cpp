@@ -1314,7 +1314,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
                      " (" + humanBytes(others) + " of them not requantized)");
 
   // Each op takes what its weight became.
-  size_t autoFed = 0, autoMeasured = 0, autoHeld = 0;
+  size_t autoFed = 0, autoMeasured = 0, autoHeld = 0, allHeld = 0;
   for (auto &fn : model.program->functions) {
     size_t n = 0, toFp16 = 0, kept = 0, denseCount = 0;
     uint64_t fnBefore = 0, fnAfter = 0;
@@ -1468,6 +1468,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
     autoFed += fed;
     autoMeasured += measured;
     autoHeld += held;
+    allHeld += held;
   }
 
   if (!tooWide_.empty())
@@ -1486,9 +1487,10 @@ void RequantizePass::run(Model &model, PassResult &result) {
         "requantize: " + std::to_string(underSampled_.size()) + " linear" +
         (underSampled_.size() == 1 ? "" : "s") + " fed from fewer input rows (" +
         std::to_string(rows) + ") than inputs (up to " + std::to_string(inputs) +
-        "): their H has no information along the rest, the feedback fits the rows it saw and "
-        "their output errors are measured on those rows; calibrate on more tokens (fix "
-        "--max-tokens, --window)");
+        "): their H has no information along the rest and the feedback fits the rows it saw" +
+        (allHeld ? std::string("; the errors on held-out rows above are what that gives elsewhere")
+                 : std::string("; their output errors are measured on those rows")) +
+        "; calibrate on more tokens (fix --max-tokens, --window)");
   }
   // The whole program's bits per weight: the weights the pass chose for and
   // those it left as they are (norms, tables only gathers read, ...).
