@@ -857,7 +857,10 @@ private:
     /// (form, bytes, output error), all above max-error.
     std::vector<std::tuple<Target, uint64_t, double>> smaller;
   };
-  Done rewrite(const Item &item, const DenseWeight &w, const std::vector<float> &ew, Target to);
+  /// `item`'s weight as `to`; a palette fed through each of damps_ (the
+  /// first alone unless `dampings`), the lowest held-out error kept.
+  Done rewrite(const Item &item, const DenseWeight &w, const std::vector<float> &ew, Target to,
+               bool dampings = true);
   /// The constant of `p`, made in the pass's store the first time.
   ConstantRef constantOf(Pending &p) {
     if (!p.ref) {
@@ -987,7 +990,8 @@ const InputMoment *RequantizePass::heldOutFor(const Item &item, const DenseWeigh
 }
 
 RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight &w,
-                                             const std::vector<float> &ew, Target to) {
+                                             const std::vector<float> &ew, Target to,
+                                             bool dampings) {
   Done d;
   const Operation &op = *item.op;
   d.bytesBefore = storedBytesOf(op, item.denseSource);
@@ -1033,7 +1037,8 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
     }
     // With held-out rows, each damping in turn: the one whose indices keep
     // the output error lowest on rows the fit never saw.
-    for (size_t k = 1; pal.finite && fb.factor && err.heldOut >= 0 && k < damps_.size(); ++k) {
+    for (size_t k = 1; dampings && pal.finite && fb.factor && err.heldOut >= 0 && k < damps_.size();
+         ++k) {
       FeedbackInput other = feedbackFor(item, w, k);
       if (!other.factor)
         continue;
@@ -1125,15 +1130,18 @@ void RequantizePass::choose(Item &item, Target to, PassResult &result) {
   std::stable_sort(order.begin(), order.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });
   item.smaller.clear();
+  // Forms measured with the first damping; the one taken with each (a
+  // palette's error can only fall).
   for (const auto &[bytes, f] : order) {
-    Done d = rewrite(item, *w, ew, f);
+    Done d = rewrite(item, *w, ew, f, false);
     if (d.nonFinite) { // no form holds inf or NaN: the weight stays dense
       item.done = std::move(d);
       item.smaller.clear();
       return;
     }
     if (d.error.decisive() <= maxError_) {
-      item.done = std::move(d);
+      item.done = d.damp > 0 && damps_.size() > 1 && d.error.heldOut >= 0 ? rewrite(item, *w, ew, f)
+                                                                          : std::move(d);
       keepFrontier(item.smaller);
       return;
     }

@@ -412,7 +412,7 @@ TEST(ErrorFeedback, TheRequantizePassLowersTheOutputErrorOfCorrelatedInputs) {
   ctx.calibration = &c;
   for (const char *form : {"lut4", "lut6"}) {
     SCOPED_TRACE(form);
-    std::string base = std::string("requantize{to=") + form + " weights=all";
+    std::string base = std::string("requantize{to=") + form + " weights=all damp=0.01";
     Rewritten plain = rewrite(*m, base + " feedback=false}", ctx);
     Rewritten fed = rewrite(*m, base + " refit=false}", ctx);
     Rewritten refit = rewrite(*m, base + "}", ctx);
