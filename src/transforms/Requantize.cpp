@@ -857,10 +857,10 @@ private:
     /// (form, bytes, output error), all above max-error.
     std::vector<std::tuple<Target, uint64_t, double>> smaller;
   };
-  /// `item`'s weight as `to`; a palette fed through each of damps_ (the
-  /// first alone unless `dampings`), the lowest held-out error kept.
+  /// `item`'s weight as `to`; a palette fed through each of damps_[first,
+  /// last) in turn, the lowest held-out error kept (ties: the earlier).
   Done rewrite(const Item &item, const DenseWeight &w, const std::vector<float> &ew, Target to,
-               bool dampings = true);
+               size_t first = 0, size_t last = SIZE_MAX);
   /// The constant of `p`, made in the pass's store the first time.
   ConstantRef constantOf(Pending &p) {
     if (!p.ref) {
@@ -909,9 +909,8 @@ private:
   std::map<const Operation *, std::pair<int64_t, int64_t>> underSampled_;
   const InputMoment *cachedMoment_ = nullptr;
   std::vector<double> cachedH_;
-  /// By damping, made when first asked for.
-  std::vector<std::shared_ptr<const FeedbackFactor>> cachedFactors_;
-  std::vector<bool> cachedMade_;
+  /// By damping, made when first asked for (null: H could not be factored).
+  std::vector<std::optional<std::shared_ptr<const FeedbackFactor>>> cachedFactors_;
   std::map<const Operation *, double> norms_; ///< sum_r w_r^T H w_r by weight
   const InputMoment *heldMoment_ = nullptr;
   std::vector<double> heldH_;
@@ -960,19 +959,17 @@ FeedbackInput RequantizePass::feedbackFor(const Item &item, const DenseWeight &w
   if (cachedMoment_ != e->moment.get()) {
     cachedMoment_ = e->moment.get();
     cachedH_ = e->moment->matrix();
-    cachedFactors_.assign(damps_.size(), nullptr);
-    cachedMade_.assign(damps_.size(), false);
+    cachedFactors_.assign(damps_.size(), std::nullopt);
   }
-  if (!cachedMade_[damp]) {
-    cachedFactors_[damp] = feedbackFactor(cachedH_, e->moment->channels, damps_[damp]);
-    cachedMade_[damp] = true;
-  }
-  if (!cachedFactors_[damp])
+  std::optional<std::shared_ptr<const FeedbackFactor>> &factor = cachedFactors_[damp];
+  if (!factor)
+    factor = feedbackFactor(cachedH_, e->moment->channels, damps_[damp]);
+  if (!*factor)
     return out;
   if (e->moment->rows < e->moment->channels)
     underSampled_[item.op] = {e->moment->rows, e->moment->channels};
   out.h = &cachedH_;
-  out.factor = cachedFactors_[damp].get();
+  out.factor = factor->get();
   out.refit = refit_;
   return out;
 }
@@ -990,8 +987,8 @@ const InputMoment *RequantizePass::heldOutFor(const Item &item, const DenseWeigh
 }
 
 RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight &w,
-                                             const std::vector<float> &ew, Target to,
-                                             bool dampings) {
+                                             const std::vector<float> &ew, Target to, size_t first,
+                                             size_t last) {
   Done d;
   const Operation &op = *item.op;
   d.bytesBefore = storedBytesOf(op, item.denseSource);
@@ -1004,41 +1001,48 @@ RequantizePass::Done RequantizePass::rewrite(const Item &item, const DenseWeight
   // H (its cross terms are what feedback uses), for every form alike.
   FeedbackInput fb = feedbackFor(item, w);
   d.fed = fb.factor != nullptr;
+  // sum_r w_r^T H w_r of the weight, computed once per weight and H.
+  auto normOver = [&](std::map<const Operation *, double> &norms, const std::vector<double> &h) {
+    auto [it, fresh] = norms.try_emplace(item.op, 0.0);
+    if (fresh) {
+      std::vector<float> zero(w.values.size(), 0.0f);
+      it->second = rowsError2(h, w.values, zero, w.shape[0], w.shape[1]);
+    }
+    return it->second;
+  };
   auto errors = [&](const std::vector<float> &back, double output2) {
     Errors e = measureErrors(w.values, back, ew);
     if (fb.factor) {
-      auto [it, fresh] = norms_.try_emplace(item.op, 0.0);
-      if (fresh) {
-        std::vector<float> zero(w.values.size(), 0.0f);
-        it->second = rowsError2(*fb.h, w.values, zero, w.shape[0], w.shape[1]);
-      }
       if (output2 < 0)
         output2 = rowsError2(*fb.h, w.values, back, w.shape[0], w.shape[1]);
-      e.output = relative(std::max(output2, 0.0), it->second);
-      if (heldOutFor(item, w)) {
-        auto [hn, first] = heldNorms_.try_emplace(item.op, 0.0);
-        if (first) {
-          std::vector<float> zero(w.values.size(), 0.0f);
-          hn->second = rowsError2(heldH_, w.values, zero, w.shape[0], w.shape[1]);
-        }
-        e.heldOut = relative(
-            std::max(rowsError2(heldH_, w.values, back, w.shape[0], w.shape[1]), 0.0), hn->second);
-      }
+      e.output = relative(std::max(output2, 0.0), normOver(norms_, *fb.h));
+      if (heldOutFor(item, w))
+        e.heldOut =
+            relative(std::max(rowsError2(heldH_, w.values, back, w.shape[0], w.shape[1]), 0.0),
+                     normOver(heldNorms_, heldH_));
     }
     return e;
   };
   if (isPalette(to)) {
     int bits = paletteBits(to);
-    Palettized pal = palettizeRows(w, bits, group_, ew, fb);
+    // The first damping's fit (the pass's first where that one's H could not
+    // be factored).
+    size_t from = first;
+    FeedbackInput fit = first ? feedbackFor(item, w, first) : fb;
+    if (!fit.factor) {
+      fit = fb;
+      from = 0;
+    }
+    Palettized pal = palettizeRows(w, bits, group_, ew, fit);
     Errors err;
     if (pal.finite) {
       err = errors(pal.back, pal.output2);
-      d.damp = fb.factor ? damps_[0] : -1;
+      d.damp = fit.factor ? damps_[from] : -1;
     }
     // With held-out rows, each damping in turn: the one whose indices keep
     // the output error lowest on rows the fit never saw.
-    for (size_t k = 1; dampings && pal.finite && fb.factor && err.heldOut >= 0 && k < damps_.size();
-         ++k) {
+    for (size_t k = first + 1;
+         pal.finite && fb.factor && err.heldOut >= 0 && k < std::min(last, damps_.size()); ++k) {
       FeedbackInput other = feedbackFor(item, w, k);
       if (!other.factor)
         continue;
@@ -1130,18 +1134,22 @@ void RequantizePass::choose(Item &item, Target to, PassResult &result) {
   std::stable_sort(order.begin(), order.end(),
                    [](const auto &a, const auto &b) { return a.first < b.first; });
   item.smaller.clear();
-  // Forms measured with the first damping; the one taken with each (a
-  // palette's error can only fall).
+  // Forms measured with the first damping; the one taken with the others
+  // too (a palette's error can only fall).
   for (const auto &[bytes, f] : order) {
-    Done d = rewrite(item, *w, ew, f, false);
+    Done d = rewrite(item, *w, ew, f, 0, 1);
     if (d.nonFinite) { // no form holds inf or NaN: the weight stays dense
       item.done = std::move(d);
       item.smaller.clear();
       return;
     }
     if (d.error.decisive() <= maxError_) {
-      item.done = d.damp > 0 && damps_.size() > 1 && d.error.heldOut >= 0 ? rewrite(item, *w, ew, f)
-                                                                          : std::move(d);
+      if (d.damp > 0 && damps_.size() > 1 && d.error.heldOut >= 0) {
+        Done rest = rewrite(item, *w, ew, f, 1);
+        if (rest.error.heldOut >= 0 && rest.error.heldOut < d.error.heldOut)
+          d = std::move(rest);
+      }
+      item.done = std::move(d);
       keepFrontier(item.smaller);
       return;
     }
@@ -1322,7 +1330,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
                      " (" + humanBytes(others) + " of them not requantized)");
 
   // Each op takes what its weight became.
-  size_t autoFed = 0, autoMeasured = 0, autoHeld = 0, allHeld = 0;
+  size_t autoFed = 0, autoMeasured = 0, heldInAll = 0;
   for (auto &fn : model.program->functions) {
     size_t n = 0, toFp16 = 0, kept = 0, denseCount = 0;
     uint64_t fnBefore = 0, fnAfter = 0;
@@ -1475,8 +1483,7 @@ void RequantizePass::run(Model &model, PassResult &result) {
     result.changes.push_back(line);
     autoFed += fed;
     autoMeasured += measured;
-    autoHeld += held;
-    allHeld += held;
+    heldInAll += held;
   }
 
   if (!tooWide_.empty())
@@ -1496,8 +1503,9 @@ void RequantizePass::run(Model &model, PassResult &result) {
         (underSampled_.size() == 1 ? "" : "s") + " fed from fewer input rows (" +
         std::to_string(rows) + ") than inputs (up to " + std::to_string(inputs) +
         "): their H has no information along the rest and the feedback fits the rows it saw" +
-        (allHeld ? std::string("; the errors on held-out rows above are what that gives elsewhere")
-                 : std::string("; their output errors are measured on those rows")) +
+        (heldInAll
+             ? std::string("; the errors on held-out rows above are what that gives elsewhere")
+             : std::string("; their output errors are measured on those rows")) +
         "; calibrate on more tokens (fix --max-tokens, --window)");
   }
   // The whole program's bits per weight: the weights the pass chose for and
@@ -1544,8 +1552,8 @@ void RequantizePass::run(Model &model, PassResult &result) {
                      "; output error within " + percent(maxError_) +
                      (calibration_ ? " (" + outputErrorText(autoFed, autoMeasured) + ")"
                                    : std::string(" (of the weights)"));
-  if (autoHeld)
-    line += ", on held-out rows for the " + std::to_string(autoHeld) + " fitted by feedback (" +
+  if (heldInAll)
+    line += ", on held-out rows for the " + std::to_string(heldInAll) + " fitted by feedback (" +
             calibration_->heldOutSource + ")";
   if (belowTarget)
     line += " but for " + std::to_string(belowTarget) + " step" + (belowTarget == 1 ? "" : "s") +
